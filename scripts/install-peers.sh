@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install the real peer tools polytrace is checked against (Debian packages):
+# PCP 6.0.3 (pmdumplog, pmlogcheck, mmvdump) with its testsuite archives,
+# dlt-tools (dlt-convert), babeltrace2. Does nothing when all are present.
+#
+# pcp's maintainer scripts call systemctl when one exists; where PID 1 is not
+# systemd that call fails and leaves dpkg half-configured. A no-op systemctl
+# first on PATH avoids it; a failed install is finished with
+# `dpkg --configure -a`, which is what actually leaves the tools usable.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools babeltrace2 xz-utils bzip2 gzip)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+
+shim=$(mktemp -d)
+trap 'rm -rf "$shim"' EXIT
+printf '#!/bin/sh\nexit 0\n' >"$shim/systemctl"
+chmod +x "$shim/systemctl"
+export PATH="$shim:$PATH"
+
+if ((${#missing[@]})); then
+    echo "install-peers: installing ${missing[*]}" >&2
+    apt-get update -qq
+    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+        echo "install-peers: apt-get reported a failure; finishing configuration" >&2
+    fi
+fi
+dpkg --configure -a >/dev/null
+
+# Prove the tools run, not just that packages are marked installed.
+pmdumplog -l /var/lib/pcp/testsuite/archives/omnibus_v3 >/dev/null
+command -v pmlogcheck dlt-convert babeltrace2 >/dev/null
+test -x /var/lib/pcp/pmdas/mmv/mmvdump
+echo "install-peers: ok" >&2

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command: install the peer tools if missing, then run the whole suite.
+#   scripts/test.sh            default suite (a few minutes)
+#   scripts/test.sh --full     also the long sweeps (every PCP testsuite archive, …)
+# In CI (CI=true) a missing peer tool is a failure, not a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--full" ]]; then
+    export POLYTRACE_FULL=1
+    shift
+fi
+
+if ! command -v pmdumplog >/dev/null || ! command -v dlt-convert >/dev/null \
+    || [[ ! -x /var/lib/pcp/pmdas/mmv/mmvdump ]]; then
+    if [[ $(id -u) -eq 0 ]]; then
+        bash scripts/install-peers.sh
+    else
+        sudo bash scripts/install-peers.sh
+    fi
+fi
+if [[ "${CI:-}" == "true" ]]; then
+    export POLYTRACE_REQUIRE_PEERS=1
+fi
+
+cargo fmt --all -- --check
+cargo clippy --release --all-targets -q -- -D warnings
+cargo test --release "$@"

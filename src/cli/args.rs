@@ -1,0 +1,199 @@
+//! The CLI's shared option groups, defined once and flattened into each verb.
+
+use crate::model::FormatId;
+use crate::options::{DumpOptions, ReadOptions, WriteOptions};
+use crate::pipeline::TimeSpec;
+use clap::Args;
+use std::path::PathBuf;
+
+pub fn parse_format(s: &str) -> Result<FormatId, String> {
+    FormatId::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = FormatId::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format {s:?} (one of: {})", names.join(", "))
+    })
+}
+
+fn parse_time(s: &str) -> Result<TimeSpec, String> {
+    TimeSpec::parse(s)
+}
+
+fn parse_abs_time(s: &str) -> Result<crate::model::Timestamp, String> {
+    match TimeSpec::parse(s)? {
+        TimeSpec::At(t) => Ok(t),
+        TimeSpec::After(_) => Err("an absolute time is needed here".into()),
+    }
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.trim_end_matches(['b', 'B']) {
+        x if x.ends_with(['k', 'K']) => (&x[..x.len() - 1], 1u64 << 10),
+        x if x.ends_with(['m', 'M']) => (&x[..x.len() - 1], 1 << 20),
+        x if x.ends_with(['g', 'G']) => (&x[..x.len() - 1], 1 << 30),
+        x => (x, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("bad size {s:?} (e.g. 1G, 64M, 4096)"))
+}
+
+/// Input selection and reading behaviour.
+#[derive(Args, Debug, Clone, Default)]
+pub struct InputArgs {
+    /// Input format (default: detected from the content).
+    #[arg(long, value_parser = parse_format)]
+    pub from: Option<FormatId>,
+    /// Keep only data at or after this time (RFC 3339, epoch seconds, or +DURATION from the start).
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
+    pub begin: Option<TimeSpec>,
+    /// Keep only data at or before this time (same forms as --begin).
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
+    pub end: Option<TimeSpec>,
+    /// On damaged input keep everything before the damage and exit 1.
+    #[arg(long)]
+    pub salvage: bool,
+    /// DLT: application id of KPI messages (default PROC).
+    #[arg(long, value_name = "APID")]
+    pub kpi_app: Option<String>,
+    /// DLT: context id of KPI messages (default PROC).
+    #[arg(long, value_name = "CTID")]
+    pub kpi_ctx: Option<String>,
+    /// Timeline: TSC frequency in Hz, to place cycles on a time axis.
+    #[arg(long, value_name = "HZ")]
+    pub tsc_hz: Option<f64>,
+    /// Timeline: epoch time of TSC 0 (RFC 3339 or epoch seconds).
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
+    pub tsc_anchor: Option<crate::model::Timestamp>,
+    /// KPI: page size for RSS pages (default 4096).
+    #[arg(long, value_name = "BYTES")]
+    pub page_size: Option<u64>,
+}
+
+impl InputArgs {
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            salvage: self.salvage,
+            kpi_app: self.kpi_app.clone(),
+            kpi_ctx: self.kpi_ctx.clone(),
+            tsc_hz: self.tsc_hz,
+            tsc_anchor: self.tsc_anchor,
+            page_size: self.page_size,
+        }
+    }
+}
+
+/// Output selection and writing behaviour.
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Output path (`-` = stdout for text formats).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_parser = parse_format)]
+    pub to: Option<FormatId>,
+    /// Replace an existing output (never an input).
+    #[arg(long)]
+    pub force: bool,
+    /// Fail, writing nothing, if the target format would drop or degrade anything.
+    #[arg(long)]
+    pub strict: bool,
+    /// PCP: archive version to write (2 or 3).
+    #[arg(long, value_name = "2|3")]
+    pub pcp_version: Option<u32>,
+    /// PCP: start a new volume after this many bytes (e.g. 64M).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub volume_size: Option<u64>,
+    /// MMV: file version to write (1, 2 or 3; default: the smallest that fits).
+    #[arg(long, value_name = "1|2|3")]
+    pub mmv_version: Option<u32>,
+    /// MMV: take the snapshot at this time instead of the last sample.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
+    pub at: Option<crate::model::Timestamp>,
+    /// Timeline: layout to write (A2 or M3).
+    #[arg(long, value_name = "A2|M3")]
+    pub timeline_version: Option<String>,
+    /// Timeline: ring size in entries (a power of two).
+    #[arg(long, value_name = "N")]
+    pub entries: Option<u64>,
+    /// DLT: ECU id to write (default ECU1).
+    #[arg(long)]
+    pub ecu: Option<String>,
+    /// DLT: application id to write (default PROC).
+    #[arg(long, value_name = "APID")]
+    pub app_id: Option<String>,
+    /// DLT: context id to write (default PROC).
+    #[arg(long, value_name = "CTID")]
+    pub ctx_id: Option<String>,
+    /// DLT: session id to write.
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<u32>,
+    /// DLT: maximum payload bytes per message (libdlt default 1390).
+    #[arg(long, value_name = "BYTES")]
+    pub dlt_payload_max: Option<usize>,
+}
+
+impl OutputArgs {
+    pub fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            strict: self.strict,
+            pcp_version: self.pcp_version,
+            volume_size: self.volume_size,
+            mmv_version: self.mmv_version,
+            at: self.at,
+            timeline_version: self.timeline_version.clone(),
+            entries: self.entries,
+            ecu: self.ecu.clone(),
+            app_id: self.app_id.clone(),
+            ctx_id: self.ctx_id.clone(),
+            session_id: self.session_id,
+            dlt_payload_max: self.dlt_payload_max,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// The format's own reference listing (pmdumplog, mmvdump, dlt-convert -a, …).
+    #[default]
+    Native,
+    /// The common listing, the same for every format.
+    Common,
+    /// PCP: one line per value (`EPOCH.NNNNNNNNN pmid inst type value`).
+    Values,
+}
+
+/// Listing options.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DumpArgs {
+    /// Listing style.
+    #[arg(long, value_enum, default_value_t = Style::Native)]
+    pub style: Style,
+    /// Timeline: list at most N entries (as Snabb's dump(file, N)).
+    #[arg(long, value_name = "N")]
+    pub max: Option<u64>,
+    /// Timeline: newest-first `-cycles` listing of the older Snabb dump.
+    #[arg(long)]
+    pub newest_first: bool,
+    /// LTT: leave out block_start, block_end and heartbeat events.
+    #[arg(long)]
+    pub no_framing: bool,
+}
+
+impl DumpArgs {
+    pub fn dump_options(&self) -> DumpOptions {
+        DumpOptions {
+            max: self.max,
+            newest_first: self.newest_first,
+            no_framing: self.no_framing,
+            values: self.style == Style::Values,
+        }
+    }
+}
+
+/// Quietness.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GlobalArgs {
+    /// Print nothing but errors (no progress, no loss report).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}

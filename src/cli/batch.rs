@@ -1,0 +1,237 @@
+//! `convert DIR --to FORMAT -o OUTDIR`: walk a tree, convert every trace in
+//! it, keep relative paths, continue past failures, end with a summary.
+
+use super::commands::report_diagnostics;
+use super::{ConvertArgs, EXIT_LOSSY, EXIT_OK};
+use crate::formats::{self, Format};
+use crate::input::{archive_base_of, Input, InputKind};
+use crate::model::FormatId;
+use crate::pipeline::{self, Dest, Window};
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// File name suffix a converted output gets (PCP archives are base names).
+pub fn output_suffix(id: FormatId) -> &'static str {
+    match id {
+        FormatId::Kpi => ".kpi",
+        FormatId::Dlt => ".dlt",
+        FormatId::Mmv => ".mmv",
+        FormatId::Pcp => "",
+        FormatId::Ltt => ".ltt",
+        FormatId::Timeline => ".timeline",
+        FormatId::ChromeJson => ".json",
+        FormatId::Csv => ".csv",
+    }
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Ok,
+    Salvaged(String),
+    Failed(String),
+    Skipped(String),
+}
+
+/// Collect the inputs of a tree: files, LTT trace directories, and PCP
+/// archives (all members grouped under their base name).
+fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut seen_bases = BTreeSet::new();
+    let mut it = walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter();
+    while let Some(entry) = it.next() {
+        let Ok(entry) = entry else { continue };
+        let path = entry.path();
+        if entry.file_type().is_dir() {
+            if path != root && path.join("info").join("system.xml").is_file() {
+                let size = walkdir::WalkDir::new(path)
+                    .into_iter()
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum();
+                out.push((path.to_path_buf(), size));
+                it.skip_current_dir();
+            }
+            continue;
+        }
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        if let Some(base) = archive_base_of(path) {
+            let members = crate::input::archive_members(&base);
+            let is_archive = members.iter().any(|m| {
+                crate::input::strip_compression(
+                    &m.file_name().unwrap_or_default().to_string_lossy(),
+                )
+                .ends_with(".meta")
+            });
+            if is_archive {
+                if seen_bases.insert(base.clone()) {
+                    let total = members
+                        .iter()
+                        .filter_map(|m| std::fs::metadata(m).ok())
+                        .map(|m| m.len())
+                        .sum();
+                    out.push((base, total));
+                }
+                continue;
+            }
+        }
+        out.push((path.to_path_buf(), size));
+    }
+    out
+}
+
+pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Result<u8> {
+    let root = &a.input;
+    let out_root = a
+        .output
+        .output
+        .clone()
+        .context("-o OUTDIR is required when converting a directory")?;
+    if out_root.as_os_str() == "-" {
+        anyhow::bail!("a directory converts into a directory: give -o OUTDIR, not -");
+    }
+    std::fs::create_dir_all(&out_root)
+        .with_context(|| format!("creating {}", out_root.display()))?;
+    let canon_out = std::fs::canonicalize(&out_root)?;
+    let inputs: Vec<(PathBuf, u64)> = collect_inputs(root)
+        .into_iter()
+        .filter(|(p, _)| {
+            // Never re-read what this run writes (output inside the input tree).
+            std::fs::canonicalize(p.parent().unwrap_or(p))
+                .map(|c| !c.starts_with(&canon_out))
+                .unwrap_or(true)
+        })
+        .collect();
+    let total_bytes: u64 = inputs.iter().map(|(_, s)| *s).sum();
+    let pb = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
+    if quiet {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
+    for (i, (path, size)) in inputs.iter().enumerate() {
+        pb.set_message(format!("{}/{} files", i, inputs.len()));
+        let rel = path.strip_prefix(root).unwrap_or(path);
+        let outcome = convert_one(a, to, path, rel, &out_root, quiet, &pb);
+        results.push((rel.to_path_buf(), outcome));
+        pb.inc(*size);
+    }
+    pb.finish_and_clear();
+
+    let (mut ok, mut salv, mut failed, mut skipped) = (0, 0, 0, 0);
+    eprintln!("{:<10} input", "result");
+    for (rel, o) in &results {
+        let (tag, why) = match o {
+            Outcome::Ok => {
+                ok += 1;
+                ("ok", String::new())
+            }
+            Outcome::Salvaged(w) => {
+                salv += 1;
+                ("salvaged", w.clone())
+            }
+            Outcome::Failed(w) => {
+                failed += 1;
+                ("failed", w.clone())
+            }
+            Outcome::Skipped(w) => {
+                skipped += 1;
+                ("skipped", w.clone())
+            }
+        };
+        if why.is_empty() {
+            eprintln!("{tag:<10} {}", rel.display());
+        } else {
+            eprintln!("{tag:<10} {}: {why}", rel.display());
+        }
+    }
+    eprintln!("{ok} ok, {salv} salvaged, {failed} failed, {skipped} skipped (not a trace)");
+    Ok(if failed > 0 || salv > 0 {
+        EXIT_LOSSY
+    } else {
+        EXIT_OK
+    })
+}
+
+fn convert_one(
+    a: &ConvertArgs,
+    to: &'static dyn Format,
+    path: &Path,
+    rel: &Path,
+    out_root: &Path,
+    quiet: bool,
+    pb: &ProgressBar,
+) -> Outcome {
+    let input = match Input::resolve(path) {
+        Ok(i) => i,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let from = match a.input_args.from {
+        Some(id) => formats::get(id),
+        None => match formats::detect(&input) {
+            Ok(f) => f,
+            Err(_) => return Outcome::Skipped("format not recognised".into()),
+        },
+    };
+    if input.kind == InputKind::Dir && from.id() != FormatId::Ltt {
+        return Outcome::Skipped("directory".into());
+    }
+    let mut name = rel.as_os_str().to_owned();
+    name.push(output_suffix(to.id()));
+    let target = out_root.join(name);
+    if let Some(parent) = target.parent() {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            return Outcome::Failed(format!("{}: {e}", parent.display()));
+        }
+    }
+    let ropts = a.input_args.read_options();
+    let run = || -> crate::Result<pipeline::ConvertOutcome> {
+        let r = from.open(&input, &ropts)?;
+        let r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+        pipeline::convert(
+            r,
+            &input.member_paths(),
+            to,
+            Dest::Path {
+                path: &target,
+                force: a.output.force,
+            },
+            &a.output.write_options(),
+        )
+    };
+    match run() {
+        Ok(o) => {
+            pb.suspend(|| report_diagnostics(&o.diagnostics, quiet));
+            if o.lossy() {
+                let mut why: Vec<String> = o
+                    .loss
+                    .dropped
+                    .iter()
+                    .map(|((w, r), n)| format!("dropped {n} {w} ({r})"))
+                    .collect();
+                why.extend(
+                    o.diagnostics
+                        .iter()
+                        .filter(|d| d.severity == crate::Severity::Salvaged)
+                        .map(|d| d.msg.clone()),
+                );
+                Outcome::Salvaged(why.join("; "))
+            } else {
+                Outcome::Ok
+            }
+        }
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}

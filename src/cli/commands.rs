@@ -1,0 +1,206 @@
+//! The verbs.
+
+use super::args::Style;
+use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_LOSSY, EXIT_OK};
+use crate::error::{Diagnostic, Severity};
+use crate::formats::{self, Format};
+use crate::input::{Input, InputKind};
+use crate::pipeline::{self, Dest, Window};
+use anyhow::{Context, Result};
+use std::io::{BufWriter, Write};
+
+pub fn run(cli: Cli) -> Result<u8> {
+    let quiet = cli.global.quiet;
+    match cli.command {
+        Command::Formats => formats_table(),
+        Command::Convert(a) => convert(a, quiet),
+        Command::Dump(a) => dump(a),
+        Command::Info(a) => info(a),
+        Command::Check(a) => check(a, quiet),
+        Command::Record(a) => crate::cli::commands::record(a, quiet),
+    }
+}
+
+fn record(_a: super::RecordArgs, _quiet: bool) -> Result<u8> {
+    Err(crate::Error::Unsupported(
+        "record is not implemented yet in this build (see `polytrace formats`)".into(),
+    )
+    .into())
+}
+
+fn formats_table() -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:<12} {:<6} {:<6} {:<6}  description",
+        "format", "read", "write", "dump"
+    )?;
+    for f in formats::all() {
+        let c = f.caps();
+        let m = |b: bool| if b { "yes" } else { "-" };
+        let mut desc = f.describe().to_string();
+        if !(c.read || c.write || c.dump) {
+            desc.push_str(" [not implemented yet]");
+        }
+        writeln!(
+            out,
+            "{:<12} {:<6} {:<6} {:<6}  {}",
+            f.id().name(),
+            m(c.read),
+            m(c.write),
+            m(c.dump),
+            desc
+        )?;
+    }
+    writeln!(out, "\n`-` = not implemented yet in this build.")?;
+    Ok(EXIT_OK)
+}
+
+/// Print diagnostics; return whether any of them means data was lost.
+pub(crate) fn report_diagnostics(diags: &[Diagnostic], quiet: bool) -> bool {
+    let mut lossy = false;
+    for d in diags {
+        lossy |= d.severity == Severity::Salvaged;
+        if !quiet || d.severity == Severity::Salvaged {
+            eprintln!("polytrace: {d}");
+        }
+    }
+    lossy
+}
+
+fn open_input(
+    path: &std::path::Path,
+    ia: &super::args::InputArgs,
+) -> Result<(Input, &'static dyn Format)> {
+    let input = Input::resolve(path)?;
+    let fmt = pipeline::format_of(&input, ia.from)?;
+    Ok((input, fmt))
+}
+
+fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
+    let to_id = a
+        .output
+        .to
+        .context("--to FORMAT is required (see `polytrace formats`)")?;
+    let to = formats::get(to_id);
+    let input = Input::resolve(&a.input)?;
+    if input.kind == InputKind::Dir
+        && formats::detect(&input).is_err()
+        && a.input_args.from != Some(crate::model::FormatId::Ltt)
+    {
+        return super::batch::convert_tree(&a, to, quiet);
+    }
+    let from = pipeline::format_of(&input, a.input_args.from)?;
+    let out_path = a.output.output.clone().context("-o OUT is required")?;
+    let ropts = a.input_args.read_options();
+    let reader = from.open(&input, &ropts)?;
+    let reader = Window::wrap(reader, a.input_args.begin, a.input_args.end);
+    let dest = if out_path.as_os_str() == "-" {
+        Dest::Stdout
+    } else {
+        Dest::Path {
+            path: &out_path,
+            force: a.output.force,
+        }
+    };
+    let outcome = pipeline::convert(
+        reader,
+        &input.member_paths(),
+        to,
+        dest,
+        &a.output.write_options(),
+    )?;
+    let lossy_in = report_diagnostics(&outcome.diagnostics, quiet);
+    if !quiet {
+        eprint!("{}", indent_report(&outcome.loss.to_string()));
+    } else if outcome.loss.has_drops() {
+        for ((what, why), n) in &outcome.loss.dropped {
+            eprintln!("polytrace: dropped {n} {what}: {why}");
+        }
+    }
+    Ok(if lossy_in || outcome.lossy() {
+        EXIT_LOSSY
+    } else {
+        EXIT_OK
+    })
+}
+
+fn indent_report(s: &str) -> String {
+    s.lines().map(|l| format!("polytrace: {l}\n")).collect()
+}
+
+fn dump(a: DumpCmd) -> Result<u8> {
+    let (input, fmt) = open_input(&a.input, &a.input_args)?;
+    let ropts = a.input_args.read_options();
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let windowed = a.input_args.begin.is_some() || a.input_args.end.is_some();
+    let diags = if a.dump.style == Style::Common || (windowed && a.dump.style == Style::Native) {
+        if windowed && a.dump.style == Style::Native {
+            eprintln!("polytrace: --begin/--end apply to the common listing; using --style common");
+        }
+        let r = fmt.open(&input, &ropts)?;
+        let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+        pipeline::dump_common(r.as_mut(), &mut out)?;
+        r.diagnostics().to_vec()
+    } else {
+        fmt.dump(&input, &ropts, &a.dump.dump_options(), &mut out)?
+    };
+    out.flush().map_err(|e| crate::Error::io("<stdout>", e))?;
+    Ok(if report_diagnostics(&diags, false) {
+        EXIT_LOSSY
+    } else {
+        EXIT_OK
+    })
+}
+
+fn info(a: InfoArgs) -> Result<u8> {
+    let (input, fmt) = open_input(&a.input, &a.input_args)?;
+    let r = fmt.open(&input, &a.input_args.read_options())?;
+    let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+    let h = r.header().clone();
+    let info = pipeline::info(r.as_mut())?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "file:      {}", input.name())?;
+    writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+    writeln!(out, "time base: {}", h.time_base.describe())?;
+    if let Some(host) = &h.host {
+        writeln!(out, "host:      {host}")?;
+    }
+    if let (Some(f), Some(l)) = (info.first, info.last) {
+        writeln!(out, "first:     {f}")?;
+        writeln!(out, "last:      {l}")?;
+    }
+    writeln!(out, "items:")?;
+    for (k, v) in &info.items {
+        writeln!(out, "  {k:<14} {v}")?;
+    }
+    if !info.events_by_type.is_empty() {
+        writeln!(out, "events by type:")?;
+        for (k, v) in &info.events_by_type {
+            writeln!(out, "  {k:<30} {v}")?;
+        }
+    }
+    if !info.values_by_metric.is_empty() {
+        writeln!(out, "values by metric:")?;
+        for (k, v) in &info.values_by_metric {
+            writeln!(out, "  {k:<30} {v}")?;
+        }
+    }
+    let diags = r.diagnostics().to_vec();
+    Ok(if report_diagnostics(&diags, false) {
+        EXIT_LOSSY
+    } else {
+        EXIT_OK
+    })
+}
+
+fn check(a: InfoArgs, quiet: bool) -> Result<u8> {
+    let (input, fmt) = open_input(&a.input, &a.input_args)?;
+    let diags = fmt.check(&input, &a.input_args.read_options())?;
+    let lossy = report_diagnostics(&diags, false);
+    if !quiet && !lossy {
+        println!("{}: ok ({} format)", input.name(), fmt.id());
+    }
+    Ok(if lossy { EXIT_LOSSY } else { EXIT_OK })
+}

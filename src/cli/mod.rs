@@ -1,0 +1,140 @@
+//! Command-line interface: `polytrace <verb>`. The binaries in `src/bin`
+//! only call [`main`] or [`main_verb`].
+
+pub mod args;
+mod batch;
+mod commands;
+
+use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit codes (also in the README).
+pub const EXIT_OK: u8 = 0;
+/// Finished, but salvaged damaged input or dropped data (listed on stderr).
+pub const EXIT_LOSSY: u8 = 1;
+pub const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "polytrace",
+    version,
+    about = "Record, convert and read traces: DLT KPI, PCP MMV, PCP archives, LTT, Snabb timeline",
+    after_help = "Exit codes: 0 success; 1 finished but salvaged or dropped something; 2 error."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Sample /proc (like dlt-kpi) with TSC timestamps and write any format.
+    Record(RecordArgs),
+    /// Convert a trace (or a directory tree of traces) into another format.
+    Convert(ConvertArgs),
+    /// Print a listing of a trace.
+    Dump(DumpCmd),
+    /// Print what a trace holds: format, time span, counts.
+    Info(InfoArgs),
+    /// Validate a trace; report the first problem with its position.
+    Check(InfoArgs),
+    /// Show which formats can be read, written and dumped.
+    Formats,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Sampling interval.
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Stop after this long (e.g. 10s).
+    #[arg(long, conflicts_with = "samples")]
+    pub duration: Option<String>,
+    /// Stop after this many intervals.
+    #[arg(long)]
+    pub samples: Option<u64>,
+    /// Interval of the CHK (process list) records.
+    #[arg(long, default_value = "10s")]
+    pub check_interval: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ConvertArgs {
+    /// Input file, directory, PCP archive base name, or `-` for stdin.
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub input_args: InputArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DumpCmd {
+    /// Input file, directory, PCP archive base name, or `-` for stdin.
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub input_args: InputArgs,
+    #[command(flatten)]
+    pub dump: DumpArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InfoArgs {
+    /// Input file, directory, PCP archive base name, or `-` for stdin.
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub input_args: InputArgs,
+}
+
+/// Entry point of `polytrace`.
+pub fn main() -> ExitCode {
+    run_args(std::env::args_os().collect())
+}
+
+/// Entry point of a `polytrace-<verb>` binary: the same code, verb implied.
+pub fn main_verb(verb: &str) -> ExitCode {
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let prog = argv
+        .first()
+        .cloned()
+        .unwrap_or_else(|| format!("polytrace-{verb}").into());
+    argv[0] = prog;
+    argv.insert(1, verb.into());
+    run_args(argv)
+}
+
+fn run_args(argv: Vec<std::ffi::OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::from(EXIT_OK);
+            }
+            eprintln!("polytrace: error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<crate::Error>()
+                .is_some_and(|pe| pe.is_broken_pipe())
+    })
+}

@@ -1,0 +1,138 @@
+//! Library errors: small, positioned. `anyhow` is used only in the binaries.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where in an input a problem sits.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Position {
+    pub file: PathBuf,
+    /// Byte offset in `file`, where meaningful.
+    pub offset: Option<u64>,
+    /// 0-based record index (record, event, line, slot: the format says which).
+    pub record: Option<u64>,
+}
+
+impl Position {
+    pub fn new(file: impl Into<PathBuf>) -> Position {
+        Position {
+            file: file.into(),
+            offset: None,
+            record: None,
+        }
+    }
+    pub fn at(file: impl Into<PathBuf>, offset: u64, record: Option<u64>) -> Position {
+        Position {
+            file: file.into(),
+            offset: Some(offset),
+            record,
+        }
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(o) = self.offset {
+            write!(f, ": byte {o}")?;
+        }
+        if let Some(r) = self.record {
+            write!(f, ", record {r}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input is malformed at a known position.
+    #[error("{pos}: {msg}")]
+    Format { pos: Position, msg: String },
+    /// An I/O error on a named file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The input's format could not be recognised.
+    #[error("{}: {msg}", path.display())]
+    Detect { path: PathBuf, msg: String },
+    /// Something the format or this build does not support (yet).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A bad option or option combination.
+    #[error("{0}")]
+    Usage(String),
+    /// `--strict` and the writer would have dropped or degraded something.
+    #[error("strict mode: {0}")]
+    Strict(String),
+    /// Output refused (would overwrite an input, exists without --force).
+    #[error("{}: {msg}", path.display())]
+    Output { path: PathBuf, msg: String },
+}
+
+impl Error {
+    pub fn format(pos: Position, msg: impl Into<String>) -> Error {
+        Error::Format {
+            pos,
+            msg: msg.into(),
+        }
+    }
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    /// True when the error is a closed pipe on output (`| head`).
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Severity of a diagnostic a reader or writer records without failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Worth telling, nothing lost.
+    Warning,
+    /// Data was skipped or the read stopped early (salvage): exit code 1.
+    Salvaged,
+}
+
+/// A problem met while reading that did not stop the read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub pos: Position,
+    pub msg: String,
+}
+
+impl Diagnostic {
+    pub fn warning(pos: Position, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            pos,
+            msg: msg.into(),
+        }
+    }
+    pub fn salvaged(pos: Position, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Salvaged,
+            pos,
+            msg: msg.into(),
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Salvaged => "salvaged",
+        };
+        write!(f, "{tag}: {}: {}", self.pos, self.msg)
+    }
+}

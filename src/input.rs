@@ -1,0 +1,184 @@
+//! Inputs: a file, a directory, a PCP archive base name, or `-` (stdin).
+
+use crate::error::{Error, Result};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// Bytes kept from the start of an input for content detection.
+pub const PROBE_LEN: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputKind {
+    Stdin,
+    File,
+    Dir,
+    /// A PCP archive named by its base (no file of that exact name exists,
+    /// but `base.meta`, `base.0`, … do, possibly compressed).
+    ArchiveBase,
+}
+
+/// A resolved input plus the first bytes of it for detection.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// As given on the command line ("-" for stdin).
+    pub path: PathBuf,
+    pub kind: InputKind,
+    /// First bytes of the file (empty for directories, archive bases and stdin
+    /// until read).
+    pub probe: Vec<u8>,
+}
+
+/// File name suffixes of compressed PCP archive members, as libpcp knows them.
+pub const COMPRESSED_SUFFIXES: [&str; 7] = [".xz", ".lzma", ".bz2", ".bz", ".gz", ".Z", ".z"];
+
+impl Input {
+    pub fn resolve(path: &Path) -> Result<Input> {
+        if path.as_os_str() == "-" {
+            return Ok(Input {
+                path: path.to_path_buf(),
+                kind: InputKind::Stdin,
+                probe: Vec::new(),
+            });
+        }
+        match std::fs::metadata(path) {
+            Ok(md) if md.is_dir() => Ok(Input {
+                path: path.to_path_buf(),
+                kind: InputKind::Dir,
+                probe: Vec::new(),
+            }),
+            Ok(_) => {
+                let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+                let mut probe = Vec::with_capacity(PROBE_LEN);
+                (&mut f)
+                    .take(PROBE_LEN as u64)
+                    .read_to_end(&mut probe)
+                    .map_err(|e| Error::io(path, e))?;
+                Ok(Input {
+                    path: path.to_path_buf(),
+                    kind: InputKind::File,
+                    probe,
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if archive_members(path).is_empty() {
+                    Err(Error::io(path, e))
+                } else {
+                    Ok(Input {
+                        path: path.to_path_buf(),
+                        kind: InputKind::ArchiveBase,
+                        probe: Vec::new(),
+                    })
+                }
+            }
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// Display name for messages.
+    pub fn name(&self) -> String {
+        if self.kind == InputKind::Stdin {
+            "<stdin>".into()
+        } else {
+            self.path.display().to_string()
+        }
+    }
+
+    /// Open the input as a byte stream (file or stdin).
+    pub fn open_stream(&self) -> Result<Box<dyn BufRead>> {
+        match self.kind {
+            InputKind::Stdin => Ok(Box::new(BufReader::with_capacity(
+                1 << 16,
+                std::io::stdin(),
+            ))),
+            InputKind::File => {
+                let f = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+                Ok(Box::new(BufReader::with_capacity(1 << 16, f)))
+            }
+            _ => Err(Error::Usage(format!(
+                "{}: is a directory or archive, not a stream",
+                self.name()
+            ))),
+        }
+    }
+
+    /// Files this input consists of (for refusing to overwrite inputs).
+    pub fn member_paths(&self) -> Vec<PathBuf> {
+        match self.kind {
+            InputKind::Stdin => vec![],
+            InputKind::File => {
+                let mut v = vec![self.path.clone()];
+                if let Some(base) = archive_base_of(&self.path) {
+                    v.extend(archive_members(&base));
+                }
+                v
+            }
+            InputKind::ArchiveBase => archive_members(&self.path),
+            InputKind::Dir => walkdir::WalkDir::new(&self.path)
+                .follow_links(false)
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_file())
+                .map(|e| e.into_path())
+                .collect(),
+        }
+    }
+}
+
+/// Strip a compression suffix, if any.
+pub fn strip_compression(name: &str) -> &str {
+    for s in COMPRESSED_SUFFIXES {
+        if let Some(b) = name.strip_suffix(s) {
+            return b;
+        }
+    }
+    name
+}
+
+/// If `path` names a PCP archive member (`x.meta`, `x.index`, `x.N`, maybe
+/// compressed), the archive base name.
+pub fn archive_base_of(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let plain = strip_compression(name);
+    let (base, suffix) = plain.rsplit_once('.')?;
+    if base.is_empty() {
+        return None;
+    }
+    let ok = suffix == "meta"
+        || suffix == "index"
+        || (!suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Some(path.with_file_name(base))
+    } else {
+        None
+    }
+}
+
+/// Existing member files of the archive with base name `base`, sorted.
+pub fn archive_members(base: &Path) -> Vec<PathBuf> {
+    let Some(stem) = base.file_name().and_then(|s| s.to_str()) else {
+        return vec![];
+    };
+    let dir = match base.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return vec![];
+    };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            let rest = strip_compression(&n)
+                .strip_prefix(stem)?
+                .strip_prefix('.')?;
+            let member = rest == "meta"
+                || rest == "index"
+                || (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()));
+            member.then(|| dir.join(&n))
+        })
+        .collect();
+    out.sort();
+    out
+}

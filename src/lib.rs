@@ -1,0 +1,13 @@
+//! polytrace: read, convert and dump traces in five unrelated formats
+//! through one shared model.
+
+pub mod cli;
+pub mod error;
+pub mod formats;
+pub mod input;
+pub mod model;
+pub mod options;
+pub mod output;
+pub mod pipeline;
+
+pub use error::{Diagnostic, Error, Position, Result, Severity};

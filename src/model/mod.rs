@@ -1,0 +1,613 @@
+//! The shared trace model: a [`Header`] followed by a stream of [`Item`]s.
+//!
+//! Every reader produces this stream and every writer consumes it, so any
+//! format converts into any other. Definitions (event types, metric
+//! descriptors, instance domains, help, labels) always come before the first
+//! data item that uses them, and may be re-issued later (an indom's
+//! membership changes, a facility gets a second version). See `docs/model.md`
+//! for the reasoning and the cross-format mapping table.
+
+mod extras;
+mod loss;
+mod time;
+mod types;
+
+pub use extras::{ExtraValue, Extras};
+pub use loss::LossReport;
+pub use time::{TimeBase, Timestamp};
+pub use types::{Field, FieldType};
+
+use std::sync::Arc;
+
+/// Which format a stream came from (also the CLI's format names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FormatId {
+    Kpi,
+    Dlt,
+    Mmv,
+    Pcp,
+    Ltt,
+    Timeline,
+    ChromeJson,
+    Csv,
+}
+
+impl FormatId {
+    pub const ALL: [FormatId; 8] = [
+        FormatId::Kpi,
+        FormatId::Dlt,
+        FormatId::Mmv,
+        FormatId::Pcp,
+        FormatId::Ltt,
+        FormatId::Timeline,
+        FormatId::ChromeJson,
+        FormatId::Csv,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FormatId::Kpi => "kpi",
+            FormatId::Dlt => "dlt",
+            FormatId::Mmv => "mmv",
+            FormatId::Pcp => "pcp",
+            FormatId::Ltt => "ltt",
+            FormatId::Timeline => "timeline",
+            FormatId::ChromeJson => "chrome-json",
+            FormatId::Csv => "csv",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<FormatId> {
+        FormatId::ALL.iter().copied().find(|f| f.name() == s)
+    }
+}
+
+impl std::fmt::Display for FormatId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Stream header: what the source is and how its time is to be read.
+#[derive(Debug, Clone)]
+pub struct Header {
+    pub source: FormatId,
+    /// Format version as the source states it ("2", "3", "A2", "M3", …).
+    pub version: String,
+    /// Host name of the traced system, where known.
+    pub host: Option<String>,
+    /// Time zone of the source (PCP label), where known.
+    pub timezone: Option<String>,
+    /// Free-form system description (LTT system.xml attributes, uname, …).
+    pub system: Vec<(String, String)>,
+    pub time_base: TimeBase,
+    /// Start time of the trace, if the source states one.
+    pub start: Option<Timestamp>,
+    pub extras: Extras,
+}
+
+impl Header {
+    pub fn new(source: FormatId, version: impl Into<String>) -> Header {
+        Header {
+            source,
+            version: version.into(),
+            host: None,
+            timezone: None,
+            system: Vec::new(),
+            time_base: TimeBase::Absolute,
+            start: None,
+            extras: Extras::default(),
+        }
+    }
+}
+
+/// One element of the stream.
+#[derive(Debug, Clone)]
+pub enum Item {
+    // --- definitions ---
+    EventType(Arc<EventType>),
+    Metric(Arc<MetricDesc>),
+    Indom(IndomUpdate),
+    Help(Help),
+    Labels(LabelSet),
+    // --- data ---
+    Event(Event),
+    Sample(Sample),
+    Mark(Mark),
+    Annotation(Annotation),
+}
+
+impl Item {
+    /// Time of a data item (definitions carry no time except indoms/labels).
+    pub fn time(&self) -> Option<Timestamp> {
+        match self {
+            Item::Event(e) => Some(e.time),
+            Item::Sample(s) => Some(s.time),
+            Item::Mark(m) => Some(m.time),
+            Item::Annotation(a) => Some(a.time),
+            Item::Indom(i) => Some(i.time),
+            Item::Labels(l) => l.time,
+            _ => None,
+        }
+    }
+    pub fn is_data(&self) -> bool {
+        matches!(
+            self,
+            Item::Event(_) | Item::Sample(_) | Item::Mark(_) | Item::Annotation(_)
+        )
+    }
+}
+
+// ---------------------------------------------------------------- events
+
+/// Identifier of an event type within one stream (model-local).
+pub type EventTypeId = u32;
+
+/// An event type: LTT facility event, timeline message, KPI record kind, …
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventType {
+    pub id: EventTypeId,
+    pub name: String,
+    /// Facility (LTT), category (timeline), "kpi" for KPI.
+    pub category: String,
+    pub description: Option<String>,
+    /// Timeline priority name or level, where the source has one.
+    pub priority: Option<String>,
+    /// Format string with `$name` placeholders (timeline), if any.
+    pub format: Option<String>,
+    pub fields: Vec<Field>,
+    pub extras: Extras,
+}
+
+impl EventType {
+    pub fn new(id: EventTypeId, category: &str, name: &str, fields: Vec<Field>) -> EventType {
+        EventType {
+            id,
+            name: name.to_string(),
+            category: category.to_string(),
+            description: None,
+            priority: None,
+            format: None,
+            fields,
+            extras: Extras::default(),
+        }
+    }
+}
+
+/// One event occurrence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub time: Timestamp,
+    /// Raw clock value the time came from (TSC cycles, LTT counter, DLT ticks).
+    pub raw_clock: Option<u64>,
+    pub type_id: EventTypeId,
+    pub cpu: Option<u32>,
+    /// Tracefile / stream the event came from (LTT "cpu/0", "control/processes").
+    pub stream: Option<String>,
+    /// One value per field of the type, in order.
+    pub fields: Vec<Value>,
+    pub extras: Extras,
+}
+
+/// A field or metric value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    I64(i64),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+    Str(String),
+    /// Byte strings that are not UTF-8, raw payloads, PCP aggregates.
+    Bytes(Vec<u8>),
+    /// Enum value (labels live in the type).
+    Enum(i64),
+    /// Fixed array or sequence elements.
+    List(Vec<Value>),
+    /// Struct members in declaration order.
+    Struct(Vec<Value>),
+    /// Union: which member was chosen (if known) and its value; LTT unions
+    /// carry every member at the same offset, so all are kept.
+    Union(Vec<Value>),
+    /// PCP PM_TYPE_EVENT / HIGHRES_EVENT value: a list of event records.
+    Events(Vec<EventRecord>),
+}
+
+impl Value {
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::I64(v) | Value::Enum(v) => Some(v as f64),
+            Value::U64(v) => Some(v as f64),
+            Value::F32(v) => Some(v as f64),
+            Value::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+    pub fn as_i128(&self) -> Option<i128> {
+        match *self {
+            Value::I64(v) | Value::Enum(v) => Some(v as i128),
+            Value::U64(v) => Some(v as i128),
+            _ => None,
+        }
+    }
+}
+
+/// One record of a PCP event array.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub time: Timestamp,
+    pub flags: u32,
+    pub params: Vec<EventParam>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventParam {
+    pub metric: MetricId,
+    pub value: Value,
+}
+
+// ---------------------------------------------------------------- metrics
+
+/// PCP pmID (domain:cluster:item packed as PCP packs it) or a model-assigned id.
+pub type MetricId = u32;
+/// PCP instance domain id (domain:serial packed) or a model-assigned id.
+pub type IndomId = u32;
+/// Instance identifier; PM_IN_NULL (-1) for singular metrics.
+pub type InstId = i32;
+pub const PM_IN_NULL: InstId = -1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+    String,
+    Aggregate,
+    Event,
+    HighresEvent,
+    /// PCP PM_TYPE_NOSUPPORT and friends, kept by number for fidelity.
+    Other(i32),
+}
+
+impl ValueType {
+    /// The PCP PM_TYPE_* number.
+    pub fn pcp_code(self) -> i32 {
+        match self {
+            ValueType::I32 => 0,
+            ValueType::U32 => 1,
+            ValueType::I64 => 2,
+            ValueType::U64 => 3,
+            ValueType::F32 => 4,
+            ValueType::F64 => 5,
+            ValueType::String => 6,
+            ValueType::Aggregate => 7,
+            ValueType::Event => 9,
+            ValueType::HighresEvent => 10,
+            ValueType::Other(n) => n,
+        }
+    }
+    pub fn from_pcp_code(n: i32) -> ValueType {
+        match n {
+            0 => ValueType::I32,
+            1 => ValueType::U32,
+            2 => ValueType::I64,
+            3 => ValueType::U64,
+            4 => ValueType::F32,
+            5 => ValueType::F64,
+            6 => ValueType::String,
+            7 => ValueType::Aggregate,
+            9 => ValueType::Event,
+            10 => ValueType::HighresEvent,
+            n => ValueType::Other(n),
+        }
+    }
+    pub fn is_numeric(self) -> bool {
+        matches!(
+            self,
+            ValueType::I32
+                | ValueType::U32
+                | ValueType::I64
+                | ValueType::U64
+                | ValueType::F32
+                | ValueType::F64
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Semantics {
+    Counter,
+    Instant,
+    Discrete,
+    /// PCP number kept where it is none of the above (e.g. 0 from python MMV).
+    Other(u32),
+}
+
+impl Semantics {
+    pub fn pcp_code(self) -> u32 {
+        match self {
+            Semantics::Counter => 1,
+            Semantics::Instant => 3,
+            Semantics::Discrete => 4,
+            Semantics::Other(n) => n,
+        }
+    }
+    pub fn from_pcp_code(n: u32) -> Semantics {
+        match n {
+            1 => Semantics::Counter,
+            3 => Semantics::Instant,
+            4 => Semantics::Discrete,
+            n => Semantics::Other(n),
+        }
+    }
+}
+
+/// PCP pmUnits: dimensions and scales, plus the pad/extra byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Units {
+    pub dim_space: i8,
+    pub dim_time: i8,
+    pub dim_count: i8,
+    pub scale_space: u8,
+    pub scale_time: u8,
+    pub scale_count: i8,
+    pub pad: u8,
+}
+
+impl Units {
+    pub const NONE: Units = Units {
+        dim_space: 0,
+        dim_time: 0,
+        dim_count: 0,
+        scale_space: 0,
+        scale_time: 0,
+        scale_count: 0,
+        pad: 0,
+    };
+    /// Pack as PCP's 32-bit pmUnits word (little-endian-host bitfield order).
+    pub fn to_word(self) -> u32 {
+        ((self.dim_space as u8 as u32 & 0xf) << 28)
+            | ((self.dim_time as u8 as u32 & 0xf) << 24)
+            | ((self.dim_count as u8 as u32 & 0xf) << 20)
+            | ((self.scale_space as u32 & 0xf) << 16)
+            | ((self.scale_time as u32 & 0xf) << 12)
+            | ((self.scale_count as u8 as u32 & 0xf) << 8)
+            | self.pad as u32
+    }
+    pub fn from_word(w: u32) -> Units {
+        fn s4(v: u32) -> i8 {
+            (((v & 0xf) as i8) << 4) >> 4
+        }
+        Units {
+            dim_space: s4(w >> 28),
+            dim_time: s4(w >> 24),
+            dim_count: s4(w >> 20),
+            scale_space: ((w >> 16) & 0xf) as u8,
+            scale_time: ((w >> 12) & 0xf) as u8,
+            scale_count: s4(w >> 8),
+            pad: (w & 0xff) as u8,
+        }
+    }
+    pub fn count() -> Units {
+        Units {
+            dim_count: 1,
+            ..Units::NONE
+        }
+    }
+    pub fn bytes() -> Units {
+        Units {
+            dim_space: 1,
+            ..Units::NONE
+        }
+    }
+    /// Time dimension with a PCP time scale (0 ns, 1 µs, 2 ms, 3 s, …).
+    pub fn time(scale: u8) -> Units {
+        Units {
+            dim_time: 1,
+            scale_time: scale,
+            ..Units::NONE
+        }
+    }
+}
+
+/// A metric descriptor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricDesc {
+    pub id: MetricId,
+    /// All names of the metric (PCP allows several per pmID); first is primary.
+    pub names: Vec<String>,
+    pub vtype: ValueType,
+    pub sem: Semantics,
+    pub units: Units,
+    pub indom: Option<IndomId>,
+    pub help_short: Option<String>,
+    pub help_long: Option<String>,
+    pub extras: Extras,
+}
+
+impl MetricDesc {
+    pub fn new(id: MetricId, name: &str, vtype: ValueType, sem: Semantics, units: Units) -> Self {
+        MetricDesc {
+            id,
+            names: vec![name.to_string()],
+            vtype,
+            sem,
+            units,
+            indom: None,
+            help_short: None,
+            help_long: None,
+            extras: Extras::default(),
+        }
+    }
+    pub fn name(&self) -> &str {
+        self.names.first().map(String::as_str).unwrap_or("")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub id: InstId,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndomKind {
+    /// The complete membership from `time` on.
+    Full,
+    /// Changes against the previous membership: instances listed with a
+    /// name are added, those in `removed` are gone.
+    Delta,
+}
+
+/// Instance domain membership at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndomUpdate {
+    pub time: Timestamp,
+    pub id: IndomId,
+    pub kind: IndomKind,
+    pub instances: Vec<Instance>,
+    /// Removed instance ids (Delta only).
+    pub removed: Vec<InstId>,
+    pub extras: Extras,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HelpTarget {
+    Metric(MetricId),
+    Indom(IndomId),
+}
+
+/// Help text (PCP TEXT record, MMV help strings, LTT descriptions).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Help {
+    pub target: HelpTarget,
+    /// true = one-line help, false = full help text.
+    pub oneline: bool,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LabelTarget {
+    Context,
+    Domain(u32),
+    Cluster(u32),
+    Item(MetricId),
+    Indom(IndomId),
+    Instances(IndomId),
+}
+
+/// One label set (PCP LABEL record entry, MMV label).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelSet {
+    pub time: Option<Timestamp>,
+    pub target: LabelTarget,
+    /// Instance for `Instances` sets, PM_IN_NULL otherwise.
+    pub inst: InstId,
+    /// The JSON text exactly as stored (PCP keeps name/value offsets into it).
+    pub json: String,
+    pub labels: Vec<Label>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    pub name: String,
+    /// JSON value text ("\"x\"", "42", "true").
+    pub value: String,
+    pub flags: u32,
+}
+
+/// Values for one metric in a sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricValues {
+    pub metric: MetricId,
+    /// Ok: (instance, value) pairs (empty = no value); Err: PCP error code.
+    pub values: Result<Vec<(InstId, Value)>, i32>,
+}
+
+/// A sample: a timestamp plus values for (metric, instance).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub time: Timestamp,
+    pub raw_clock: Option<u64>,
+    pub metrics: Vec<MetricValues>,
+    pub extras: Extras,
+}
+
+/// A discontinuity marker (PCP mark record, LTT/recorder restart).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub time: Timestamp,
+    pub extras: Extras,
+}
+
+/// A free-text note attached to a time (LTT bookmark, DLT log line, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Annotation {
+    pub time: Timestamp,
+    pub raw_clock: Option<u64>,
+    pub text: String,
+    pub extras: Extras,
+}
+
+// ---------------------------------------------------------------- streams
+
+/// A stream being read: the header plus a pull iterator of items.
+pub trait TraceReader {
+    fn header(&self) -> &Header;
+    /// The next item, `Ok(None)` at the end. In salvage mode a reader stops
+    /// (or skips) at damage and records a diagnostic instead of failing.
+    fn next_item(&mut self) -> crate::Result<Option<Item>>;
+    /// Problems met so far (skips, salvage stops, warnings).
+    fn diagnostics(&self) -> &[crate::Diagnostic] {
+        &[]
+    }
+}
+
+/// A stream being written. `finish` flushes and returns what was lost.
+pub trait TraceWriter {
+    fn write_item(&mut self, item: &Item) -> crate::Result<()>;
+    fn finish(self: Box<Self>) -> crate::Result<LossReport>;
+}
+
+/// An in-memory trace collected from a stream, for writers that need it
+/// (MMV snapshot, sorting). The exception, not the rule.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub header: Header,
+    pub items: Vec<Item>,
+}
+
+impl Trace {
+    pub fn collect(reader: &mut dyn TraceReader) -> crate::Result<Trace> {
+        let header = reader.header().clone();
+        let mut items = Vec::new();
+        while let Some(it) = reader.next_item()? {
+            items.push(it);
+        }
+        Ok(Trace { header, items })
+    }
+}
+
+/// A reader over an in-memory trace (tests, writers that re-read).
+pub struct VecReader {
+    header: Header,
+    items: std::vec::IntoIter<Item>,
+}
+
+impl VecReader {
+    pub fn new(trace: Trace) -> VecReader {
+        VecReader {
+            header: trace.header,
+            items: trace.items.into_iter(),
+        }
+    }
+}
+
+impl TraceReader for VecReader {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn next_item(&mut self) -> crate::Result<Option<Item>> {
+        Ok(self.items.next())
+    }
+}

@@ -1,0 +1,53 @@
+//! Options passed from the CLI to readers, writers and dumpers. Every
+//! format-specific flag lives here so the CLI defines it once.
+
+use crate::model::Timestamp;
+
+/// Options for reading any format.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Keep the good prefix on damage (record a diagnostic) instead of failing.
+    pub salvage: bool,
+    /// DLT: application and context ids of KPI messages (default PROC/PROC).
+    pub kpi_app: Option<String>,
+    pub kpi_ctx: Option<String>,
+    /// Timeline: TSC frequency and the epoch time of TSC 0 (or of the first entry).
+    pub tsc_hz: Option<f64>,
+    pub tsc_anchor: Option<Timestamp>,
+    /// KPI: page size for RSS (default 4096).
+    pub page_size: Option<u64>,
+}
+
+/// Options for writing any format.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// Any drop or degradation is an error before output is committed.
+    pub strict: bool,
+    /// PCP: archive version (2 or 3) and volume size in bytes.
+    pub pcp_version: Option<u32>,
+    pub volume_size: Option<u64>,
+    /// MMV: file version (1, 2, 3) and the snapshot time.
+    pub mmv_version: Option<u32>,
+    pub at: Option<Timestamp>,
+    /// Timeline: layout ("A2" or "M3") and ring size in entries.
+    pub timeline_version: Option<String>,
+    pub entries: Option<u64>,
+    /// DLT: ids to write and the payload split size.
+    pub ecu: Option<String>,
+    pub app_id: Option<String>,
+    pub ctx_id: Option<String>,
+    pub session_id: Option<u32>,
+    pub dlt_payload_max: Option<usize>,
+}
+
+/// Options for listings.
+#[derive(Debug, Clone, Default)]
+pub struct DumpOptions {
+    /// Timeline: number of entries (Snabb's `max`), newest-first listing.
+    pub max: Option<u64>,
+    pub newest_first: bool,
+    /// LTT: leave out block_start/block_end/heartbeat framing events.
+    pub no_framing: bool,
+    /// PCP: `values` style (one line per value).
+    pub values: bool,
+}

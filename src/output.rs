@@ -1,0 +1,137 @@
+//! Atomic output: everything is written into a staging directory beside the
+//! target and renamed into place on commit. Inputs are never overwritten.
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Where a writer writes.
+#[derive(Debug, Clone)]
+pub enum OutTarget {
+    /// A path inside a staging directory. A single-file format writes a file
+    /// at exactly this path; a directory format creates a directory there; a
+    /// PCP archive treats it as the base name (`path.meta`, `path.0`, …).
+    Path(PathBuf),
+    /// Standard output (text formats only).
+    Stdout,
+}
+
+/// A staging area for one output. Dropped without `commit`, it is removed.
+#[derive(Debug)]
+pub struct Staged {
+    stage_dir: PathBuf,
+    name: String,
+    parent: PathBuf,
+    force: bool,
+    protected: Vec<PathBuf>,
+    committed: bool,
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+impl Staged {
+    /// Prepare to write `target`, refusing to ever replace any of `inputs`.
+    pub fn new(target: &Path, inputs: &[PathBuf], force: bool) -> Result<Staged> {
+        let name = target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Error::Output {
+                path: target.to_path_buf(),
+                msg: "output needs a file name".into(),
+            })?
+            .to_string();
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !parent.is_dir() {
+            return Err(Error::Output {
+                path: target.to_path_buf(),
+                msg: format!("directory {} does not exist", parent.display()),
+            });
+        }
+        let protected: Vec<PathBuf> = inputs.to_vec();
+        if protected.iter().any(|i| same_file(i, target)) {
+            return Err(Error::Output {
+                path: target.to_path_buf(),
+                msg: "refusing to overwrite an input".into(),
+            });
+        }
+        if target.exists() && !force {
+            return Err(Error::Output {
+                path: target.to_path_buf(),
+                msg: "exists (use --force to replace it)".into(),
+            });
+        }
+        let stage_dir = tempfile::Builder::new()
+            .prefix(&format!(".{name}.polytrace-"))
+            .tempdir_in(&parent)
+            .map_err(|e| Error::io(&parent, e))?
+            .keep();
+        Ok(Staged {
+            stage_dir,
+            name,
+            parent,
+            force,
+            protected,
+            committed: false,
+        })
+    }
+
+    /// The path the writer should write to (see [`OutTarget::Path`]).
+    pub fn path(&self) -> PathBuf {
+        self.stage_dir.join(&self.name)
+    }
+
+    /// Move everything written into place. Returns the final paths.
+    pub fn commit(mut self) -> Result<Vec<PathBuf>> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&self.stage_dir)
+            .map_err(|e| Error::io(&self.stage_dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        // Check every destination first so a refusal leaves nothing half-moved.
+        let mut moves = Vec::new();
+        for src in entries {
+            let dst = self.parent.join(src.file_name().unwrap_or_default());
+            if self.protected.iter().any(|i| same_file(i, &dst)) {
+                return Err(Error::Output {
+                    path: dst,
+                    msg: "refusing to overwrite an input".into(),
+                });
+            }
+            if dst.exists() && !self.force {
+                return Err(Error::Output {
+                    path: dst,
+                    msg: "exists (use --force to replace it)".into(),
+                });
+            }
+            moves.push((src, dst));
+        }
+        let mut done = Vec::new();
+        for (src, dst) in moves {
+            if dst.is_dir() && !dst.is_symlink() {
+                // rename() cannot replace a non-empty directory: move it aside first.
+                let aside = self.stage_dir.join(".replaced");
+                std::fs::rename(&dst, &aside).map_err(|e| Error::io(&dst, e))?;
+            }
+            std::fs::rename(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+            done.push(dst);
+        }
+        self.committed = true;
+        let _ = std::fs::remove_dir_all(&self.stage_dir);
+        Ok(done)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.stage_dir);
+        }
+    }
+}
