@@ -20,3 +20,5 @@ impl Format for KpiFormat {
         0
     }
 }
+
+pub mod schema;
