@@ -181,6 +181,15 @@ pub const MISSED_PMID: u32 = PM_ID_NULL;
 
 /// Decode an event array payload (after the block header word).
 pub fn decode_events(p: &[u8], highres: bool) -> Option<Vec<EventRecord>> {
+    decode_events_typed(p, highres, &mut Vec::new())
+}
+
+/// As [`decode_events`], also collecting each parameter's stored type.
+pub fn decode_events_typed(
+    p: &[u8],
+    highres: bool,
+    ptypes: &mut Vec<(u32, i32)>,
+) -> Option<Vec<EventRecord>> {
     let n = bei32(p, 0)?;
     if n < 0 {
         return None;
@@ -225,6 +234,7 @@ pub fn decode_events(p: &[u8], highres: bool) -> Option<Vec<EventRecord>> {
                     metric: pmid,
                     value: decode_typed(t, pay),
                 });
+                ptypes.push((pmid, t));
                 o += 4 + len.div_ceil(4) * 4;
             }
         }

@@ -40,6 +40,11 @@ pub const X_START: &str = "pcp.label.start_ns";
 pub const X_VOLUMES: &str = "pcp.volumes";
 /// Indom extras: on-disk order of a delta record's entries (instance ids).
 pub const X_DELTA_ORDER: &str = "pcp.indom.delta_order";
+/// Sample extras: pmids whose value blocks carry type byte 0 (v1 conversions).
+pub const X_VTYPE0: &str = "pcp.block_vtype0";
+/// Sample extras: stored types of the event parameters in the sample
+/// (they may differ from the descriptor or have none), as `pmid << 8 | type`.
+pub const X_PARAM_TYPES: &str = "pcp.event_param_types";
 /// Label-set extras are not available in the model; a negative nlabels is
 /// kept nowhere (rare, documented).
 #[inline]

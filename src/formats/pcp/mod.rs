@@ -7,12 +7,14 @@ pub mod layout;
 pub mod meta;
 pub mod reader;
 pub mod values;
+pub mod writer;
 
 use crate::error::{Diagnostic, Result};
 use crate::formats::{Caps, Format};
 use crate::input::{archive_base_of, Input, InputKind};
-use crate::model::{FormatId, TraceReader};
-use crate::options::{DumpOptions, ReadOptions};
+use crate::model::{FormatId, Header, TraceReader, TraceWriter};
+use crate::options::{DumpOptions, ReadOptions, WriteOptions};
+use crate::output::OutTarget;
 use std::io::{Read, Write};
 
 pub struct PcpFormat;
@@ -29,7 +31,7 @@ impl Format for PcpFormat {
     fn caps(&self) -> Caps {
         Caps {
             read: true,
-            write: false,
+            write: true,
             dump: true,
             text_output: false,
             dir_output: false,
@@ -63,6 +65,19 @@ impl Format for PcpFormat {
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let m = reader::members_of(input)?;
         Ok(Box::new(reader::PcpReader::open(m, opts)?))
+    }
+    fn create(
+        &self,
+        out: &OutTarget,
+        header: &Header,
+        opts: &WriteOptions,
+    ) -> Result<Box<dyn TraceWriter>> {
+        match out {
+            OutTarget::Path(p) => Ok(Box::new(writer::PcpWriter::create(p, header, opts)?)),
+            OutTarget::Stdout => Err(crate::Error::Usage(
+                "a PCP archive cannot be written to stdout: give -o BASENAME".into(),
+            )),
+        }
     }
     fn dump(
         &self,

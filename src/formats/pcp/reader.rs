@@ -352,6 +352,24 @@ impl PcpReader {
             })));
         }
         let types = &self.types;
+        // Old v1-converted archives have value blocks typed 0 whatever the
+        // descriptor says; note them so a rewrite keeps the bytes as PCP sees them.
+        let odd: Vec<ExtraValue> = r
+            .vsets
+            .iter()
+            .filter(|vs| {
+                vs.vals.iter().any(|(_, v)| {
+                    matches!(v, data::RawVal::Block(0, _))
+                        && types.get(&vs.pmid).is_some_and(|&t| t != 0)
+                })
+            })
+            .map(|vs| ExtraValue::U64(vs.pmid as u64))
+            .collect();
+        let mut extras = Extras::default();
+        if !odd.is_empty() {
+            extras.set(X_VTYPE0, ExtraValue::List(odd));
+        }
+        let mut ptypes: Vec<(u32, i32)> = Vec::new();
         let metrics = r
             .vsets
             .iter()
@@ -364,16 +382,41 @@ impl PcpReader {
                     Ok(vs
                         .vals
                         .iter()
-                        .map(|(i, v)| (*i, data::decode(t, *v)))
+                        .map(|(i, v)| {
+                            let ev = matches!(t, Some(9) | Some(10));
+                            match (ev, v) {
+                                (true, data::RawVal::Block(_, p)) => {
+                                    let hr = t == Some(10);
+                                    let val = data::decode_events_typed(p, hr, &mut ptypes)
+                                        .map(Value::Events)
+                                        .unwrap_or_else(|| Value::Bytes(p.to_vec()));
+                                    (*i, val)
+                                }
+                                _ => (*i, data::decode(t, *v)),
+                            }
+                        })
                         .collect())
                 },
             })
             .collect();
+        if !ptypes.is_empty() {
+            ptypes.sort();
+            ptypes.dedup();
+            extras.set(
+                X_PARAM_TYPES,
+                ExtraValue::List(
+                    ptypes
+                        .iter()
+                        .map(|(p, t)| ExtraValue::U64(((*p as u64) << 8) | (*t as u64 & 0xff)))
+                        .collect(),
+                ),
+            );
+        }
         Ok(Some(Item::Sample(Sample {
             time,
             raw_clock: None,
             metrics,
-            extras: Extras::default(),
+            extras,
         })))
     }
 
