@@ -30,6 +30,8 @@ pub mod keys {
     pub const TOC: &str = "mmv.toc";
     /// Every STRINGS slot's payload, in file order.
     pub const STRINGS: &str = "mmv.strings";
+    /// Bytes after the end of the last section (up to 64 KiB), if any.
+    pub const TRAILER: &str = "mmv.trailer";
     pub const SERIAL: &str = "mmv.serial";
     /// Offset of the entry itself (indom, metric).
     pub const OFFSET: &str = "mmv.offset";

@@ -107,7 +107,7 @@ pub fn open(path: &Path, data: &[u8], salvage: bool) -> Result<MmvReader> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| Timestamp::from_secs_nanos(d.as_secs() as i64, d.subsec_nanos()));
-    let (header, items) = to_model(&f, path, mtime, &mut diags);
+    let (header, items) = to_model(&f, data, path, mtime, &mut diags);
     Ok(MmvReader {
         header,
         items: items.into_iter(),
@@ -118,6 +118,7 @@ pub fn open(path: &Path, data: &[u8], salvage: bool) -> Result<MmvReader> {
 /// Map a parsed file onto the model.
 pub fn to_model(
     f: &MmvFile,
+    data: &[u8],
     path: &Path,
     mtime: Option<Timestamp>,
     diags: &mut Vec<Diagnostic>,
@@ -175,6 +176,28 @@ pub fn to_model(
                     .collect(),
             ),
         );
+    }
+    let sections_end = f
+        .toc
+        .iter()
+        .map(|t| {
+            let es = match t.ty {
+                TOC_INDOMS => INDOM_SIZE,
+                TOC_INSTANCES => inst_size(version),
+                TOC_METRICS => metric_size(version),
+                TOC_VALUES => VALUE_SIZE,
+                _ => STRING_SIZE,
+            };
+            t.offset
+                .saturating_add(es.saturating_mul(t.count.max(0) as u64))
+        })
+        .chain([HDR_SIZE + TOC_SIZE * f.toc.len() as u64])
+        .max()
+        .unwrap_or(0);
+    if sections_end < f.size && f.size - sections_end <= 1 << 16 {
+        if let Some(t) = data.get(sections_end as usize..) {
+            x.set(TRAILER, ExtraValue::Bytes(t.to_vec()));
+        }
     }
     if let Some(file) = path.file_name().and_then(|n| n.to_str()) {
         header.system.push(("mmv.file".into(), file.to_string()));

@@ -459,8 +459,7 @@ impl MmvWriter {
                 .u64(ITEM)
                 .filter(|_| from_mmv)
                 .and_then(|i| u32::try_from(i).ok())
-                .or(Some(d.id & 0x3ff))
-                .filter(|&i| i <= 0x3ff);
+                .or(Some(d.id & 0x3ff).filter(|&i| i <= 0x3ff));
             let item = match want {
                 Some(i) if items.insert(i) => i,
                 _ => {
@@ -611,6 +610,8 @@ impl MmvWriter {
                     string: None,
                 };
                 match v {
+                    // The source MMV file had no VALUES entry here: keep it so.
+                    None if from_mmv && !raw_src.is_empty() && src.is_none() => continue,
                     None => {
                         missing += 1;
                         cv.raw = match m.mtype {
@@ -893,6 +894,8 @@ struct Plan {
     values: Vec<(u64, u64, i64, u64, u64)>,
     strings: Vec<(u64, Vec<u8>)>,
     labels: Vec<(u64, u32, u32, i32, Vec<u8>)>,
+    /// Bytes after the last section (kept from an MMV source).
+    trailer: Option<(u64, Vec<u8>)>,
 }
 
 struct PMetric {
@@ -924,6 +927,7 @@ fn plan_base(c: &Content) -> Plan {
         values: Vec::new(),
         strings: Vec::new(),
         labels: Vec::new(),
+        trailer: None,
     }
 }
 
@@ -1099,6 +1103,9 @@ fn preserved_plan(c: &Content, h: &Header) -> Option<Plan> {
             return None;
         };
         p.toc.push((*ty as i32, *n as i32, *o));
+    }
+    if let Some(t) = x.bytes(TRAILER) {
+        p.trailer = Some((p.size.checked_sub(t.len() as u64)?, t.to_vec()));
     }
     let sec = |ty: i32| p.toc.iter().find(|t| t.0 == ty).copied();
     if let Some((_, n, o)) = sec(TOC_STRINGS) {
@@ -1313,6 +1320,9 @@ fn serialize(p: &Plan) -> Result<Vec<u8>> {
         put(&mut b, o + 8, &extra.to_ne_bytes())?;
         put(&mut b, o + 16, &metric.to_ne_bytes())?;
         put(&mut b, o + 24, &inst.to_ne_bytes())?;
+    }
+    if let Some((o, t)) = &p.trailer {
+        put(&mut b, *o, t)?;
     }
     for (o, flags, identity, internal, payload) in &p.labels {
         put(&mut b, *o, &flags.to_ne_bytes())?;
