@@ -38,6 +38,8 @@ pub struct WriteOptions {
     pub ctx_id: Option<String>,
     pub session_id: Option<u32>,
     pub dlt_payload_max: Option<usize>,
+    /// LTT: block size of the tracefiles (default: the source's, else 100000).
+    pub ltt_block_size: Option<u64>,
 }
 
 /// Options for listings.

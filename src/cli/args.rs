@@ -130,6 +130,9 @@ pub struct OutputArgs {
     /// DLT: maximum payload bytes per message (libdlt default 1390).
     #[arg(long, value_name = "BYTES")]
     pub dlt_payload_max: Option<usize>,
+    /// LTT: block size of the tracefiles (default: the source's, else 100000).
+    #[arg(long, value_name = "BYTES")]
+    pub ltt_block_size: Option<u64>,
 }
 
 impl OutputArgs {
@@ -147,6 +150,7 @@ impl OutputArgs {
             ctx_id: self.ctx_id.clone(),
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
+            ltt_block_size: self.ltt_block_size,
         }
     }
 }
