@@ -41,6 +41,8 @@ pub struct WriteOptions {
     /// KPI text: "bare" dataset lines or "dlt" (`dlt-convert -a` lines);
     /// default: dlt when the source has absolute time, else bare.
     pub kpi_style: Option<String>,
+    /// LTT: block size of the tracefiles (default: the source's, else 100000).
+    pub ltt_block_size: Option<u64>,
 }
 
 /// Options for listings.

@@ -133,6 +133,9 @@ pub struct OutputArgs {
     /// KPI: write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
     #[arg(long, value_parser = ["bare", "dlt"])]
     pub kpi_style: Option<String>,
+    /// LTT: block size of the tracefiles (default: the source's, else 100000).
+    #[arg(long, value_name = "BYTES")]
+    pub ltt_block_size: Option<u64>,
 }
 
 impl OutputArgs {
@@ -151,6 +154,7 @@ impl OutputArgs {
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
             kpi_style: self.kpi_style.clone(),
+            ltt_block_size: self.ltt_block_size,
         }
     }
 }
