@@ -182,6 +182,10 @@ pub struct DumpArgs {
     /// Timeline: newest-first `-cycles` listing of the older Snabb dump.
     #[arg(long)]
     pub newest_first: bool,
+    /// Timeline: with --newest-first, also print the rows Snabb's old dump
+    /// printed for unwritten slots.
+    #[arg(long)]
+    pub unwritten_slots: bool,
     /// LTT: leave out block_start, block_end and heartbeat events.
     #[arg(long)]
     pub no_framing: bool,
@@ -192,6 +196,7 @@ impl DumpArgs {
         DumpOptions {
             max: self.max,
             newest_first: self.newest_first,
+            unwritten_slots: self.unwritten_slots,
             no_framing: self.no_framing,
             values: self.style == Style::Values,
         }
