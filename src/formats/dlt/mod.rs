@@ -5,17 +5,22 @@
 //! - `scan`: record framing with resynchronisation and damage reports.
 //! - `text`: the `dlt-convert -a`/`-s` rendering.
 //! - `dump`: the native listing.
+//! - `reader` / `writer`: model conversion through the shared KPI
+//!   assembler and grouper.
 
 pub mod dump;
 pub mod layout;
+pub mod reader;
 pub mod scan;
 pub mod text;
+pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::{Caps, Format};
 use crate::input::{Input, InputKind};
-use crate::model::FormatId;
-use crate::options::{DumpOptions, ReadOptions};
+use crate::model::{FormatId, Header, TraceReader, TraceWriter};
+use crate::options::{DumpOptions, ReadOptions, WriteOptions};
+use crate::output::OutTarget;
 use std::io::{Read, Write};
 
 pub struct DltFormat;
@@ -38,8 +43,8 @@ impl Format for DltFormat {
     }
     fn caps(&self) -> Caps {
         Caps {
-            read: false,
-            write: false,
+            read: true,
+            write: true,
             dump: true,
             text_output: false,
             dir_output: false,
@@ -56,6 +61,30 @@ impl Format for DltFormat {
             80
         } else {
             0
+        }
+    }
+    fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
+        Ok(Box::new(reader::DltReader::open(input, opts)?))
+    }
+    fn create(
+        &self,
+        out: &OutTarget,
+        header: &Header,
+        opts: &WriteOptions,
+    ) -> Result<Box<dyn TraceWriter>> {
+        match out {
+            OutTarget::Stdout => Err(Error::Usage(
+                "the dlt format is binary: give -o FILE, not stdout".into(),
+            )),
+            OutTarget::Path(p) => {
+                let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
+                Ok(Box::new(writer::DltWriter::new(
+                    std::io::BufWriter::with_capacity(1 << 16, f),
+                    p.clone(),
+                    header,
+                    opts,
+                )))
+            }
         }
     }
     fn dump(
