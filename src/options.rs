@@ -58,4 +58,6 @@ pub struct DumpOptions {
     pub no_framing: bool,
     /// PCP: `values` style (one line per value).
     pub values: bool,
+    /// DLT: headers only, as `dlt-convert -s`.
+    pub headers_only: bool,
 }

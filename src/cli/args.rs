@@ -189,6 +189,9 @@ pub struct DumpArgs {
     /// LTT: leave out block_start, block_end and heartbeat events.
     #[arg(long)]
     pub no_framing: bool,
+    /// DLT: header lines only, as `dlt-convert -s`.
+    #[arg(long)]
+    pub headers_only: bool,
 }
 
 impl DumpArgs {
@@ -199,6 +202,7 @@ impl DumpArgs {
             unwritten_slots: self.unwritten_slots,
             no_framing: self.no_framing,
             values: self.style == Style::Values,
+            headers_only: self.headers_only,
         }
     }
 }
