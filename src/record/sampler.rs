@@ -723,3 +723,169 @@ mod tests {
         assert_eq!(kpi_rate(0, 100, 500_000, 2), 0);
     }
 }
+
+#[cfg(test)]
+mod fake_proc_tests {
+    use super::*;
+    use std::fs;
+    use std::path::Path;
+
+    fn stat(pid: i32, comm: &str, ppid: i32, ticks: u64, start: u64) -> String {
+        format!(
+            "{pid} ({comm}) S {ppid} {pid} 0 0 -1 4194304 10 0 0 0 {ticks} 0 0 0 20 0 1 0 \
+             {start} 1000000 77 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 3 0 0\n"
+        )
+    }
+
+    fn put(root: &Path, pid: i32, st: &str, cmdline: &[u8], io: Option<&str>) {
+        let d = root.join(pid.to_string());
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("stat"), st).unwrap();
+        fs::write(d.join("cmdline"), cmdline).unwrap();
+        fs::write(
+            d.join("status"),
+            "Name:\tx\nvoluntary_ctxt_switches:\t5\nnonvoluntary_ctxt_switches:\t2\n",
+        )
+        .unwrap();
+        match io {
+            Some(t) => fs::write(d.join("io"), t).unwrap(),
+            None => {
+                let _ = fs::remove_file(d.join("io"));
+            }
+        }
+    }
+
+    fn events(items: &[Item], ty: EventTypeId) -> Vec<Vec<Value>> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Event(e) if e.type_id == ty => Some(e.fields.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn act(items: &[Item], metric: MetricId) -> Vec<(InstId, Value)> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Sample(s) => s
+                    .metrics
+                    .iter()
+                    .find(|m| m.metric == metric)
+                    .and_then(|m| m.values.clone().ok()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    #[test]
+    fn lifecycle_on_a_synthetic_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(
+            root.join("interrupts"),
+            "  CPU0 CPU1\n 9: 1 2 IO-APIC 9-fasteoi acpi\nERR: 0\n",
+        )
+        .unwrap();
+        put(
+            root,
+            1,
+            &stat(1, "init", 0, 100, 1),
+            b"/sbin/init\0",
+            Some("rchar: 1\nwchar: 2\n"),
+        );
+        // comm with spaces and parentheses; the real ppid must survive.
+        put(
+            root,
+            20,
+            &stat(20, "bu sy) (x", 1, 50, 5),
+            b"busy one\0arg\0",
+            None,
+        );
+        put(root, 30, &stat(30, "kworker/0:1", 2, 0, 7), b"", None);
+        // A directory without files: vanished between readdir and read.
+        fs::create_dir_all(root.join("40")).unwrap();
+        let mut s = Sampler::new(Config {
+            proc_root: root.to_path_buf(),
+            check_interval_ns: 1,
+            ncpu: 2,
+            clk_tck: 100,
+            page_size: 4096,
+        });
+        let mut a = Vec::new();
+        s.scan(&mut a);
+        let new = events(&a, schema::NEW_TYPE);
+        assert_eq!(
+            new,
+            vec![
+                vec![
+                    Value::I64(1),
+                    Value::I64(0),
+                    Value::Str("/sbin/init".into())
+                ],
+                vec![Value::I64(20), Value::I64(1), Value::Str("busy one".into())],
+                vec![
+                    Value::I64(30),
+                    Value::I64(2),
+                    Value::Str("(kworker/0:1)".into())
+                ],
+            ]
+        );
+        assert_eq!(events(&a, CONTROL_PROCESS_TYPE).len(), 3);
+        assert_eq!(events(&a, CONTROL_INTERRUPT_TYPE).len(), 1);
+        assert_eq!(events(&a, schema::CHK_TYPE).len(), 3);
+        assert!(act(&a, schema::CPU).is_empty(), "no ACT on the first scan");
+        let irq = act(&a, schema::IRQ_COUNT);
+        assert_eq!(irq.len(), 3, "9:cpu0, 9:cpu1, ERR:cpu0");
+
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        // pid 20 used 5 ticks (50 ms); pid 1 none; pid 30 is replaced by a
+        // new process with the same PID (start time differs); io of pid 1
+        // becomes unreadable.
+        put(root, 1, &stat(1, "init", 0, 100, 1), b"/sbin/init\0", None);
+        put(
+            root,
+            20,
+            &stat(20, "bu sy) (x", 1, 55, 5),
+            b"busy one\0",
+            Some("rchar: 7\nwchar: 3\n"),
+        );
+        put(root, 30, &stat(30, "sh", 1, 3, 99), b"sh\0-c\0", None);
+        let mut b = Vec::new();
+        s.scan(&mut b);
+        let stp = events(&b, schema::STP_TYPE);
+        assert_eq!(stp, vec![vec![Value::I64(30)]], "PID reuse is STP + NEW");
+        let new = events(&b, schema::NEW_TYPE);
+        assert_eq!(
+            new,
+            vec![vec![Value::I64(30), Value::I64(1), Value::Str("sh".into())]]
+        );
+        let cpu = act(&b, schema::CPU);
+        assert_eq!(cpu.len(), 1, "only pid 20 was busy: {cpu:?}");
+        assert_eq!(cpu[0].0, 20);
+        // 50 ms busy over ~100 ms on 2 CPUs ≈ 250 per mille (measured interval).
+        let v = cpu[0].1.as_f64().unwrap();
+        assert!((120.0..=260.0).contains(&v), "{v}");
+        assert_eq!(act(&b, schema::RSS), vec![(20, Value::I64(77))]);
+        assert_eq!(act(&b, schema::CTXSW), vec![(20, Value::I64(7))]);
+        assert_eq!(act(&b, schema::IO_BYTES), vec![(20, Value::U64(10))]);
+
+        // pid 20 vanishes; its io keeps the last value meanwhile.
+        fs::remove_dir_all(root.join("20")).unwrap();
+        let mut c = Vec::new();
+        s.scan(&mut c);
+        assert_eq!(events(&c, schema::STP_TYPE), vec![vec![Value::I64(20)]]);
+        let upd: Vec<&IndomUpdate> = c
+            .iter()
+            .filter_map(|i| match i {
+                Item::Indom(u) if u.id == schema::PROC_INDOM => Some(u),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(upd.len(), 1);
+        assert_eq!(upd[0].removed, vec![20]);
+        assert_eq!(s.stats.pid_reuse, 1);
+    }
+}
