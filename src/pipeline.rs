@@ -240,6 +240,9 @@ impl TraceReader for Window {
     fn diagnostics(&self) -> &[Diagnostic] {
         self.inner.diagnostics()
     }
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        self.inner.native_counts()
+    }
 }
 
 /// What one conversion did.

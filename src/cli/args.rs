@@ -130,6 +130,9 @@ pub struct OutputArgs {
     /// DLT: maximum payload bytes per message (libdlt default 1390).
     #[arg(long, value_name = "BYTES")]
     pub dlt_payload_max: Option<usize>,
+    /// KPI: write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
+    #[arg(long, value_parser = ["bare", "dlt"])]
+    pub kpi_style: Option<String>,
 }
 
 impl OutputArgs {
@@ -147,6 +150,7 @@ impl OutputArgs {
             ctx_id: self.ctx_id.clone(),
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
+            kpi_style: self.kpi_style.clone(),
         }
     }
 }

@@ -184,6 +184,13 @@ fn info(a: InfoArgs) -> Result<u8> {
             writeln!(out, "  {k:<30} {v}")?;
         }
     }
+    let native = r.native_counts();
+    if !native.is_empty() {
+        writeln!(out, "native counts:")?;
+        for (k, v) in &native {
+            writeln!(out, "  {k:<30} {v}")?;
+        }
+    }
     let diags = r.diagnostics().to_vec();
     Ok(if report_diagnostics(&diags, false) {
         EXIT_LOSSY

@@ -561,6 +561,11 @@ pub trait TraceReader {
     fn diagnostics(&self) -> &[crate::Diagnostic] {
         &[]
     }
+    /// Counts in the format's own terms (KPI datasets per type, PCP records
+    /// per type, …) for `info`; valid once the stream has been read.
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// A stream being written. `finish` flushes and returns what was lost.

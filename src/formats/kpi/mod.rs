@@ -1,24 +1,106 @@
-//! KPI text lines (dlt-kpi datasets, bare or as `dlt-convert -a` prints them).
+//! KPI text lines: the datasets dlt-kpi logs (NEW, STP, ACT, CHK, IRQ with
+//! BEG/END groups), bare or as `dlt-convert -a` prints them. The dataset and
+//! group logic (`assemble`, `grouper`) is shared with the DLT format.
 
+pub mod assemble;
+pub mod dataset;
+pub mod grouper;
+pub mod schema;
+pub mod text;
+
+use crate::error::{Diagnostic, Error, Result};
 use crate::formats::{Caps, Format};
-use crate::input::Input;
-use crate::model::FormatId;
+use crate::input::{Input, InputKind};
+use crate::model::{FormatId, Header, TraceReader, TraceWriter};
+use crate::options::{DumpOptions, ReadOptions, WriteOptions};
+use crate::output::OutTarget;
+use std::io::Write;
+use text::{KpiTextReader, KpiTextWriter, Style};
 
 pub struct KpiFormat;
+
+impl KpiFormat {
+    pub fn open_text(&self, input: &Input, opts: &ReadOptions) -> Result<KpiTextReader> {
+        if !matches!(input.kind, InputKind::File | InputKind::Stdin) {
+            return Err(Error::Usage(format!(
+                "{}: KPI text is read from a file or stdin",
+                input.name()
+            )));
+        }
+        KpiTextReader::new(input.open_stream()?, input.path.clone(), opts)
+    }
+}
 
 impl Format for KpiFormat {
     fn id(&self) -> FormatId {
         FormatId::Kpi
     }
     fn caps(&self) -> Caps {
-        Caps::default()
+        Caps {
+            read: true,
+            write: true,
+            dump: true,
+            text_output: true,
+            dir_output: false,
+        }
     }
     fn describe(&self) -> &'static str {
         "dlt-kpi text lines (bare datasets or dlt-convert -a lines)"
     }
-    fn detect(&self, _input: &Input) -> u8 {
-        0
+    fn detect(&self, input: &Input) -> u8 {
+        let first = input
+            .probe
+            .split(|&b| b == b'\n')
+            .find(|l| !l.iter().all(|b| b.is_ascii_whitespace()));
+        match first.and_then(|l| text::line_style(l.strip_suffix(b"\r").unwrap_or(l))) {
+            Some(Style::Bare) => 90,
+            Some(Style::Convert) => 60,
+            None => 0,
+        }
+    }
+    fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
+        Ok(Box::new(self.open_text(input, opts)?))
+    }
+    fn create(
+        &self,
+        out: &OutTarget,
+        header: &Header,
+        opts: &WriteOptions,
+    ) -> Result<Box<dyn TraceWriter>> {
+        match out {
+            OutTarget::Stdout => Ok(Box::new(KpiTextWriter::new(
+                std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
+                "<stdout>".into(),
+                header,
+                opts,
+            ))),
+            OutTarget::Path(p) => {
+                let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
+                Ok(Box::new(KpiTextWriter::new(
+                    std::io::BufWriter::with_capacity(1 << 16, f),
+                    p.clone(),
+                    header,
+                    opts,
+                )))
+            }
+        }
+    }
+    /// The native listing is the lines re-rendered from the model, in the
+    /// input's own style: what `convert --to kpi` would write.
+    fn dump(
+        &self,
+        input: &Input,
+        ropts: &ReadOptions,
+        _dopts: &DumpOptions,
+        out: &mut dyn Write,
+    ) -> Result<Vec<Diagnostic>> {
+        let mut r = self.open_text(input, ropts)?;
+        let header = r.header().clone();
+        let mut w = KpiTextWriter::new(out, "<stdout>".into(), &header, &WriteOptions::default());
+        while let Some(item) = r.next_item()? {
+            w.write(&item)?;
+        }
+        w.close()?;
+        Ok(r.diagnostics().to_vec())
     }
 }
-
-pub mod schema;

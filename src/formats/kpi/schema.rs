@@ -163,3 +163,7 @@ pub fn proc_instance_name(pid: i64, cmdline: &str) -> String {
 pub fn irq_instance_name(irq: &str, cpu: u32) -> String {
     format!("{irq}:cpu{cpu}")
 }
+
+/// Extras key: the group (BEG..END) an item belongs to, numbered in order of
+/// BEG; lets a writer rebuild the same groups.
+pub const X_GROUP: &str = "kpi.group";

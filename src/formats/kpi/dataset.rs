@@ -1,0 +1,267 @@
+//! One KPI dataset (one DLT string argument) and its parsing rules
+//! (specs/kpi-dlt.md §3.2, §3.8, §9.1).
+
+/// The five KPI message types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    New,
+    Stp,
+    Act,
+    Chk,
+    Irq,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [Kind::New, Kind::Stp, Kind::Act, Kind::Chk, Kind::Irq];
+    pub fn parse(s: &[u8]) -> Option<Kind> {
+        Some(match s {
+            b"NEW" => Kind::New,
+            b"STP" => Kind::Stp,
+            b"ACT" => Kind::Act,
+            b"CHK" => Kind::Chk,
+            b"IRQ" => Kind::Irq,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::New => "NEW",
+            Kind::Stp => "STP",
+            Kind::Act => "ACT",
+            Kind::Chk => "CHK",
+            Kind::Irq => "IRQ",
+        }
+    }
+}
+
+/// The marker libdlt ≥ 2.18.4 puts after a cut-off copy of a dataset.
+pub const TRUNCATED_MARKER: &[u8] = b"... <<Message truncated, too long>>";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dataset {
+    New {
+        pid: i64,
+        ppid: i64,
+        cmdline: Vec<u8>,
+    },
+    Stp {
+        pid: i64,
+    },
+    /// pid, then cpu, rss, ctx, io_bytes, io_wait.
+    Act {
+        pid: i64,
+        values: [i64; 5],
+    },
+    Chk {
+        pid: i64,
+        cmdline: Vec<u8>,
+    },
+    /// Row name and (cpu, count) pairs; rows may be shorter than the CPU count.
+    Irq {
+        name: String,
+        counts: Vec<(u32, u64)>,
+    },
+}
+
+fn int(s: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(s).ok()?;
+    if s.is_empty() || s.starts_with('+') {
+        return None;
+    }
+    s.parse().ok()
+}
+
+impl Dataset {
+    /// Parse the text of one dataset of `kind`.
+    pub fn parse(kind: Kind, text: &[u8]) -> Result<Dataset, String> {
+        let show = || String::from_utf8_lossy(text).into_owned();
+        match kind {
+            Kind::New => {
+                let mut it = text.splitn(3, |&b| b == b';');
+                let (p, pp, cmd) = (it.next(), it.next(), it.next());
+                match (p.and_then(int), pp.and_then(int), cmd) {
+                    (Some(pid), Some(ppid), Some(cmd)) => Ok(Dataset::New {
+                        pid,
+                        ppid,
+                        cmdline: cmd.to_vec(),
+                    }),
+                    _ => Err(format!(
+                        "bad NEW dataset {:?} (want pid;ppid;cmdline)",
+                        show()
+                    )),
+                }
+            }
+            Kind::Stp => int(text)
+                .map(|pid| Dataset::Stp { pid })
+                .ok_or_else(|| format!("bad STP dataset {:?} (want pid)", show())),
+            Kind::Chk => {
+                let mut it = text.splitn(2, |&b| b == b';');
+                match (it.next().and_then(int), it.next()) {
+                    (Some(pid), Some(cmd)) => Ok(Dataset::Chk {
+                        pid,
+                        cmdline: cmd.to_vec(),
+                    }),
+                    _ => Err(format!("bad CHK dataset {:?} (want pid;cmdline)", show())),
+                }
+            }
+            Kind::Act => {
+                let parts: Vec<&[u8]> = text.split(|&b| b == b';').collect();
+                let nums: Option<Vec<i64>> = parts.iter().map(|p| int(p)).collect();
+                match nums {
+                    Some(n) if n.len() == 6 => Ok(Dataset::Act {
+                        pid: n[0],
+                        values: [n[1], n[2], n[3], n[4], n[5]],
+                    }),
+                    _ => Err(format!(
+                        "bad ACT dataset {:?} (want 6 integers pid;cpu;rss;ctx;io;iowait)",
+                        show()
+                    )),
+                }
+            }
+            Kind::Irq => {
+                let body = text
+                    .strip_suffix(b";")
+                    .ok_or_else(|| format!("bad IRQ dataset {:?} (no trailing ';')", show()))?;
+                let mut parts = body.split(|&b| b == b';');
+                let name = parts
+                    .next()
+                    .filter(|n| !n.is_empty())
+                    .and_then(|n| std::str::from_utf8(n).ok())
+                    .ok_or_else(|| format!("bad IRQ dataset {:?} (no row name)", show()))?
+                    .to_string();
+                let mut counts = Vec::new();
+                for p in parts {
+                    let bad = || {
+                        format!(
+                            "bad IRQ column {:?} in {:?}",
+                            String::from_utf8_lossy(p),
+                            show()
+                        )
+                    };
+                    let rest = p.strip_prefix(b"cpu").ok_or_else(bad)?;
+                    let colon = rest.iter().position(|&b| b == b':').ok_or_else(bad)?;
+                    let cpu = int(&rest[..colon])
+                        .and_then(|c| u32::try_from(c).ok())
+                        .ok_or_else(bad)?;
+                    let n = int(&rest[colon + 1..])
+                        .and_then(|c| u64::try_from(c).ok())
+                        .ok_or_else(bad)?;
+                    counts.push((cpu, n));
+                }
+                Ok(Dataset::Irq { name, counts })
+            }
+        }
+    }
+
+    /// The dataset text as dlt-kpi prints it.
+    pub fn render(&self) -> Vec<u8> {
+        match self {
+            Dataset::New { pid, ppid, cmdline } => {
+                let mut v = format!("{pid};{ppid};").into_bytes();
+                v.extend_from_slice(cmdline);
+                v
+            }
+            Dataset::Stp { pid } => pid.to_string().into_bytes(),
+            Dataset::Act { pid, values: v } => {
+                format!("{pid};{};{};{};{};{}", v[0], v[1], v[2], v[3], v[4]).into_bytes()
+            }
+            Dataset::Chk { pid, cmdline } => {
+                let mut v = format!("{pid};").into_bytes();
+                v.extend_from_slice(cmdline);
+                v
+            }
+            Dataset::Irq { name, counts } => {
+                let mut s = format!("{name};");
+                for (cpu, n) in counts {
+                    s.push_str(&format!("cpu{cpu}:{n};"));
+                }
+                s.into_bytes()
+            }
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Dataset::New { .. } => Kind::New,
+            Dataset::Stp { .. } => Kind::Stp,
+            Dataset::Act { .. } => Kind::Act,
+            Dataset::Chk { .. } => Kind::Chk,
+            Dataset::Irq { .. } => Kind::Irq,
+        }
+    }
+}
+
+/// Sanity flags of spec §9.4 for one dataset (empty when nothing is odd).
+pub fn sanity_flags(d: &Dataset) -> Vec<&'static str> {
+    let mut f = Vec::new();
+    match d {
+        Dataset::New { pid, ppid, cmdline } => {
+            if *ppid == 0 && *pid != 1 && *pid != 2 {
+                f.push("ppid 0 (comm with a space, or the process vanished)");
+            }
+            if cmdline == b"(null)" {
+                f.push("cmdline (null): the process vanished before it was read");
+            }
+        }
+        Dataset::Chk { cmdline, .. } if cmdline == b"(null)" => {
+            f.push("cmdline (null): the process vanished before it was read");
+        }
+        _ => {}
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_keeps_semicolons_and_spaces_in_cmdline() {
+        let d = Dataset::parse(Kind::New, b"14466;0;perl-title; with spaces;and;semis 1").unwrap();
+        assert_eq!(
+            d,
+            Dataset::New {
+                pid: 14466,
+                ppid: 0,
+                cmdline: b"perl-title; with spaces;and;semis 1".to_vec()
+            }
+        );
+        assert_eq!(d.render(), b"14466;0;perl-title; with spaces;and;semis 1");
+    }
+
+    #[test]
+    fn irq_ragged_rows_and_trailing_semicolon() {
+        let d = Dataset::parse(Kind::Irq, b"ERR;cpu0:0;").unwrap();
+        assert_eq!(
+            d,
+            Dataset::Irq {
+                name: "ERR".into(),
+                counts: vec![(0, 0)]
+            }
+        );
+        assert!(Dataset::parse(Kind::Irq, b"ERR;cpu0:0").is_err());
+        assert!(Dataset::parse(Kind::Irq, b"LOC;cpu0:x;").is_err());
+    }
+
+    #[test]
+    fn act_needs_six_integers() {
+        assert!(Dataset::parse(Kind::Act, b"1;2;3;4;5").is_err());
+        assert!(Dataset::parse(Kind::Act, b"1;2;3;4;5;6;7").is_err());
+        let d = Dataset::parse(Kind::Act, b"14273;370;25380;668;16944326;0").unwrap();
+        assert_eq!(d.render(), b"14273;370;25380;668;16944326;0");
+    }
+
+    #[test]
+    fn chk_kernel_thread_and_null() {
+        let d = Dataset::parse(Kind::Chk, b"2;(kthreadd)").unwrap();
+        assert_eq!(
+            d,
+            Dataset::Chk {
+                pid: 2,
+                cmdline: b"(kthreadd)".to_vec()
+            }
+        );
+        let n = Dataset::parse(Kind::New, b"14862;0;(null)").unwrap();
+        assert_eq!(sanity_flags(&n).len(), 2);
+    }
+}
