@@ -24,7 +24,7 @@ fn parse_abs_time(s: &str) -> Result<crate::model::Timestamp, String> {
     }
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.trim_end_matches(['b', 'B']) {
         x if x.ends_with(['k', 'K']) => (&x[..x.len() - 1], 1u64 << 10),
         x if x.ends_with(['m', 'M']) => (&x[..x.len() - 1], 1 << 20),
