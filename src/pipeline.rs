@@ -690,3 +690,52 @@ impl TraceReader for EventCounters {
         self.inner.native_counts()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_specs() {
+        assert_eq!(
+            TimeSpec::parse("2026-11-22T03:43:55Z").unwrap(),
+            TimeSpec::At(Timestamp(1_795_319_035_000_000_000))
+        );
+        assert_eq!(
+            TimeSpec::parse("2026-11-22T04:43:55.5+01:00").unwrap(),
+            TimeSpec::At(Timestamp(1_795_319_035_500_000_000))
+        );
+        assert_eq!(
+            TimeSpec::parse("1795319035.25").unwrap(),
+            TimeSpec::At(Timestamp(1_795_319_035_250_000_000))
+        );
+        assert_eq!(
+            TimeSpec::parse("+1m30s").unwrap(),
+            TimeSpec::After(90_000_000_000)
+        );
+        assert_eq!(
+            TimeSpec::parse("+250ms").unwrap(),
+            TimeSpec::After(250_000_000)
+        );
+        for bad in [
+            "",
+            "+",
+            "+5x",
+            "2026-13-01T00:00:00Z",
+            "12:00",
+            "1.2.3",
+            "2026-11-22T03:43:55",
+        ] {
+            assert!(TimeSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn civil_dates_round_trip() {
+        for days in [-719_468i64, -1, 0, 1, 10_957, 20_779, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+}
