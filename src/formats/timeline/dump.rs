@@ -51,6 +51,8 @@ fn template(fmt: &[u8], nargs: usize) -> Template {
 /// The output buffer with its flush policy.
 struct Out<'w> {
     buf: Vec<u8>,
+    /// Where the row being rendered starts in `buf`.
+    row_start: usize,
     w: &'w mut dyn Write,
 }
 
@@ -66,6 +68,7 @@ impl Out<'_> {
             .write_all(&self.buf)
             .map_err(|e| Error::io("<output>", e))?;
         self.buf.clear();
+        self.row_start = 0;
         Ok(())
     }
 }
@@ -123,12 +126,17 @@ pub fn dump(
 ) -> Result<()> {
     let mut o = Out {
         buf: Vec::with_capacity(FLUSH_AT + 64 * 1024),
+        row_start: 0,
         w: out,
     };
     let r = match snap.layout {
         Layout::A2 => dump_a(path, snap, dopts, &mut o, diags),
         _ => dump_m(path, snap, dopts, &mut o, diags),
     };
+    if r.is_err() {
+        // Drop the partial row the damaged entry started.
+        o.buf.truncate(o.row_start);
+    }
     match r {
         Ok(()) => {}
         Err(e @ Error::Format { .. }) if salvage => {
@@ -264,6 +272,7 @@ fn dump_a(
                 } else {
                     Cycles::U(t.wrapping_sub(prev(i)))
                 };
+                o.row_start = o.buf.len();
                 cx.row(i, c, &mut o.buf)?;
                 rows += 1;
                 o.maybe_flush()?;
@@ -284,6 +293,7 @@ fn dump_a(
                 if dopts.max.is_some_and(|m| rows > m) {
                     break;
                 }
+                o.row_start = o.buf.len();
                 cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut o.buf)?;
                 rows += 1;
                 o.maybe_flush()?;
@@ -367,6 +377,7 @@ fn dump_m(
             break;
         }
         let slot = slot as usize;
+        o.row_start = o.buf.len();
         let e = snap.entry(slot);
         let msgid = u16_at(e, 8);
         let cn = u16_at(e, 10);
