@@ -829,3 +829,120 @@ fn damaged_inputs_sweep() {
         }
     }
 }
+
+/// Samples become one message per (metric, instance) with `$value`.
+#[test]
+fn samples_become_value_messages() {
+    use polytrace::model::{
+        IndomKind, IndomUpdate, Instance, MetricDesc, MetricValues, Sample, Semantics, Timestamp,
+        Units, ValueType,
+    };
+    let h = Header::new(FormatId::Pcp, "3");
+    let mut m = MetricDesc::new(
+        7,
+        "kernel.all.load",
+        ValueType::F64,
+        Semantics::Instant,
+        Units::NONE,
+    );
+    m.indom = Some(3);
+    let s = MetricDesc::new(
+        8,
+        "kernel.uname.release",
+        ValueType::String,
+        Semantics::Discrete,
+        Units::NONE,
+    );
+    let mut items = vec![
+        Item::Metric(Arc::new(m)),
+        Item::Metric(Arc::new(s)),
+        Item::Indom(IndomUpdate {
+            time: Timestamp(0),
+            id: 3,
+            kind: IndomKind::Full,
+            instances: vec![
+                Instance {
+                    id: 1,
+                    name: "1 minute".into(),
+                },
+                Instance {
+                    id: 5,
+                    name: "5 minute".into(),
+                },
+            ],
+            removed: vec![],
+            extras: Default::default(),
+        }),
+    ];
+    for k in 0..2i64 {
+        items.push(Item::Sample(Sample {
+            time: Timestamp(1_000_000 + k * 500),
+            raw_clock: None,
+            metrics: vec![
+                MetricValues {
+                    metric: 7,
+                    values: Ok(vec![(1, Value::F64(2.0 + k as f64)), (5, Value::F64(0.5))]),
+                },
+                MetricValues {
+                    metric: 8,
+                    values: Ok(vec![(-1, Value::Str("6.1".into()))]),
+                },
+            ],
+            extras: Default::default(),
+        }));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("s.dat");
+    let f = formats::get(FormatId::Timeline);
+    let mut w = f
+        .create(
+            &OutTarget::Path(p.clone()),
+            &h,
+            &WriteOptions {
+                entries: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for it in &items {
+        w.write_item(it).unwrap();
+    }
+    let loss = w.finish().unwrap();
+    assert_eq!(
+        loss.dropped
+            .get(&("sample values".into(), "not numeric".into())),
+        Some(&2)
+    );
+    assert!(loss
+        .degraded
+        .keys()
+        .any(|(_, why)| why.contains("fraction")));
+    let data = std::fs::read(&p).unwrap();
+    let d = String::from_utf8(dump_mem(&p, &data, &DumpOptions::default())).unwrap();
+    assert_eq!(
+        d,
+        "numa core       cycles category         message\n\
+         0    0         <start> metric           kernel.all.load[1 minute] value(2)\n\
+         0    0               0 metric           kernel.all.load[5 minute] value(0)\n\
+         0    0             500 metric           kernel.all.load[1 minute] value(3)\n\
+         0    0               0 metric           kernel.all.load[5 minute] value(0)\n"
+    );
+}
+
+#[test]
+fn mainline_listing() {
+    let p = tl_dir().join("v3-small-wrapped.dat");
+    let data = std::fs::read(&p).unwrap();
+    let d = String::from_utf8(dump_mem(&p, &data, &DumpOptions::default())).unwrap();
+    let lines: Vec<&str> = d.lines().collect();
+    assert_eq!(lines.len(), 1025);
+    // Slot 950 (the inferred head) is the oldest entry: "six" with 1..5, 247.
+    assert_eq!(
+        lines[1],
+        "0    0         <start> selftest         six app=demo a(1) b(2) c(3) d(4) e(5) f(247)"
+    );
+    assert_eq!(
+        lines[1024],
+        "0    0            1796 selftest         five app=demo a(400) b(400) c(400) d(400) e(400)"
+    );
+}

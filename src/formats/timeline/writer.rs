@@ -22,8 +22,8 @@ use crate::output::OutTarget;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// Largest ring we build in memory (4 GiB of entries).
-const MAX_ENTRIES: u64 = 1 << 26;
+/// Largest ring we build in memory (1 GiB of entries).
+const MAX_ENTRIES: u64 = 1 << 24;
 /// Largest string table (M: its size is a u32; A: offsets are 16 bits anyway).
 const MAX_STRINGS: u64 = 1 << 28;
 /// Default priority of events that have none: `trace` (occasional events).
