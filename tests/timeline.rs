@@ -946,3 +946,38 @@ fn mainline_listing() {
         "0    0            1796 selftest         five app=demo a(400) b(400) c(400) d(400) e(400)"
     );
 }
+
+#[test]
+fn a1_entry_shape_is_flagged() {
+    // A1: msg_id at offset 16 with the plain priority number 4 (trace).
+    let mut v = a_header(1);
+    let mut e = vec![0u8; 64];
+    e[0..8].copy_from_slice(&9u64.to_le_bytes());
+    e[16..24].copy_from_slice(&((4u64 << 16) | 4).to_le_bytes());
+    v.extend_from_slice(&e);
+    v.extend_from_slice(&[0u8; 64]);
+    v.extend_from_slice(b"cat\0msg\0");
+    let p = Path::new("a1.dat");
+    let mut out = Vec::new();
+    let d = timeline::dump_bytes(
+        p,
+        &v,
+        &ReadOptions::default(),
+        &DumpOptions::default(),
+        &mut out,
+    )
+    .unwrap();
+    assert!(d.iter().any(|d| d.msg.contains("A1")), "{d:?}");
+    // A2 samples are not flagged.
+    let a2 = tl_dir().join("a2-priorities.dat");
+    let data = std::fs::read(&a2).unwrap();
+    let d = timeline::dump_bytes(
+        &a2,
+        &data,
+        &ReadOptions::default(),
+        &DumpOptions::default(),
+        &mut Vec::new(),
+    )
+    .unwrap();
+    assert!(d.is_empty(), "{d:?}");
+}
