@@ -422,12 +422,22 @@ fn cross_layout_conversions_keep_the_entries() {
         entries: Some(1024),
         ..Default::default()
     };
-    assert!(!convert(&src, &m3, &w).has_loss());
+    let loss = convert(&src, &m3, &w);
+    assert!(loss.dropped.is_empty(), "{loss}");
+    assert!(
+        loss.degraded.keys().all(|(_, why)| why.contains(" ip ")),
+        "{loss}"
+    );
     w.timeline_version = Some("A2".into());
     convert(&m3, &a2, &w);
     let (_, t0, e0) = read_all(&src, &ReadOptions::default());
     let (h1, t1, e1) = read_all(&m3, &ReadOptions::default());
-    let (_, _, e2) = read_all(&a2, &ReadOptions::default());
+    let (_, t2, e2) = read_all(&a2, &ReadOptions::default());
+    // Priorities survive M3 as a `priority=` attribute.
+    let pr = |t: &[Arc<EventType>]| -> Vec<Option<String>> {
+        t.iter().map(|t| t.priority.clone()).collect()
+    };
+    assert_eq!(pr(&t0), pr(&t2));
     assert_eq!(h1.version, "M3");
     assert_eq!((e0.len(), e1.len(), e2.len()), (1024, 1024, 1024));
     for ((a, b), c) in e0.iter().zip(&e1).zip(&e2) {
@@ -440,6 +450,7 @@ fn cross_layout_conversions_keep_the_entries() {
             t0[a.type_id as usize].category,
             t1[b.type_id as usize].category
         );
+        assert_eq!(a.extras.u64(keys::CORE), c.extras.u64(keys::CORE));
     }
     // The A2 written from M3 dumps the oldest → newest rows Snabb printed
     // for the original (message text apart: the format went through a spec).

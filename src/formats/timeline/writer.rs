@@ -303,10 +303,24 @@ impl TimelineWriter {
         } else {
             fmt
         };
+        if t.extras.str(keys::SPEC).is_some() {
+            self.loss.degrade(
+                "event types",
+                "mainline spec (level, rate, attributes) has no A2 form: category and event kept",
+            );
+        }
+        let known = |p: &str| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p);
+        // A priority that went through M3 comes back from its attribute.
+        let from_attr = t.extras.str(keys::ATTRS).and_then(|a| {
+            a.split_whitespace()
+                .find_map(|kv| kv.strip_prefix("priority="))
+                .and_then(known)
+        });
         let prio = t
             .priority
             .as_deref()
-            .and_then(|p| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p))
+            .and_then(known)
+            .or(from_attr)
             .unwrap_or(DEFAULT_PRIORITY);
         // A type read from this very layout keeps its offsets when the table
         // still holds its strings there.
@@ -341,11 +355,16 @@ impl TimelineWriter {
         let spec: Vec<u8> = match t.extras.str(keys::SPEC) {
             Some(s) => s.as_bytes().to_vec(),
             None => {
-                let mut s = format!(
-                    "5,9|{}.{}:",
-                    sanitize_name(&t.category),
-                    event_word(&t.name)
-                );
+                let mut s = format!("5,9|{}.{}", sanitize_name(&t.category), event_word(&t.name));
+                // M has no priorities: keep the name as an attribute.
+                if let Some(p) = &t.priority {
+                    let w = sanitize_word(p);
+                    if !w.is_empty() {
+                        s.push_str(" priority=");
+                        s.push_str(&w);
+                    }
+                }
+                s.push(':');
                 for (k, &i) in tm.arg_fields.iter().enumerate() {
                     let w = sanitize_word(&t.fields[i].name);
                     s.push(' ');
@@ -542,6 +561,10 @@ impl TimelineWriter {
                         }
                     }
                 };
+                if ev_extras.u64(keys::IP).is_some_and(|ip| ip != 0) {
+                    self.loss
+                        .degrade("events", "A2 ip (logger return address) has no M3 field");
+                }
                 let cn = ev_extras
                     .u64(keys::CORE_NUMA)
                     .map(|v| v as u16)
