@@ -992,3 +992,49 @@ fn a1_entry_shape_is_flagged() {
     .unwrap();
     assert!(d.is_empty(), "{d:?}");
 }
+
+#[test]
+fn cli_convert_strict_and_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tl_dir().join("a2-priorities.dat");
+    let out = tmp.path().join("x.m3");
+    // A2 → M3 loses the per-entry ip: --strict refuses and writes nothing.
+    let o = Command::new(common::bin())
+        .args([
+            "convert",
+            "--to",
+            "timeline",
+            "--timeline-version",
+            "M3",
+            "--entries",
+            "64",
+            "--strict",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ip"));
+    assert!(!out.exists());
+    // A2 → A2 is lossless: --strict passes and the file is Snabb's.
+    let same = tmp.path().join("x.dat");
+    Command::new(common::bin())
+        .args(["convert", "--to", "timeline", "--strict", "-o"])
+        .arg(&same)
+        .arg(&src)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read(&same).unwrap(), std::fs::read(&src).unwrap());
+    // A non-power-of-two A2 ring is refused.
+    let bad = tmp.path().join("y.dat");
+    let o = Command::new(common::bin())
+        .args(["convert", "--to", "timeline", "--entries", "1000", "-o"])
+        .arg(&bad)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!bad.exists());
+}
