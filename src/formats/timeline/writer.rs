@@ -355,11 +355,6 @@ impl TimelineWriter {
         let spec: Vec<u8> = match t.extras.str(keys::SPEC) {
             Some(s) => s.as_bytes().to_vec(),
             None => {
-                let mut s = format!(
-                    "5,9|{}.{}:",
-                    sanitize_name(&t.category),
-                    event_word(&t.name)
-                );
                 let mut s = format!("5,9|{}.{}", sanitize_name(&t.category), event_word(&t.name));
                 // M has no priorities: keep the name as an attribute.
                 if let Some(p) = &t.priority {
