@@ -1415,3 +1415,56 @@ fn file_names_never_escape_the_trace() {
     assert!(e.contains("escapes"), "{e}");
     assert!(!tmp.path().join("escape").exists());
 }
+
+#[test]
+fn bookmarks_are_kept_and_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("t");
+    copy_smp(&d);
+    let bm = "<bookmarks>\n<location name=\"boot\" time=\"1467637903.5\">first</location>\n<location name=b cpu=1 start_cycle=152895982 end_cycle=152895990/>\n</bookmarks>\n";
+    std::fs::write(d.join("info/bookmarks.xml"), bm).unwrap();
+    let out = tmp.path().join("o");
+    copy_through(&d, &out, None);
+    assert_eq!(
+        std::fs::read_to_string(out.join("info/bookmarks.xml")).unwrap(),
+        bm
+    );
+    std::fs::write(
+        d.join("info/bookmarks.xml"),
+        "<bookmarks><location name=x time=abc/></bookmarks>",
+    )
+    .unwrap();
+    let e = Trace::open(&d).err().unwrap().to_string();
+    assert!(e.contains("bookmarks.xml"), "{e}");
+}
+
+#[test]
+fn random_xml_never_panics() {
+    use proptest::prelude::*;
+    let core = std::fs::read(smp().join("eventdefs/core.xml")).unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: if common::full() { 20_000 } else { 500 },
+        ..Default::default()
+    });
+    runner
+        .run(
+            &(0..core.len(), any::<u8>(), 0..core.len()),
+            |(at, byte, cut)| {
+                let mut m = core.clone();
+                m[at] = byte;
+                m.truncate(cut.max(at + 1));
+                if let Ok(fs) = eventdefs::parse_file(&m, "x") {
+                    for f in &fs {
+                        for e in &f.events {
+                            if let Some(p) = &e.payload {
+                                let _ = eventdefs::resolve(f, p, Arch::Ilp32);
+                            }
+                        }
+                    }
+                }
+                let _ = polytrace::formats::ltt::system::parse(&m);
+                Ok(())
+            },
+        )
+        .unwrap();
+}

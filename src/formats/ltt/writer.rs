@@ -732,7 +732,7 @@ fn append(
     if !f.open {
         start_block(f, counter, bo);
     }
-    while counter - f.cur >= 1 << 32 {
+    while counter.saturating_sub(f.cur) >= 1 << 32 {
         if !room(f, HEARTBEAT) {
             close_block(f, bo, cfg)?;
             start_block(f, counter, bo);
