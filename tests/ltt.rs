@@ -1303,7 +1303,7 @@ fn truncation_and_bit_flip_sweep() {
         let step = if full {
             (len / 1000).max(1)
         } else {
-            (len / 12).max(1)
+            (len / 5).max(1)
         };
         let mut positions: Vec<usize> = (0..len).step_by(step).collect();
         if name.starts_with("cpu") {
