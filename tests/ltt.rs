@@ -1539,3 +1539,29 @@ fn control_files_and_merge_rank() {
     assert_eq!(l2, dump_dir(&d, true).0);
     assert!(l2.contains("(control/processes)"));
 }
+
+#[test]
+fn reissued_event_type_reuses_its_facility() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (h, mut items) = timeline_src(&[(100, 0)]);
+    let again = items[0].clone();
+    items.push(again);
+    items.push(Item::Event(Event {
+        time: Timestamp(200),
+        raw_clock: None,
+        type_id: 1,
+        cpu: Some(0),
+        stream: None,
+        fields: vec![Value::U64(9)],
+        extras: Default::default(),
+    }));
+    let d = tmp.path().join("r");
+    write_items(&d, &h, &items, cfg(1000)).unwrap();
+    let (l, diags) = dump_dir(&d, true);
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(
+        l,
+        "app.tick: 0.000000100 (cpu/0) { n = 0 }\napp.tick: 0.000000200 (cpu/0) { n = 9 }\n"
+    );
+    assert_eq!(std::fs::read_dir(d.join("eventdefs")).unwrap().count(), 1);
+}

@@ -482,6 +482,26 @@ impl LttWriter {
                 )
             })?;
             let Some(mut fac) = fs.pop() else { continue };
+            // The same definitions again (a re-issued type): reuse the
+            // facility, since a (name, checksum) pair is loaded only once.
+            if let Some(fi) = self
+                .facs
+                .iter()
+                .position(|f| f.fac.name == fac.name && f.fac.checksum == fac.checksum)
+            {
+                for (i, p) in ps.iter().enumerate() {
+                    let f = &self.facs[fi];
+                    self.map.insert(
+                        p.key,
+                        Target::Event {
+                            id: (f.base as usize + i) as u16,
+                            ty: f.tys[i].clone(),
+                            name: format!("{}.{}", cat, f.fac.events[i].name),
+                        },
+                    );
+                }
+                continue;
+            }
             let versions = self.facs.iter().filter(|f| f.fac.name == cat).count()
                 + self
                     .copied
