@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod data;
+pub mod dump;
 pub mod layout;
 pub mod meta;
 pub mod reader;
@@ -86,10 +87,10 @@ impl Format for PcpFormat {
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        let mut r = self.open(input, ropts)?;
         if dopts.values {
+            let mut r = self.open(input, ropts)?;
             return values::write_values(r.as_mut(), out);
         }
-        values::write_values(r.as_mut(), out)
+        dump::native_dump(reader::members_of(input)?, ropts.salvage, out)
     }
 }
