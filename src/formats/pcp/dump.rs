@@ -262,6 +262,10 @@ pub fn err_str(code: i32) -> String {
         17 => Some("Impossible value or scale conversion"),
         18 => Some("Truncation in value conversion"),
         19 => Some("Negative value in conversion to unsigned"),
+        20 => Some("Explicit instance identifier(s) required"),
+        33 => Some("Metric not defined in the PCP archive log"),
+        34 => Some("Instance domain identifier not defined in the PCP archive log"),
+        35 => Some("Instance identifier not defined in the PCP archive log"),
         41 => Some("No pmcd agent for domain of request"),
         42 => Some("No permission to perform requested operation"),
         44 => Some("Try again. Information not currently available"),
@@ -573,7 +577,7 @@ fn print_events(o: &mut String, c: &Ctx, p: &[u8], highres: bool) {
                 }
             }
             match c.descs.get(&pmid) {
-                None => o.push_str(" pmLookupDesc: Unknown or illegal metric identifier\n"),
+                None => o.push_str(" pmLookupDesc: Metric not defined in the PCP archive log\n"),
                 Some(d) => {
                     o.push_str(" value ");
                     let raw = if matches!(pt, 0 | 1) && pay.len() >= 4 {
@@ -694,18 +698,43 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
+    type RawKey = (bool, Vec<(i32, Option<String>)>);
+    let mut raw_seen: HashMap<u32, Vec<(Stamp, RawKey)>> = HashMap::new();
     for (_, r) in &mf.recs {
         match r {
             MetaRec::Desc(d) => {
-                if let std::collections::hash_map::Entry::Vacant(e) = c.descs.entry(d.pmid) {
-                    desc_keys.push(d.pmid);
-                    e.insert(d.clone());
+                match c.descs.entry(d.pmid) {
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        desc_keys.push(d.pmid);
+                        let mut d = d.clone();
+                        let mut seen = std::collections::HashSet::new();
+                        d.names.retain(|n| seen.insert(n.clone()));
+                        e.insert(d);
+                    }
+                    // A repeated descriptor only adds names libpcp has not seen.
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        for n in &d.names {
+                            if !e.get().names.contains(n) {
+                                e.get_mut().names.push(n.clone());
+                            }
+                        }
+                    }
                 }
             }
             MetaRec::InDom(i) => {
                 if !c.indoms.contains_key(&i.indom) {
                     indom_keys.push(i.indom);
                 }
+                // libpcp drops a record identical (sorted) to another one
+                // with the same timestamp.
+                let mut rawkey: Vec<(i32, Option<String>)> = i.entries.clone();
+                rawkey.sort_by_key(|x| x.0);
+                let rawkey = (i.rtype == TYPE_INDOM_DELTA, rawkey);
+                let seen = raw_seen.entry(i.indom).or_default();
+                if seen.iter().any(|(s, k)| *s == i.stamp && *k == rawkey) {
+                    continue;
+                }
+                seen.push((i.stamp, rawkey));
                 let list = c.indoms.entry(i.indom).or_default();
                 let mut cur: Vec<(i32, String)> = if i.rtype == TYPE_INDOM_DELTA {
                     let mut cur = list.last().map(|x| x.1.clone()).unwrap_or_default();
@@ -920,8 +949,42 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     o.push_str("\t\tLog Vol    end(meta)     end(log)\n");
     let meta_size = super::archive::plain_size(&m.meta).unwrap_or(mf.size);
     let mut last: Option<&(Stamp, i32, u64, u64)> = None;
+    let mut log_size: Option<u64> = None;
+    let short = |s: Stamp| {
+        let (_, hms, _) = civil(s.sec);
+        format!("{hms}.{}", c.frac(s))
+    };
     for e in &index {
         let _ = writeln!(o, "{}\t  {:5}  {:11}  {:11}", c.stamp(e.0), e.1, e.2, e.3);
+        if last.is_none_or(|p| p.1 != e.1) {
+            let vp = m.volumes.iter().find(|(n, _)| *n as i64 == e.1 as i64);
+            log_size = vp.and_then(|(_, p)| super::archive::plain_size(p));
+            if vp.is_none() {
+                let _ = writeln!(o, "\t\tWarning: file missing for log volume {}", e.1);
+            }
+        }
+        if e.0.sec < 0 || !(0..=999_999_999).contains(&e.0.nsec) {
+            let _ = writeln!(
+                o,
+                "\t\tError: illegal timestamp value ({} sec, {} nsec)",
+                e.0.sec, e.0.nsec
+            );
+        }
+        if let Some(ls) = log_size {
+            if e.3 > ls {
+                let _ = writeln!(o, "\t\tError: offset to log file past end of file ({ls})");
+            }
+        }
+        if let Some(p) = last {
+            if e.0 < p.0 {
+                let _ = writeln!(
+                    o,
+                    "\t\tError: timestamp went backwards in time {} -> {}",
+                    short(p.0),
+                    short(e.0)
+                );
+            }
+        }
         if e.2 > meta_size {
             let _ = writeln!(
                 o,

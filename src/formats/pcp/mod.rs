@@ -2,6 +2,7 @@
 //! listing and structural check. Layout: see `docs/pcp.md` and the spec.
 
 pub mod archive;
+pub mod check;
 pub mod data;
 pub mod dump;
 pub mod layout;
@@ -59,6 +60,11 @@ impl Format for PcpFormat {
                         return 100;
                     }
                 }
+                // A damaged archive (bad or empty .meta label) is still
+                // ours when named by its base: report the damage positioned.
+                if input.kind == InputKind::ArchiveBase {
+                    return 60;
+                }
             }
         }
         0
@@ -79,6 +85,9 @@ impl Format for PcpFormat {
                 "a PCP archive cannot be written to stdout: give -o BASENAME".into(),
             )),
         }
+    }
+    fn check(&self, input: &Input, opts: &ReadOptions) -> Result<Vec<Diagnostic>> {
+        check::check(reader::members_of(input)?, opts.salvage)
     }
     fn dump(
         &self,
