@@ -142,7 +142,9 @@ impl TraceWriter for MmvWriter {
                 for mv in &s.metrics {
                     self.values.insert(mv.metric, mv.values.clone());
                 }
-                self.value_extras = s.extras.get(VALUES).is_some().then(|| s.extras.clone());
+                self.value_extras = (s.extras.get(VALUES).is_some()
+                    || s.extras.get(ELAPSED_EXTRA).is_some())
+                .then(|| s.extras.clone());
                 self.snap_time = Some(s.time);
             }
             Item::Event(_) => self
@@ -546,6 +548,22 @@ impl MmvWriter {
                 }
             }
         }
+        let mut open: HashMap<(MetricId, InstId), i64> = HashMap::new();
+        if let Some(ExtraValue::List(l)) = self
+            .value_extras
+            .as_ref()
+            .and_then(|e| e.get(ELAPSED_EXTRA))
+        {
+            for v in l {
+                if let ExtraValue::List(f) = v {
+                    if let [ExtraValue::U64(m), ExtraValue::I64(i), ExtraValue::I64(x)] =
+                        f.as_slice()
+                    {
+                        open.insert((*m as MetricId, *i as InstId), *x);
+                    }
+                }
+            }
+        }
         let mut values = Vec::new();
         let mut missing = 0u64;
         for (mi, (d, _)) in chosen
@@ -624,7 +642,12 @@ impl MmvWriter {
                             cv.string = Some(Vec::new());
                         }
                     }
-                    Some(v) => fill_value(&mut cv, m.mtype, v, loss),
+                    Some(v) => {
+                        fill_value(&mut cv, m.mtype, v, loss);
+                        if m.mtype == TYPE_ELAPSED {
+                            cv.extra = open.get(&(d.id, inst)).copied().unwrap_or(0);
+                        }
+                    }
                 }
                 // Keep the producer's raw bytes where they mean the same value.
                 if let Some((r, x)) = src {
