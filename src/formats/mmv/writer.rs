@@ -211,12 +211,14 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(g2) = first.get_mut(16..24) {
         g2.fill(0);
     }
+    // Readers on this host map the page cache, which sees the writes in
+    // program order: no fsync is needed for the ordering (and the CLI renames
+    // the staged file into place afterwards anyway).
     f.write_all(&first).map_err(io)?;
-    f.sync_data().map_err(io)?;
     f.seek(SeekFrom::Start(16)).map_err(io)?;
     f.write_all(bytes.get(16..24).unwrap_or_default())
         .map_err(io)?;
-    f.sync_data().map_err(io)?;
+    f.flush().map_err(io)?;
     Ok(())
 }
 
@@ -590,15 +592,17 @@ impl MmvWriter {
                 None => vec![(None, PM_IN_NULL)],
             };
             let mut taken = vec![false; vals.len()];
+            // Singular metrics take their first value whatever its instance.
+            let key = |i: InstId| if m.indom.is_some() { i } else { PM_IN_NULL };
+            let mut by_inst: HashMap<InstId, std::collections::VecDeque<usize>> = HashMap::new();
+            for (k, (i, _)) in vals.iter().enumerate() {
+                by_inst.entry(key(*i)).or_default().push_back(k);
+            }
             for (pos, inst) in slots {
-                let found = vals
-                    .iter()
-                    .enumerate()
-                    .find(|(k, (i, _))| !taken[*k] && (m.indom.is_none() || *i == inst));
-                let v = match found {
-                    Some((k, (_, v))) => {
+                let v = match by_inst.get_mut(&key(inst)).and_then(|q| q.pop_front()) {
+                    Some(k) => {
                         taken[k] = true;
-                        Some(v)
+                        vals.get(k).map(|(_, v)| v)
                     }
                     None => None,
                 };
