@@ -1019,3 +1019,30 @@ fn records_across_buffer_refills_and_stdin() {
     );
     assert_same("junk prefix", &out, want1.as_bytes());
 }
+
+#[test]
+fn message_counter_gaps_are_reported() {
+    let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
+    let offs = record_offsets(&orig);
+    // Leave out two consecutive KPI records (20 and 21).
+    assert_eq!(&orig[offs[20] + 34..offs[20] + 42], b"PROCPROC");
+    assert_eq!(&orig[offs[21] + 34..offs[21] + 42], b"PROCPROC");
+    let f = [&orig[..offs[20]], &orig[offs[22]..]].concat();
+    let (_d, p) = write_tmp("gap.dlt", &f);
+    let o = polytrace().arg("info").arg(&p).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(out.contains("KPI counter gaps               1"), "{out}");
+    assert!(out.contains("KPI messages lost (by counter) 2"), "{out}");
+    assert!(
+        err.contains(&format!("byte {}", offs[20])) && err.contains("about 2 messages lost"),
+        "{err}"
+    );
+    let o = polytrace()
+        .arg("info")
+        .arg(kpi_dir().join("B-buf400.dlt"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("KPI counter gaps               0"), "{out}");
+}
