@@ -9,5 +9,6 @@ pub mod model;
 pub mod options;
 pub mod output;
 pub mod pipeline;
+pub mod record;
 
 pub use error::{Diagnostic, Error, Position, Result, Severity};

@@ -21,11 +21,8 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-fn record(_a: super::RecordArgs, _quiet: bool) -> Result<u8> {
-    Err(crate::Error::Unsupported(
-        "record is not implemented yet in this build (see `polytrace formats`)".into(),
-    )
-    .into())
+fn record(a: super::RecordArgs, quiet: bool) -> Result<u8> {
+    crate::record::run(&a, quiet)
 }
 
 fn formats_table() -> Result<u8> {

@@ -62,6 +62,14 @@ pub struct RecordArgs {
     /// Interval of the CHK (process list) records.
     #[arg(long, default_value = "10s")]
     pub check_interval: String,
+    /// Hold up to this much in memory so the header gets the end-of-run
+    /// clock calibration; past it, writing starts (0 = stream at once).
+    #[arg(long, value_parser = args::parse_size, default_value = "64M", value_name = "SIZE")]
+    pub buffer: u64,
+    /// Write the common listing (as `dump --style common` prints it)
+    /// instead of a trace file; `-o -` for stdout.
+    #[arg(long, conflicts_with = "to")]
+    pub listing: bool,
 }
 
 #[derive(clap::Args, Debug)]

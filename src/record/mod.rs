@@ -1,0 +1,559 @@
+//! `polytrace record`: sample /proc as dlt-kpi does (processes, IRQs) plus
+//! PCP-named system metrics, stamp every record with CLOCK_REALTIME and the
+//! CPU cycle counter, and write the stream through any format's writer.
+//!
+//! The writer is created when the recording ends (or when the in-memory
+//! buffer is full, or at once for stdout) so that the header can carry the
+//! counter rate measured at the start *and* at the end. See docs/record.md.
+
+pub mod clock;
+pub mod procfs;
+pub mod sampler;
+pub mod signal;
+pub mod sysmetrics;
+
+use crate::error::{Error, Result};
+use crate::formats;
+use crate::model::*;
+use crate::options::WriteOptions;
+use crate::output::{OutTarget, Staged};
+use sampler::{Config, Sampler, Stats};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Header extras keys (namespace `record.`).
+pub const X_TSC_HZ: &str = "record.tsc_hz";
+pub const X_TSC_HZ_START: &str = "record.tsc_hz_start";
+pub const X_TSC_HZ_END: &str = "record.tsc_hz_end";
+/// Which counter raw_clock holds (`tsc`, `cntvct_el0`); absent if none.
+pub const X_CLOCK: &str = "record.raw_clock";
+/// Counter value and CLOCK_REALTIME ns of the first scan (anchor).
+pub const X_TSC_ANCHOR: &str = "record.tsc_anchor";
+pub const X_INTERVAL_NS: &str = "record.interval_ns";
+pub const X_CHECK_INTERVAL_NS: &str = "record.check_interval_ns";
+pub const X_NCPU: &str = "record.ncpu";
+pub const X_CLK_TCK: &str = "record.clk_tck";
+pub const X_SCANS: &str = "record.scans";
+/// Why the recording stopped: `duration`, `samples`, `SIGINT`, `SIGTERM`.
+pub const X_STOPPED_BY: &str = "record.stopped_by";
+
+/// When to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// After this many ns (scans at 0, I, 2I, … while ≤ the duration).
+    Duration(u64),
+    /// After this many intervals (N + 1 scans: the first is the baseline).
+    Intervals(u64),
+    /// Only on SIGINT / SIGTERM.
+    Signal,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// Output path; `-` = stdout (text formats only).
+    pub output: PathBuf,
+    pub to: FormatId,
+    pub force: bool,
+    pub wopts: WriteOptions,
+    pub interval_ns: u64,
+    pub check_interval_ns: u64,
+    pub stop: Stop,
+    /// Bytes of items held in memory before the writer must be started.
+    pub buffer_limit: usize,
+    pub quiet: bool,
+    /// Write the common listing instead of `to`'s format.
+    pub listing: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct RecordOutcome {
+    pub loss: LossReport,
+    pub outputs: Vec<PathBuf>,
+    pub stats: Stats,
+    /// The signal that ended the recording, if any.
+    pub signal: Option<i32>,
+    /// The header was written before the end calibration was known.
+    pub streamed: bool,
+}
+
+/// Rough heap size of an item, to bound the buffer.
+fn approx_size(it: &Item) -> usize {
+    match it {
+        Item::Sample(s) => {
+            64 + s
+                .metrics
+                .iter()
+                .map(|m| 32 + m.values.as_ref().map(|v| v.len() * 40).unwrap_or(0))
+                .sum::<usize>()
+        }
+        Item::Event(e) => {
+            128 + e
+                .fields
+                .iter()
+                .map(|f| match f {
+                    Value::Str(s) => 32 + s.len(),
+                    _ => 32,
+                })
+                .sum::<usize>()
+        }
+        Item::Indom(u) => 96 + u.instances.iter().map(|i| 40 + i.name.len()).sum::<usize>(),
+        _ => 256,
+    }
+}
+
+/// Calibration and identity facts that go into the header.
+#[derive(Debug, Clone, Default)]
+struct Calib {
+    start_pair: Option<clock::ClockPair>,
+    hz_start: Option<f64>,
+    hz_end: Option<f64>,
+    hz_whole: Option<f64>,
+    first_time: Option<Timestamp>,
+    first_raw: Option<u64>,
+    scans: u64,
+    stopped_by: Option<String>,
+}
+
+fn uname() -> Vec<(String, String)> {
+    // SAFETY: uname fills the zeroed struct; fields are NUL-terminated.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Vec::new();
+    }
+    let s = |f: &[libc::c_char]| {
+        let b: Vec<u8> = f
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    vec![
+        ("node_name".into(), s(&u.nodename)),
+        ("domainname".into(), s(&u.domainname)),
+        ("kernel_name".into(), s(&u.sysname)),
+        ("kernel_release".into(), s(&u.release)),
+        ("kernel_version".into(), s(&u.version)),
+        ("machine".into(), s(&u.machine)),
+    ]
+}
+
+fn build_header(cfg: &Config, opts: &RecordOptions, cal: &Calib) -> Header {
+    let mut h = Header::new(
+        FormatId::Kpi,
+        concat!("polytrace-record ", env!("CARGO_PKG_VERSION")),
+    );
+    let mut system = uname();
+    h.host = system
+        .iter()
+        .find(|(k, _)| k == "node_name")
+        .map(|(_, v)| v.clone());
+    // LTT system.xml attribute names, so an LTT writer can use them as is.
+    system.push(("cpu".into(), cfg.ncpu.to_string()));
+    system.push((
+        "arch_size".into(),
+        if cfg!(target_pointer_width = "64") {
+            "LP64"
+        } else {
+            "ILP32"
+        }
+        .into(),
+    ));
+    system.push((
+        "endian".into(),
+        if cfg!(target_endian = "little") {
+            "LITTLE_ENDIAN"
+        } else {
+            "BIG_ENDIAN"
+        }
+        .into(),
+    ));
+    system.push(("operating_system".into(), "Linux".into()));
+    h.system = system;
+    h.time_base = TimeBase::Absolute;
+    h.start = cal.first_time;
+    let x = &mut h.extras;
+    if let Some(name) = clock::counter_name() {
+        x.set(X_CLOCK, ExtraValue::Str(name.into()));
+    }
+    if let Some(hz) = cal.hz_whole.or(cal.hz_start) {
+        x.set(X_TSC_HZ, ExtraValue::F64(hz));
+    }
+    if let Some(hz) = cal.hz_start {
+        x.set(X_TSC_HZ_START, ExtraValue::F64(hz));
+    }
+    if let Some(hz) = cal.hz_end {
+        x.set(X_TSC_HZ_END, ExtraValue::F64(hz));
+    }
+    if let (Some(t), Some(r)) = (cal.first_time, cal.first_raw) {
+        x.set(
+            X_TSC_ANCHOR,
+            ExtraValue::List(vec![ExtraValue::U64(r), ExtraValue::I64(t.0)]),
+        );
+    }
+    x.set(X_INTERVAL_NS, ExtraValue::U64(opts.interval_ns));
+    x.set(X_CHECK_INTERVAL_NS, ExtraValue::U64(opts.check_interval_ns));
+    x.set(X_NCPU, ExtraValue::U64(cfg.ncpu as u64));
+    x.set(X_CLK_TCK, ExtraValue::U64(cfg.clk_tck));
+    x.set(
+        crate::formats::kpi::schema::X_PAGE_SIZE,
+        ExtraValue::U64(cfg.page_size),
+    );
+    if cal.scans > 0 {
+        x.set(X_SCANS, ExtraValue::U64(cal.scans));
+    }
+    if let Some(s) = &cal.stopped_by {
+        x.set(X_STOPPED_BY, ExtraValue::Str(s.clone()));
+    }
+    h
+}
+
+/// Where items go: held back until the header is complete, then a writer.
+enum Sink {
+    Pending { items: Vec<Item>, bytes: usize },
+    Live(Box<dyn TraceWriter>),
+}
+
+struct Out {
+    staged: Option<Staged>,
+    target: OutTarget,
+    sink: Sink,
+}
+
+impl Out {
+    fn start(&mut self, cfg: &Config, opts: &RecordOptions, cal: &Calib) -> Result<()> {
+        if let Sink::Pending { items, .. } = &mut self.sink {
+            let items = std::mem::take(items);
+            let header = build_header(cfg, opts, cal);
+            let mut w: Box<dyn TraceWriter> = if opts.listing {
+                Box::new(ListingWriter::new(&self.target, header)?)
+            } else {
+                formats::get(opts.to).create(&self.target, &header, &opts.wopts)?
+            };
+            for it in &items {
+                w.write_item(it)?;
+            }
+            self.sink = Sink::Live(w);
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        items: &mut Vec<Item>,
+        cfg: &Config,
+        opts: &RecordOptions,
+        cal: &Calib,
+    ) -> Result<()> {
+        match &mut self.sink {
+            Sink::Pending { items: held, bytes } => {
+                *bytes += items.iter().map(approx_size).sum::<usize>();
+                held.append(items);
+                if *bytes > opts.buffer_limit {
+                    self.start(cfg, opts, cal)?;
+                }
+            }
+            Sink::Live(w) => {
+                for it in items.drain(..) {
+                    w.write_item(&it)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn status_line(quiet: bool) -> Option<indicatif::ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} recording {elapsed} {msg}")
+    {
+        pb.set_style(style);
+    }
+    pb.enable_steady_tick(Duration::from_millis(200));
+    Some(pb)
+}
+
+/// Sleep until monotonic `deadline_ns`, in short slices so a signal ends
+/// the wait promptly. Returns false if a stop was requested.
+fn sleep_until(deadline_ns: i64) -> bool {
+    loop {
+        if signal::stop_requested() {
+            return false;
+        }
+        let now = clock::monotonic_ns();
+        if now >= deadline_ns {
+            return true;
+        }
+        let left = (deadline_ns - now) as u64;
+        std::thread::sleep(Duration::from_nanos(left.min(50_000_000)));
+    }
+}
+
+/// Record until the stop condition, then write and commit the output.
+pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
+    let fmt = formats::get(opts.to);
+    let mut caps = fmt.caps();
+    if opts.listing {
+        caps.write = true;
+        caps.text_output = true;
+    }
+    if !caps.write {
+        return Err(formats::not_implemented(opts.to, "writing"));
+    }
+    if opts.interval_ns < 1_000_000 {
+        return Err(Error::Usage("--interval must be at least 1ms".into()));
+    }
+    let to_stdout = opts.output.as_os_str() == "-";
+    let (staged, target) = if to_stdout {
+        if !caps.text_output {
+            return Err(Error::Usage(format!(
+                "the {} format is binary: give -o FILE, not stdout",
+                opts.to
+            )));
+        }
+        (None, OutTarget::Stdout)
+    } else {
+        let s = Staged::new(&opts.output, &[], opts.force)?;
+        let p = s.path();
+        (Some(s), OutTarget::Path(p))
+    };
+    signal::install().map_err(|e| Error::io("sigaction", e))?;
+
+    let mut cal = Calib::default();
+    if let Some((pair, hz)) = clock::calibrate(20) {
+        cal.start_pair = Some(pair);
+        cal.hz_start = Some(hz);
+    }
+    let mut sampler = Sampler::new(Config::system(opts.check_interval_ns));
+    let cfg = sampler.config().clone();
+    let mut out = Out {
+        staged,
+        target,
+        sink: Sink::Pending {
+            items: sampler.definitions(),
+            bytes: 0,
+        },
+    };
+    // Stdout is for watching live: no holding back.
+    let mut outcome = RecordOutcome::default();
+    let pb = status_line(opts.quiet);
+    let t0 = clock::monotonic_ns();
+    let mut items = Vec::new();
+    let mut k: u64 = 0;
+    let stopped_by;
+    loop {
+        sampler.scan(&mut items);
+        if cal.first_time.is_none() {
+            cal.first_time = items.iter().find_map(|i| i.time().filter(|_| i.is_data()));
+            cal.first_raw = items.iter().find_map(|i| match i {
+                Item::Sample(s) => s.raw_clock,
+                Item::Event(e) => e.raw_clock,
+                _ => None,
+            });
+            if to_stdout {
+                out.start(&cfg, opts, &cal)?;
+            }
+        }
+        out.push(&mut items, &cfg, opts, &cal)?;
+        if let Some(pb) = &pb {
+            let s = &sampler.stats;
+            pb.set_message(format!(
+                "{} scans, {} processes, {} NEW, {} STP",
+                s.scans, s.processes, s.new, s.stp
+            ));
+        }
+        if signal::stop_requested() {
+            stopped_by = None;
+            break;
+        }
+        k += 1;
+        // Skip ticks we overran rather than bursting to catch up.
+        let elapsed = (clock::monotonic_ns() - t0).max(0) as u64;
+        k = k.max(elapsed / opts.interval_ns + 1);
+        let next = k.saturating_mul(opts.interval_ns);
+        match opts.stop {
+            Stop::Duration(d) if next > d => {
+                stopped_by = Some("duration");
+                break;
+            }
+            Stop::Intervals(n) if k > n => {
+                stopped_by = Some("samples");
+                break;
+            }
+            _ => {}
+        }
+        if !sleep_until(t0 + next as i64) {
+            stopped_by = None;
+            break;
+        }
+    }
+    let sig = signal::which();
+    outcome.signal = (sig != 0).then_some(sig);
+    cal.stopped_by = Some(match (stopped_by, sig) {
+        (Some(s), _) => s.to_string(),
+        (None, libc::SIGINT) => "SIGINT".into(),
+        (None, libc::SIGTERM) => "SIGTERM".into(),
+        (None, n) => format!("signal {n}"),
+    });
+    cal.scans = sampler.stats.scans;
+    if let Some((end_a, hz)) = clock::calibrate(20) {
+        cal.hz_end = Some(hz);
+        if let Some(a) = cal.start_pair {
+            cal.hz_whole = clock::rate(a, end_a);
+        }
+    }
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    outcome.streamed = matches!(out.sink, Sink::Live(_));
+    if outcome.streamed {
+        // The header is out already: the end calibration goes in a note.
+        let mut extras = Extras::default();
+        for (k, v) in [(X_TSC_HZ, cal.hz_whole), (X_TSC_HZ_END, cal.hz_end)] {
+            if let Some(v) = v {
+                extras.set(k, ExtraValue::F64(v));
+            }
+        }
+        let text = format!(
+            "recording ended ({}); counter rate over the whole run {} Hz, at the end {} Hz",
+            cal.stopped_by.as_deref().unwrap_or("?"),
+            cal.hz_whole
+                .map(|v| format!("{v:.0}"))
+                .unwrap_or("-".into()),
+            cal.hz_end.map(|v| format!("{v:.0}")).unwrap_or("-".into()),
+        );
+        items.push(Item::Annotation(Annotation {
+            time: Timestamp(clock::realtime_ns().max(cal.first_time.map(|t| t.0).unwrap_or(0))),
+            raw_clock: clock::read_counter(),
+            text,
+            extras,
+        }));
+        out.push(&mut items, &cfg, opts, &cal)?;
+    } else {
+        out.start(&cfg, opts, &cal)?;
+    }
+    let Sink::Live(w) = out.sink else {
+        unreachable!("started above")
+    };
+    outcome.loss = w.finish()?;
+    outcome.stats = sampler.stats.clone();
+    if let Some(staged) = out.staged {
+        if opts.wopts.strict && outcome.loss.has_loss() {
+            return Err(Error::Strict(format!(
+                "nothing written; the {} writer would lose data:\n{}",
+                opts.to, outcome.loss
+            )));
+        }
+        outcome.outputs = staged.commit()?;
+    }
+    Ok(outcome)
+}
+
+/// The CLI verb.
+pub fn run(a: &crate::cli::RecordArgs, quiet: bool) -> anyhow::Result<u8> {
+    use crate::pipeline::parse_duration;
+    use anyhow::Context;
+    let output = a.output.output.clone().context("-o OUT is required")?;
+    let to = a.output.to.unwrap_or(FormatId::Ltt);
+    let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
+    let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
+    let stop = match (&a.duration, a.samples) {
+        (Some(d), _) => Stop::Duration(parse_duration(d).map_err(Error::Usage)?),
+        (None, Some(n)) => Stop::Intervals(n),
+        (None, None) => Stop::Signal,
+    };
+    let opts = RecordOptions {
+        output,
+        to,
+        force: a.output.force,
+        wopts: a.output.write_options(),
+        interval_ns,
+        check_interval_ns,
+        stop,
+        buffer_limit: a.buffer as usize,
+        quiet,
+        listing: a.listing,
+    };
+    let outcome = record(&opts)?;
+    if !quiet {
+        let s = &outcome.stats;
+        eprintln!(
+            "polytrace: recorded {} scans ({} NEW, {} STP, {} PID reuses){}",
+            s.scans,
+            s.new,
+            s.stp,
+            s.pid_reuse,
+            match outcome.signal {
+                Some(libc::SIGINT) => ", stopped by SIGINT",
+                Some(libc::SIGTERM) => ", stopped by SIGTERM",
+                _ => "",
+            }
+        );
+        for l in outcome.loss.to_string().lines() {
+            eprintln!("polytrace: {l}");
+        }
+    } else if outcome.loss.has_drops() {
+        for ((what, why), n) in &outcome.loss.dropped {
+            eprintln!("polytrace: dropped {n} {what}: {why}");
+        }
+    }
+    Ok(if outcome.loss.has_drops() {
+        crate::cli::EXIT_LOSSY
+    } else {
+        crate::cli::EXIT_OK
+    })
+}
+
+/// `--listing`: the common listing of the recorded stream. It needs the
+/// whole stream (the listing is made by a reader), so items are held until
+/// `finish`.
+struct ListingWriter {
+    out: Box<dyn std::io::Write>,
+    path: String,
+    header: Header,
+    items: Vec<Item>,
+}
+
+impl ListingWriter {
+    fn new(target: &OutTarget, header: Header) -> Result<ListingWriter> {
+        let (out, path): (Box<dyn std::io::Write>, String) = match target {
+            OutTarget::Stdout => (Box::new(std::io::stdout()), "<stdout>".into()),
+            OutTarget::Path(p) => (
+                Box::new(std::fs::File::create(p).map_err(|e| Error::io(p, e))?),
+                p.display().to_string(),
+            ),
+        };
+        Ok(ListingWriter {
+            out,
+            path,
+            header,
+            items: Vec::new(),
+        })
+    }
+}
+
+impl TraceWriter for ListingWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        self.items.push(item.clone());
+        Ok(())
+    }
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        let n = self.items.len() as u64;
+        let mut r = VecReader::new(Trace {
+            header: self.header.clone(),
+            items: std::mem::take(&mut self.items),
+        });
+        let mut w = std::io::BufWriter::new(&mut self.out);
+        crate::pipeline::dump_common(&mut r, &mut w)?;
+        use std::io::Write;
+        w.flush().map_err(|e| Error::io(&self.path, e))?;
+        let mut loss = LossReport::default();
+        loss.wrote("items", n);
+        Ok(loss)
+    }
+}

@@ -1,0 +1,41 @@
+//! SIGINT / SIGTERM: set a flag; the recording loop finishes the current
+//! interval and closes the output. SA_RESETHAND restores the default action,
+//! so a second signal kills the process as usual.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only async-signal-safe work here: two atomic stores.
+    SIGNAL.store(sig, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Install the handlers for SIGINT and SIGTERM.
+pub fn install() -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; we set the handler, an empty
+        // mask and flags, then pass pointers to live locals.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// The signal that asked us to stop (0 if none).
+pub fn which() -> i32 {
+    SIGNAL.load(Ordering::SeqCst)
+}

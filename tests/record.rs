@@ -1,0 +1,498 @@
+//! `polytrace record`: live recordings of this machine, read back through
+//! every writable format (and its peer checker), child processes found with
+//! the right PID/PPID/command line/CPU, and SIGINT/SIGTERM at a random moment.
+mod common;
+
+use polytrace::formats;
+use polytrace::model::FormatId;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+/// Output path for a format inside `dir` (PCP takes a base name).
+fn out_path(dir: &Path, f: FormatId) -> PathBuf {
+    let ext = match f {
+        FormatId::Pcp => "",
+        FormatId::Dlt => ".dlt",
+        FormatId::Kpi => ".kpi",
+        FormatId::Mmv => ".mmv",
+        FormatId::Ltt => ".ltt",
+        FormatId::Timeline => ".timeline",
+        FormatId::ChromeJson => ".json",
+        FormatId::Csv => ".csv",
+    };
+    dir.join(format!("rec{ext}"))
+}
+
+fn writable() -> Vec<FormatId> {
+    formats::all()
+        .into_iter()
+        .filter(|f| f.caps().write)
+        .map(|f| f.id())
+        .collect()
+}
+
+fn spawn_record(args: &[&str]) -> Child {
+    Command::new(common::bin())
+        .arg("record")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn polytrace record")
+}
+
+/// Exit 0, or 1 when the writer reported drops (the documented contract).
+fn assert_record_ok(what: &str, out: &Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || (code == Some(1) && err.contains("dropped")),
+        "{what}: exit {code:?}\n{err}"
+    );
+    assert!(!err.contains("error"), "{what}: {err}");
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Read a recorded output back with polytrace and with the format's peer.
+fn check_output(f: FormatId, path: &Path) {
+    let fmt = formats::get(f);
+    let what = format!("{f} output {}", path.display());
+    if fmt.caps().read {
+        let listing = run_ok(
+            Command::new(common::bin())
+                .args(["dump", "--style", "common", "--from", f.name()])
+                .arg(path),
+            &what,
+        );
+        assert!(listing.lines().count() > 5, "{what}: listing too short");
+        run_ok(
+            Command::new(common::bin())
+                .args(["check", "--from", f.name()])
+                .arg(path),
+            &what,
+        );
+    }
+    match f {
+        FormatId::Pcp => {
+            if let Some(t) = common::peer("pmlogcheck") {
+                let out = run_ok(Command::new(t).arg(path), &what);
+                assert!(out.trim().is_empty(), "{what}: pmlogcheck says\n{out}");
+            }
+            if let Some(t) = common::peer("pmdumplog") {
+                let out = run_ok(Command::new(t).arg("-a").arg(path), &what);
+                assert!(out.contains("kernel.all.cpu.user"), "{what}: {out}");
+            }
+        }
+        FormatId::Mmv => {
+            if let Some(t) = common::peer("mmvdump") {
+                run_ok(Command::new(t).arg(path), &what);
+            }
+        }
+        FormatId::Dlt => {
+            if let Some(t) = common::peer("dlt-convert") {
+                let out = run_ok(Command::new(t).arg("-a").arg(path), &what);
+                assert!(out.contains("NEW BEG"), "{what}: {out}");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The common listing the recorder writes with `--listing`.
+struct Listing {
+    text: String,
+}
+
+impl Listing {
+    fn extra(&self, key: &str) -> Option<&str> {
+        let pre = format!("# extra {key}=");
+        self.text.lines().find_map(|l| l.strip_prefix(pre.as_str()))
+    }
+    fn events<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let pat = format!(" event {name} ");
+        self.text.lines().filter(move |l| l.contains(&pat))
+    }
+    /// `(time, value)` of `metric[inst]` in every sample line.
+    fn values(&self, metric: &str, inst: i64) -> Vec<(String, i64)> {
+        let pat = format!(" {metric}[{inst}]=");
+        self.text
+            .lines()
+            .filter(|l| l.contains(" sample "))
+            .filter_map(|l| {
+                let i = l.find(&pat)?;
+                let v = l[i + pat.len()..].split(' ').next()?;
+                Some((l.split(' ').next()?.to_string(), v.parse().ok()?))
+            })
+            .collect()
+    }
+    fn singular(&self, metric: &str) -> Vec<f64> {
+        let pat = format!(" {metric}=");
+        self.text
+            .lines()
+            .filter(|l| l.contains(" sample "))
+            .filter_map(|l| {
+                let i = l.find(&pat)?;
+                l[i + pat.len()..].split(' ').next()?.parse().ok()
+            })
+            .collect()
+    }
+}
+
+fn hz_ok(l: &Listing, key: &str) {
+    let hz: f64 = l
+        .extra(key)
+        .unwrap_or_else(|| panic!("no {key}"))
+        .parse()
+        .unwrap();
+    assert!((1e6..1e10).contains(&hz), "{key}={hz}");
+}
+
+#[test]
+fn every_writable_format_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs: Vec<(Option<FormatId>, PathBuf, Child)> = Vec::new();
+    let listing = dir.path().join("rec.txt");
+    let base = ["--duration", "3s", "--interval", "500ms"];
+    jobs.push((None, listing.clone(), {
+        let mut a = base.to_vec();
+        a.extend(["--listing", "-o", listing.to_str().unwrap()]);
+        spawn_record(&a)
+    }));
+    for f in writable() {
+        let p = out_path(dir.path(), f);
+        let mut a = base.to_vec();
+        a.extend(["--to", f.name(), "-o", p.to_str().unwrap()]);
+        jobs.push((Some(f), p.clone(), spawn_record(&a)));
+    }
+    for (f, p, child) in jobs {
+        let out = child.wait_with_output().unwrap();
+        let what = f.map(|f| f.name()).unwrap_or("listing");
+        assert_record_ok(what, &out);
+        if let Some(f) = f {
+            check_output(f, &p);
+        }
+    }
+    let l = Listing {
+        text: std::fs::read_to_string(&listing).unwrap(),
+    };
+    for k in ["record.tsc_hz", "record.tsc_hz_start", "record.tsc_hz_end"] {
+        if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            hz_ok(&l, k);
+        }
+    }
+    assert_eq!(l.extra("record.stopped_by"), Some("\"duration\""));
+    let scans: u64 = l.extra("record.scans").unwrap().parse().unwrap();
+    assert!((2..=7).contains(&scans), "{scans} scans in 3 s at 500 ms");
+    // The first scan lists every process as NEW, PID 1 with PPID 0.
+    assert!(
+        l.events("kpi.NEW").any(|e| e.contains(" pid=1 ppid=0 ")),
+        "no NEW for PID 1"
+    );
+    // Counters from /proc/stat and /proc/meminfo, under PCP names.
+    let user = l.singular("kernel.all.cpu.user");
+    assert_eq!(user.len() as u64, scans);
+    assert!(user.windows(2).all(|w| w[0] <= w[1]), "{user:?}");
+    let ncpu: f64 = l.extra("record.ncpu").unwrap().parse().unwrap();
+    assert_eq!(l.singular("hinv.ncpu")[0], ncpu);
+    let free = l.singular("mem.util.free");
+    let phys = l.singular("mem.physmem");
+    assert!(free[0] > 0.0 && free[0] < phys[0]);
+    // Every /proc/interrupts row and CPU is an instance of kpi.irq.
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
+    let ncols = text.lines().next().unwrap().split_whitespace().count();
+    let expect: usize = text
+        .lines()
+        .skip(1)
+        .map(|r| {
+            r.split_whitespace()
+                .skip(1)
+                .take(ncols)
+                .take_while(|t| t.parse::<u64>().is_ok())
+                .count()
+        })
+        .sum();
+    let irq_line = l
+        .text
+        .lines()
+        .find(|x| x.contains(" sample kpi.irq.count["))
+        .unwrap();
+    assert_eq!(irq_line.matches("kpi.irq.count[").count(), expect);
+    // Every data line carries the same wall-clock base as the header says.
+    assert!(l.text.contains("time absolute (epoch)"));
+}
+
+/// Kills the child on drop so a failing test leaves no busy loop behind.
+struct Guard(Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// utime + stime of a live process, in ticks.
+fn proc_ticks(pid: i64) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = s[s.rfind(')').unwrap() + 2..].split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+fn own_ppid() -> i64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &s[s.rfind(')').unwrap() + 2..];
+    rest.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn finds_known_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let listing = dir.path().join("kids.txt");
+    // A comm with a space and a ')' (dlt-kpi would read PPID 0 for it).
+    // Started first so the comm is set before the recorder's first scan.
+    let odd = Guard(
+        Command::new("bash")
+            .args(["-c", "printf 'bu sy) x' > /proc/$$/comm; sleep 2.5; true"])
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let rec = spawn_record(&[
+        "--duration",
+        "4s",
+        "--interval",
+        "250ms",
+        "--listing",
+        "-o",
+        listing.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    let me = std::process::id() as i64;
+    let sleeper = Command::new("sleep").arg("1.2").spawn().unwrap();
+    let busy_start = std::time::Instant::now();
+    let busy = Guard(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap(),
+    );
+    // argv0 with spaces, parentheses and a semicolon (exec -a).
+    let named = Guard({
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg0("my proc (x); y")
+            .arg("1.5")
+            .spawn()
+            .unwrap()
+    });
+    let (sp, bp, np, op) = (
+        sleeper.id() as i64,
+        busy.0.id() as i64,
+        named.0.id() as i64,
+        odd.0.id() as i64,
+    );
+    let mut sleeper = Guard(sleeper);
+    let _ = sleeper.0.wait();
+    std::thread::sleep(Duration::from_millis(1000));
+    // The busy child's own account of its CPU use, to compare ACT against.
+    let busy_ticks = proc_ticks(bp);
+    let busy_life = busy_start.elapsed().as_secs_f64();
+    drop(busy);
+    drop(named);
+    drop(odd);
+    let out = rec.wait_with_output().unwrap();
+    assert_record_ok("listing", &out);
+    let l = Listing {
+        text: std::fs::read_to_string(&listing).unwrap(),
+    };
+    let find = |kind: &str, pid: i64| -> Option<String> {
+        let pat = format!(" pid={pid} ");
+        l.events(kind)
+            .find(|e| e.contains(&pat) || e.ends_with(&format!(" pid={pid}")))
+            .map(str::to_string)
+    };
+    for (pid, cmd) in [
+        (sp, "sleep"),
+        (bp, "sh"),
+        (np, "my proc (x); y"),
+        (op, "bash"),
+    ] {
+        let new = find("kpi.NEW", pid).unwrap_or_else(|| panic!("no NEW for {cmd} {pid}"));
+        assert!(
+            new.ends_with(&format!(" pid={pid} ppid={me} cmdline={cmd:?}")),
+            "{new}"
+        );
+        let stp = find("kpi.STP", pid).unwrap_or_else(|| panic!("no STP for {cmd} {pid}"));
+        let t = |s: &str| s.split(' ').next().unwrap().parse::<f64>().unwrap();
+        assert!(t(&stp) > t(&new), "{new}\n{stp}");
+    }
+    // The busy loop wants one CPU: 1000/ncpu per mille on an idle machine.
+    // The machine is shared, so compare with what the kernel says the child
+    // got over its life (CLK_TCK 100 assumed, as on Linux x86/arm).
+    let ncpu: f64 = l.extra("record.ncpu").unwrap().parse().unwrap();
+    let cpu: Vec<i64> = l
+        .values("kpi.proc.cpu", bp)
+        .into_iter()
+        .map(|v| v.1)
+        .collect();
+    assert!(!cpu.is_empty(), "no ACT for the busy child");
+    let full = 1000.0 / ncpu;
+    let own = busy_ticks as f64 * 10.0 / busy_life / ncpu;
+    let mean = cpu.iter().sum::<i64>() as f64 / cpu.len() as f64;
+    assert!(
+        cpu.iter().all(|v| (*v as f64) <= 1.3 * full),
+        "{cpu:?} vs {full}"
+    );
+    assert!(
+        mean >= 0.5 * own && mean <= 1.6 * own + 20.0,
+        "ACT {cpu:?} (mean {mean}) vs the child's own {own} per mille (full core {full})"
+    );
+    let rss = l.values("kpi.proc.rss", bp);
+    assert!(rss.iter().all(|v| v.1 > 0), "{rss:?}");
+    // The sleepers never show up in ACT.
+    assert!(l.values("kpi.proc.cpu", sp).is_empty());
+    // The control/processes list at start holds this test process.
+    let ctl = l
+        .events("control.process")
+        .find(|e| e.contains(&format!(" pid={me} ")))
+        .expect("control.process for the test itself");
+    assert!(ctl.contains(&format!(" ppid={} ", own_ppid())), "{ctl}");
+    let ctl = l
+        .events("control.process")
+        .find(|e| e.contains(&format!(" pid={op} ")))
+        .expect("control.process for the odd comm");
+    assert!(
+        ctl.contains(&format!("name=\"bu sy) x\" pid={op} ppid={me} ")),
+        "{ctl}"
+    );
+}
+
+fn random_ms(lo: u64, hi: u64) -> u64 {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    lo + (n ^ (n >> 7)) % (hi - lo)
+}
+
+#[test]
+fn signals_leave_valid_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs = Vec::new();
+    for sig in ["INT", "TERM"] {
+        let l = dir.path().join(format!("sig{sig}.txt"));
+        let a = vec![
+            "--interval".to_string(),
+            "200ms".into(),
+            "--listing".into(),
+            "-o".into(),
+            l.to_string_lossy().into_owned(),
+        ];
+        jobs.push((sig, None, l, a));
+        for f in writable() {
+            let p = out_path(&dir.path().join(sig), f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            let a = vec![
+                "--interval".to_string(),
+                "200ms".into(),
+                "--to".into(),
+                f.name().into(),
+                "-o".into(),
+                p.to_string_lossy().into_owned(),
+            ];
+            jobs.push((sig, Some(f), p, a));
+        }
+    }
+    let running: Vec<_> = jobs
+        .into_iter()
+        .map(|(sig, f, p, a)| {
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            (sig, f, p, spawn_record(&a))
+        })
+        .collect();
+    let mut done = Vec::new();
+    for (sig, f, p, child) in running {
+        std::thread::sleep(Duration::from_millis(random_ms(150, 900)));
+        let st = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        done.push((sig, f, p, child));
+    }
+    for (sig, f, p, child) in done {
+        let out = child.wait_with_output().unwrap();
+        let what = format!("SIG{sig} {}", f.map(|f| f.name()).unwrap_or("listing"));
+        assert_record_ok(&what, &out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("stopped by SIG{sig}")),
+            "{what}: {err}"
+        );
+        match f {
+            Some(f) => check_output(f, &p),
+            None => {
+                let l = Listing {
+                    text: std::fs::read_to_string(&p).unwrap(),
+                };
+                assert_eq!(
+                    l.extra("record.stopped_by"),
+                    Some(format!("\"SIG{sig}\"").as_str())
+                );
+                assert!(!l.singular("kernel.all.pswitch").is_empty());
+            }
+        }
+    }
+    // Nothing left in any staging area once every recorder has exited.
+    for d in walk(dir.path()) {
+        assert!(
+            !d.to_string_lossy().contains(".polytrace-"),
+            "staging left behind: {}",
+            d.display()
+        );
+    }
+}
+
+fn walk(p: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(p).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            v.extend(walk(&path));
+        }
+        v.push(path);
+    }
+    v
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("x");
+    for args in [
+        vec!["--interval", "nonsense", "--listing", "-o"],
+        vec!["--interval", "0s", "--listing", "-o"],
+        vec!["--duration", "1s", "--samples", "3", "--listing", "-o"],
+    ] {
+        let out = Command::new(common::bin())
+            .arg("record")
+            .args(&args)
+            .arg(&o)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!o.exists());
+    }
+}
