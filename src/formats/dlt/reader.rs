@@ -86,6 +86,10 @@ struct State {
     bad_kpi: u64,
     warned: usize,
     text: Vec<u8>,
+    /// Last KPI message counter and session (spec §9.1: gaps mean loss).
+    last_mcnt: Option<(u8, Option<u32>)>,
+    mcnt_gaps: u64,
+    lost_msgs: u64,
 }
 
 impl State {
@@ -133,6 +137,7 @@ impl State {
                     }
                 }
                 self.kpi_msgs += 1;
+                self.check_mcnt(idx, m);
                 let mut out = Vec::new();
                 if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
                     self.warn(m.offset, idx, e);
@@ -175,6 +180,28 @@ impl State {
             text: String::from_utf8_lossy(&self.text).into_owned(),
             extras: x,
         }));
+    }
+
+    /// dlt-kpi's messages share one 8-bit counter per context: a jump
+    /// means messages were lost (a new session restarts the count).
+    fn check_mcnt(&mut self, idx: u64, m: &Msg) {
+        if let Some((last, sess)) = self.last_mcnt {
+            let expect = last.wrapping_add(1);
+            if sess == m.session && m.mcnt != expect {
+                let lost = m.mcnt.wrapping_sub(expect) as u64;
+                self.mcnt_gaps += 1;
+                self.lost_msgs += lost;
+                self.warn(
+                    m.offset,
+                    idx,
+                    format!(
+                        "KPI message counter jumps from {last} to {}: about {lost} messages lost",
+                        m.mcnt
+                    ),
+                );
+            }
+        }
+        self.last_mcnt = Some((m.mcnt, m.session));
     }
 
     fn warn(&mut self, offset: u64, idx: u64, msg: String) {
@@ -264,6 +291,9 @@ impl DltReader {
                 bad_kpi: 0,
                 warned: 0,
                 text: Vec::with_capacity(4096),
+                last_mcnt: None,
+                mcnt_gaps: 0,
+                lost_msgs: 0,
             },
             idx: 0,
             done: false,
@@ -321,6 +351,8 @@ impl TraceReader for DltReader {
             .collect();
         v.push(("KPI messages".into(), self.st.kpi_msgs));
         v.push(("other messages".into(), self.st.other_msgs));
+        v.push(("KPI counter gaps".into(), self.st.mcnt_gaps));
+        v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
         v
     }
 }
