@@ -104,15 +104,10 @@ pub struct Sampler {
     last_time: i64,
     kpi_irq_ids: HashMap<(String, u32), InstId>,
     pcp_irq_ids: HashMap<(String, u32), InstId>,
+    next_group: u64,
     buf: Vec<u8>,
     buf2: Vec<u8>,
     pub stats: Stats,
-}
-
-fn kind(k: &str) -> Extras {
-    let mut e = Extras::default();
-    e.set(schema::X_KIND, ExtraValue::Str(k.to_string()));
-    e
 }
 
 /// dlt-kpi's rate: busy ms = ticks × 1000 / CLK_TCK, then × 1000 per
@@ -138,10 +133,20 @@ impl Sampler {
             last_time: i64::MIN,
             kpi_irq_ids: HashMap::new(),
             pcp_irq_ids: HashMap::new(),
+            next_group: 0,
             buf: Vec::with_capacity(4096),
             buf2: Vec::with_capacity(4096),
             stats: Stats::default(),
         }
+    }
+
+    /// Extras of the next KPI group of kind `k` (`kpi.kind`, `kpi.group`).
+    fn group(&mut self, k: &str) -> Extras {
+        let mut e = Extras::default();
+        e.set(schema::X_KIND, ExtraValue::Str(k.to_string()));
+        e.set(schema::X_GROUP, ExtraValue::U64(self.next_group));
+        self.next_group += 1;
+        e
     }
 
     pub fn config(&self) -> &Config {
@@ -181,21 +186,30 @@ impl Sampler {
         let gen = self.gen;
         self.stats.scans += 1;
 
-        let ev = |type_id, fields, k: &str, stream: Option<&str>| {
+        let ev = |type_id, fields, extras: Extras| {
             Item::Event(Event {
                 time,
                 raw_clock: raw,
                 type_id,
                 cpu: None,
-                stream: stream.map(str::to_string),
+                stream: None,
                 fields,
-                extras: if k.is_empty() {
-                    Extras::default()
-                } else {
-                    kind(k)
-                },
+                extras,
             })
         };
+        if first {
+            // As the KPI reader: both KPI indoms start empty.
+            for id in [schema::PROC_INDOM, schema::IRQ_INDOM] {
+                out.push(Item::Indom(IndomUpdate {
+                    time,
+                    id,
+                    kind: IndomKind::Full,
+                    instances: vec![],
+                    removed: vec![],
+                    extras: Extras::default(),
+                }));
+            }
+        }
 
         // ---- processes
         let mut new: Vec<i32> = Vec::new();
@@ -307,41 +321,11 @@ impl Sampler {
         act.sort_unstable_by_key(|a| a.0);
 
         out.extend(control_procs);
-        for pid in &reused {
-            out.push(ev(
-                schema::STP_TYPE,
-                vec![Value::I64(*pid as i64)],
-                "STP",
-                None,
-            ));
-        }
-        for pid in &new {
-            let p = &self.procs[pid];
-            out.push(ev(
-                schema::NEW_TYPE,
-                vec![
-                    Value::I64(*pid as i64),
-                    Value::I64(p.ppid),
-                    Value::Str(p.cmdline.clone()),
-                ],
-                "NEW",
-                None,
-            ));
-        }
-        for pid in &gone {
-            out.push(ev(
-                schema::STP_TYPE,
-                vec![Value::I64(*pid as i64)],
-                "STP",
-                None,
-            ));
-        }
-        self.stats.new += new.len() as u64;
-        self.stats.stp += (gone.len() + reused.len()) as u64;
-        self.stats.events += (new.len() + gone.len() + reused.len()) as u64;
-        if !new.is_empty() || !gone.is_empty() {
-            // A reused PID is re-added under its new name (a rename), not
-            // removed, so the update reads the same in any apply order.
+        // Groups in dlt-kpi's order (NEW, STP, ACT, then IRQ and CHK), each
+        // numbered as the KPI reader numbers BEG..END groups.
+        if !new.is_empty() {
+            // A reused PID is re-added under its new name (a rename), so the
+            // update reads the same whatever order a writer applies it in.
             out.push(Item::Indom(IndomUpdate {
                 time,
                 id: schema::PROC_INDOM,
@@ -353,10 +337,47 @@ impl Sampler {
                         name: schema::proc_instance_name(*pid as i64, &self.procs[pid].cmdline),
                     })
                     .collect(),
+                removed: vec![],
+                extras: Extras::default(),
+            }));
+        }
+        let stp_group = (!gone.is_empty() || !reused.is_empty()).then(|| self.group("STP"));
+        for pid in &reused {
+            let x = stp_group.clone().unwrap_or_default();
+            out.push(ev(schema::STP_TYPE, vec![Value::I64(*pid as i64)], x));
+        }
+        if !new.is_empty() {
+            let x = self.group("NEW");
+            for pid in &new {
+                let p = &self.procs[pid];
+                out.push(ev(
+                    schema::NEW_TYPE,
+                    vec![
+                        Value::I64(*pid as i64),
+                        Value::I64(p.ppid),
+                        Value::Str(p.cmdline.clone()),
+                    ],
+                    x.clone(),
+                ));
+            }
+        }
+        for pid in &gone {
+            let x = stp_group.clone().unwrap_or_default();
+            out.push(ev(schema::STP_TYPE, vec![Value::I64(*pid as i64)], x));
+        }
+        if !gone.is_empty() {
+            out.push(Item::Indom(IndomUpdate {
+                time,
+                id: schema::PROC_INDOM,
+                kind: IndomKind::Delta,
+                instances: vec![],
                 removed: gone.clone(),
                 extras: Extras::default(),
             }));
         }
+        self.stats.new += new.len() as u64;
+        self.stats.stp += (gone.len() + reused.len()) as u64;
+        self.stats.events += (new.len() + gone.len() + reused.len()) as u64;
         if !act.is_empty() {
             let col = |f: &dyn Fn(&Act) -> Value| -> Vec<(InstId, Value)> {
                 act.iter().map(|a| (a.0, f(a))).collect()
@@ -379,7 +400,7 @@ impl Sampler {
                         values: Ok(v),
                     })
                     .collect(),
-                extras: kind("ACT"),
+                extras: self.group("ACT"),
             }));
             self.stats.samples += 1;
         }
@@ -489,15 +510,17 @@ impl Sampler {
             self.last_chk_mono = Some(mono);
             let mut pids: Vec<i32> = self.procs.keys().copied().collect();
             pids.sort_unstable();
-            for pid in pids {
-                let p = &self.procs[&pid];
-                out.push(ev(
-                    schema::CHK_TYPE,
-                    vec![Value::I64(pid as i64), Value::Str(p.cmdline.clone())],
-                    "CHK",
-                    None,
-                ));
-                self.stats.events += 1;
+            if !pids.is_empty() {
+                let x = self.group("CHK");
+                for pid in pids {
+                    let p = &self.procs[&pid];
+                    out.push(ev(
+                        schema::CHK_TYPE,
+                        vec![Value::I64(pid as i64), Value::Str(p.cmdline.clone())],
+                        x.clone(),
+                    ));
+                    self.stats.events += 1;
+                }
             }
         }
         self.stats.processes = self.procs.len() as u64;
@@ -627,7 +650,7 @@ impl Sampler {
                     metric: schema::IRQ_COUNT,
                     values: Ok(vals),
                 }],
-                extras: kind("IRQ"),
+                extras: self.group("IRQ"),
             }));
             self.stats.samples += 1;
         }
