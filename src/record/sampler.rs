@@ -105,6 +105,7 @@ pub struct Sampler {
     kpi_irq_ids: HashMap<(String, u32), InstId>,
     pcp_irq_ids: HashMap<(String, u32), InstId>,
     next_group: u64,
+    dir: Option<procfs::ProcDir>,
     buf: Vec<u8>,
     buf2: Vec<u8>,
     pub stats: Stats,
@@ -134,6 +135,7 @@ impl Sampler {
             kpi_irq_ids: HashMap::new(),
             pcp_irq_ids: HashMap::new(),
             next_group: 0,
+            dir: None,
             buf: Vec::with_capacity(4096),
             buf2: Vec::with_capacity(4096),
             stats: Stats::default(),
@@ -161,11 +163,20 @@ impl Sampler {
         v
     }
 
-    fn path(&self, pid: i32, file: &str) -> PathBuf {
-        let mut p = self.cfg.proc_root.clone();
-        p.push(pid.to_string());
-        p.push(file);
-        p
+    /// Read a /proc file; `pid` None = a top-level file.
+    fn read(&mut self, pid: Option<i32>, file: &str, second: bool) -> bool {
+        let buf = if second {
+            &mut self.buf2
+        } else {
+            &mut self.buf
+        };
+        if self.dir.is_none() {
+            self.dir = procfs::ProcDir::open(&self.cfg.proc_root).ok();
+        }
+        match &mut self.dir {
+            Some(d) => d.read(pid, file, buf, pid.is_some()).is_ok(),
+            None => false,
+        }
     }
 
     /// Scan once, appending the items of this interval to `out`.
@@ -218,8 +229,7 @@ impl Sampler {
         let mut control_procs: Vec<Item> = Vec::new();
         let pids = self.list_pids();
         for pid in pids {
-            let sp = self.path(pid, "stat");
-            if procfs::read_into(&sp, &mut self.buf).is_err() {
+            if !self.read(Some(pid), "stat", false) {
                 continue; // vanished between readdir and read: not present
             }
             let Some(st) = procfs::parse_stat(&self.buf) else {
@@ -253,7 +263,7 @@ impl Sampler {
                 }
                 other => {
                     // New process, or a reused PID (different start time).
-                    if procfs::read_into(&self.path(pid, "cmdline"), &mut self.buf2).is_err() {
+                    if !self.read(Some(pid), "cmdline", true) {
                         continue; // vanished mid-read: report it next scan if it is back
                     }
                     let mut cmdline = procfs::cmdline_arg0(&self.buf2);
@@ -289,12 +299,14 @@ impl Sampler {
         // ctx and io are only read for the processes ACT lists.
         for a in &mut act {
             let pid = a.0;
-            let ctx = procfs::read_into(&self.path(pid, "status"), &mut self.buf)
-                .ok()
-                .and_then(|_| procfs::status_ctxsw(&self.buf));
-            let io = procfs::read_into(&self.path(pid, "io"), &mut self.buf)
-                .ok()
-                .and_then(|_| procfs::io_bytes(&self.buf));
+            let ctx = self
+                .read(Some(pid), "status", false)
+                .then(|| procfs::status_ctxsw(&self.buf))
+                .flatten();
+            let io = self
+                .read(Some(pid), "io", false)
+                .then(|| procfs::io_bytes(&self.buf))
+                .flatten();
             if let Some(p) = self.procs.get_mut(&pid) {
                 if let Some(c) = ctx {
                     p.ctxsw = c;
@@ -406,12 +418,11 @@ impl Sampler {
         }
 
         // ---- interrupts
-        let irqs =
-            if procfs::read_into(&self.cfg.proc_root.join("interrupts"), &mut self.buf).is_ok() {
-                procfs::parse_interrupts(&self.buf)
-            } else {
-                Vec::new()
-            };
+        let irqs = if self.read(None, "interrupts", false) {
+            procfs::parse_interrupts(&self.buf)
+        } else {
+            Vec::new()
+        };
         if first {
             for r in &irqs {
                 if let Some(n) = procfs::parse_u64(r.name.as_bytes()) {
@@ -422,20 +433,20 @@ impl Sampler {
         self.irq_items(&irqs, time, raw, first, out);
 
         // ---- system metrics
-        let stat = if procfs::read_into(&self.cfg.proc_root.join("stat"), &mut self.buf).is_ok() {
+        let stat = if self.read(None, "stat", false) {
             procfs::parse_proc_stat(&self.buf)
         } else {
             procfs::ProcStat::default()
         };
-        let meminfo =
-            if procfs::read_into(&self.cfg.proc_root.join("meminfo"), &mut self.buf).is_ok() {
-                procfs::meminfo_get(&self.buf, &self.sys.mem_keys)
-            } else {
-                vec![None; self.sys.mem_keys.len()]
-            };
-        let load = procfs::read_into(&self.cfg.proc_root.join("loadavg"), &mut self.buf)
-            .ok()
-            .and_then(|_| procfs::parse_loadavg(&self.buf));
+        let meminfo = if self.read(None, "meminfo", false) {
+            procfs::meminfo_get(&self.buf, &self.sys.mem_keys)
+        } else {
+            vec![None; self.sys.mem_keys.len()]
+        };
+        let load = self
+            .read(None, "loadavg", false)
+            .then(|| procfs::parse_loadavg(&self.buf))
+            .flatten();
         if first {
             out.push(Item::Indom(IndomUpdate {
                 time,
@@ -553,9 +564,10 @@ impl Sampler {
         time: Timestamp,
         raw: Option<u64>,
     ) -> Item {
-        let mut s = match procfs::read_into(&self.path(pid, "status"), &mut self.buf2) {
-            Ok(()) => procfs::parse_status(&self.buf2),
-            Err(_) => procfs::Status::default(),
+        let mut s = if self.read(Some(pid), "status", true) {
+            procfs::parse_status(&self.buf2)
+        } else {
+            procfs::Status::default()
         };
         if s.name.is_empty() {
             s.name = String::from_utf8_lossy(&st.comm).into_owned();
