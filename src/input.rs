@@ -35,10 +35,17 @@ pub const COMPRESSED_SUFFIXES: [&str; 7] = [".xz", ".lzma", ".bz2", ".bz", ".gz"
 impl Input {
     pub fn resolve(path: &Path) -> Result<Input> {
         if path.as_os_str() == "-" {
+            // Keep the first bytes for detection; open_stream replays them.
+            let mut probe = Vec::with_capacity(PROBE_LEN);
+            std::io::stdin()
+                .lock()
+                .take(PROBE_LEN as u64)
+                .read_to_end(&mut probe)
+                .map_err(|e| Error::io("<stdin>", e))?;
             return Ok(Input {
                 path: path.to_path_buf(),
                 kind: InputKind::Stdin,
-                probe: Vec::new(),
+                probe,
             });
         }
         match std::fs::metadata(path) {
@@ -89,7 +96,7 @@ impl Input {
         match self.kind {
             InputKind::Stdin => Ok(Box::new(BufReader::with_capacity(
                 1 << 16,
-                std::io::stdin(),
+                std::io::Cursor::new(self.probe.clone()).chain(std::io::stdin()),
             ))),
             InputKind::File => {
                 let f = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;

@@ -41,6 +41,8 @@ pub struct WriteOptions {
     /// KPI text: "bare" dataset lines or "dlt" (`dlt-convert -a` lines);
     /// default: dlt when the source has absolute time, else bare.
     pub kpi_style: Option<String>,
+    /// LTT: block size of the tracefiles (default: the source's, else 100000).
+    pub ltt_block_size: Option<u64>,
 }
 
 /// Options for listings.
@@ -49,8 +51,13 @@ pub struct DumpOptions {
     /// Timeline: number of entries (Snabb's `max`), newest-first listing.
     pub max: Option<u64>,
     pub newest_first: bool,
+    /// Timeline: with `newest_first`, also print the rows Snabb's 7629b0f6b
+    /// dump prints for unwritten slots (byte-for-byte compatibility).
+    pub unwritten_slots: bool,
     /// LTT: leave out block_start/block_end/heartbeat framing events.
     pub no_framing: bool,
     /// PCP: `values` style (one line per value).
     pub values: bool,
+    /// DLT: headers only, as `dlt-convert -s`.
+    pub headers_only: bool,
 }

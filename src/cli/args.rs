@@ -133,6 +133,9 @@ pub struct OutputArgs {
     /// KPI: write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
     #[arg(long, value_parser = ["bare", "dlt"])]
     pub kpi_style: Option<String>,
+    /// LTT: block size of the tracefiles (default: the source's, else 100000).
+    #[arg(long, value_name = "BYTES")]
+    pub ltt_block_size: Option<u64>,
 }
 
 impl OutputArgs {
@@ -151,6 +154,7 @@ impl OutputArgs {
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
             kpi_style: self.kpi_style.clone(),
+            ltt_block_size: self.ltt_block_size,
         }
     }
 }
@@ -178,9 +182,16 @@ pub struct DumpArgs {
     /// Timeline: newest-first `-cycles` listing of the older Snabb dump.
     #[arg(long)]
     pub newest_first: bool,
+    /// Timeline: with --newest-first, also print the rows Snabb's old dump
+    /// printed for unwritten slots.
+    #[arg(long)]
+    pub unwritten_slots: bool,
     /// LTT: leave out block_start, block_end and heartbeat events.
     #[arg(long)]
     pub no_framing: bool,
+    /// DLT: header lines only, as `dlt-convert -s`.
+    #[arg(long)]
+    pub headers_only: bool,
 }
 
 impl DumpArgs {
@@ -188,8 +199,10 @@ impl DumpArgs {
         DumpOptions {
             max: self.max,
             newest_first: self.newest_first,
+            unwritten_slots: self.unwritten_slots,
             no_framing: self.no_framing,
             values: self.style == Style::Values,
+            headers_only: self.headers_only,
         }
     }
 }

@@ -131,7 +131,10 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
         _ => {
             let msg = match input.kind {
                 InputKind::File if input.probe.is_empty() => "empty file: no format to detect",
-                InputKind::Stdin => "cannot detect the format of stdin: give --from",
+                InputKind::Stdin if input.probe.is_empty() => "empty input on stdin",
+                InputKind::Stdin => {
+                    "unrecognised format on stdin (give --from; binary formats need a file)"
+                }
                 InputKind::Dir => "directory is not an LTT trace (no info/system.xml)",
                 _ => "unrecognised format (give --from to choose one)",
             };

@@ -2,7 +2,7 @@
 //! reader. Group state is kept per type, since groups interleave (§3.1).
 
 use super::dataset::{sanity_flags, Dataset, Kind, TRUNCATED_MARKER};
-use super::schema::{self, X_GROUP, X_KIND};
+use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
 use crate::model::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -121,6 +121,15 @@ impl Assembler {
             }
             return Ok(());
         }
+        // Parse every dataset first so a bad one leaves no half-applied state.
+        let mut parsed = Vec::with_capacity(args.len() - 1);
+        for arg in &args[1..] {
+            if arg.ends_with(TRUNCATED_MARKER) {
+                self.truncated += 1;
+                continue;
+            }
+            parsed.push(Dataset::parse(kind, arg)?);
+        }
         // Data outside a group (bare lines without sync messages) forms a
         // group of its own.
         let implicit = !self.open.contains_key(&kind);
@@ -138,22 +147,14 @@ impl Assembler {
                 },
             );
         }
-        let group = self.open[&kind].group;
+        let (group, beg_time, beg_raw) = {
+            let o = &self.open[&kind];
+            (o.group, o.time, o.raw)
+        };
         let mut adds: Vec<Instance> = Vec::new();
         let mut removed: Vec<InstId> = Vec::new();
         let mut events: Vec<Item> = Vec::new();
-        for arg in &args[1..] {
-            if arg.ends_with(TRUNCATED_MARKER) {
-                self.truncated += 1;
-                continue;
-            }
-            let ds = match Dataset::parse(kind, arg) {
-                Ok(d) => d,
-                Err(e) => {
-                    self.warnings.push(e);
-                    continue;
-                }
-            };
+        for ds in parsed {
             *self.counts.entry(kind.name().to_string()).or_default() += 1;
             for f in sanity_flags(&ds) {
                 let e = self.flags.entry(f).or_insert_with(|| {
@@ -165,6 +166,15 @@ impl Assembler {
                 e.0 += 1;
             }
             let ev = |type_id, fields| {
+                let mut extras = Self::group_extras(kind, group);
+                if beg_time != time {
+                    extras.set(X_BEG_TIME, ExtraValue::I64(beg_time.0));
+                }
+                if beg_raw != raw_clock {
+                    if let Some(r) = beg_raw {
+                        extras.set(X_BEG_RAW, ExtraValue::U64(r));
+                    }
+                }
                 Item::Event(Event {
                     time,
                     raw_clock,
@@ -172,7 +182,7 @@ impl Assembler {
                     cpu: None,
                     stream: None,
                     fields,
-                    extras: Self::group_extras(kind, group),
+                    extras,
                 })
             };
             match ds {

@@ -2,7 +2,7 @@
 //! writer and the DLT writer.
 
 use super::dataset::{Dataset, Kind};
-use super::schema::{self, X_GROUP};
+use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP};
 use crate::model::*;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -176,14 +176,12 @@ impl Grouper {
                             _ => None,
                         };
                         match ds {
-                            Some(d) => self.push_dataset(
-                                kind,
-                                group,
-                                e.time,
-                                e.raw_clock,
-                                d.render(),
-                                &mut out,
-                            ),
+                            Some(d) => {
+                                // The group is stamped with its BEG message's time.
+                                let t = e.extras.i64(X_BEG_TIME).map(Timestamp).unwrap_or(e.time);
+                                let r = e.extras.u64(X_BEG_RAW).or(e.raw_clock);
+                                self.push_dataset(kind, group, t, r, d.render(), &mut out)
+                            }
                             None => loss.drop_item(
                                 &format!("kpi.{} events", kind.name()),
                                 "fields do not match the KPI layout",

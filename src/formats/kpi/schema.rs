@@ -167,3 +167,8 @@ pub fn irq_instance_name(irq: &str, cpu: u32) -> String {
 /// Extras key: the group (BEG..END) an item belongs to, numbered in order of
 /// BEG; lets a writer rebuild the same groups.
 pub const X_GROUP: &str = "kpi.group";
+
+/// Extras keys on events: time and raw clock of the group's BEG message
+/// (events carry their own message's time), so writers can rebuild BEG lines.
+pub const X_BEG_TIME: &str = "kpi.beg_time";
+pub const X_BEG_RAW: &str = "kpi.beg_raw";

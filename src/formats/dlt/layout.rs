@@ -1,0 +1,356 @@
+//! DLT protocol v1 binary structures (spec kpi-dlt.md §4): storage header,
+//! standard header, extras, extended header, verbose type info.
+
+/// Storage-header pattern of protocol v1.
+pub const PATTERN: [u8; 4] = *b"DLT\x01";
+/// Storage-header pattern of protocol v2 (dlt-daemon ≥ 3.0); not supported.
+pub const PATTERN_V2: [u8; 4] = *b"DLT\x02";
+
+pub const STORAGE_LEN: usize = 16;
+pub const STD_LEN: usize = 4;
+pub const EXT_LEN: usize = 10;
+/// Storage + standard header: what must be present to know a record's size.
+pub const MIN_RECORD: usize = STORAGE_LEN + STD_LEN;
+/// Largest possible record: the storage header plus a u16 `len`.
+pub const MAX_RECORD: usize = STORAGE_LEN + u16::MAX as usize;
+
+pub const HTYP_UEH: u8 = 0x01;
+pub const HTYP_MSBF: u8 = 0x02;
+pub const HTYP_WEID: u8 = 0x04;
+pub const HTYP_WSID: u8 = 0x08;
+pub const HTYP_WTMS: u8 = 0x10;
+pub const HTYP_VERSION1: u8 = 0x20;
+
+pub const MSIN_VERB: u8 = 0x01;
+
+pub const TYPE_LOG: u8 = 0;
+pub const TYPE_CONTROL: u8 = 3;
+pub const CONTROL_RESPONSE: u8 = 2;
+pub const CONTROL_TIME: u8 = 3;
+
+// Verbose argument type-info bits (§4.5).
+pub const TI_TYLE: u32 = 0x0000_000f;
+pub const TI_BOOL: u32 = 0x0000_0010;
+pub const TI_SINT: u32 = 0x0000_0020;
+pub const TI_UINT: u32 = 0x0000_0040;
+pub const TI_FLOA: u32 = 0x0000_0080;
+pub const TI_STRG: u32 = 0x0000_0200;
+pub const TI_RAWD: u32 = 0x0000_0400;
+pub const TI_VARI: u32 = 0x0000_0800;
+pub const TI_FIXP: u32 = 0x0000_1000;
+pub const TI_TRAI: u32 = 0x0000_2000;
+pub const TI_SCOD: u32 = 0x0003_8000;
+pub const SCOD_ASCII: u32 = 0;
+pub const SCOD_UTF8: u32 = 0x0000_8000;
+pub const SCOD_HEX: u32 = 0x0001_0000;
+pub const SCOD_BIN: u32 = 0x0001_8000;
+
+/// Size of the optional extras selected by `htyp`.
+pub fn extras_len(htyp: u8) -> usize {
+    let mut n = 0;
+    if htyp & HTYP_WEID != 0 {
+        n += 4;
+    }
+    if htyp & HTYP_WSID != 0 {
+        n += 4;
+    }
+    if htyp & HTYP_WTMS != 0 {
+        n += 4;
+    }
+    n
+}
+
+/// Bytes from the standard header to the payload.
+pub fn headers_len(htyp: u8) -> usize {
+    STD_LEN + extras_len(htyp) + if htyp & HTYP_UEH != 0 { EXT_LEN } else { 0 }
+}
+
+/// Why a record's headers are not acceptable.
+pub fn check_headers(b: &[u8]) -> Result<usize, String> {
+    if b.len() < MIN_RECORD {
+        return Err("record shorter than its headers".into());
+    }
+    if b[..4] != PATTERN {
+        if b[..4] == PATTERN_V2 {
+            return Err("DLT protocol v2 storage header (not supported)".into());
+        }
+        return Err("no storage header pattern DLT\\x01".into());
+    }
+    let htyp = b[16];
+    let vers = htyp >> 5;
+    if vers != 1 {
+        return Err(format!(
+            "standard header version {vers} (htyp 0x{htyp:02x}), expected 1"
+        ));
+    }
+    let len = u16::from_be_bytes([b[18], b[19]]) as usize;
+    let need = headers_len(htyp);
+    if len < need {
+        return Err(format!(
+            "message length {len} shorter than its headers ({need} bytes)"
+        ));
+    }
+    Ok(STORAGE_LEN + len)
+}
+
+/// Extended header fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ext {
+    pub msin: u8,
+    pub noar: u8,
+    pub apid: [u8; 4],
+    pub ctid: [u8; 4],
+}
+
+impl Ext {
+    pub fn verbose(&self) -> bool {
+        self.msin & MSIN_VERB != 0
+    }
+    pub fn mstp(&self) -> u8 {
+        (self.msin & 0x0e) >> 1
+    }
+    pub fn mtin(&self) -> u8 {
+        self.msin >> 4
+    }
+}
+
+/// One decoded record (headers parsed, payload borrowed).
+#[derive(Debug, Clone, Copy)]
+pub struct Msg<'a> {
+    /// File offset of the storage header.
+    pub offset: u64,
+    pub secs: u32,
+    pub usecs: i32,
+    pub storage_ecu: [u8; 4],
+    pub htyp: u8,
+    pub mcnt: u8,
+    pub len: u16,
+    pub ecu: Option<[u8; 4]>,
+    pub session: Option<u32>,
+    pub tmsp: Option<u32>,
+    pub ext: Option<Ext>,
+    pub payload: &'a [u8],
+    /// The whole record, storage header included.
+    pub raw: &'a [u8],
+}
+
+fn id4(b: &[u8]) -> [u8; 4] {
+    [b[0], b[1], b[2], b[3]]
+}
+
+impl<'a> Msg<'a> {
+    /// Parse a record whose headers passed [`check_headers`] and whose
+    /// bytes are all present (`raw.len() == 16 + len`).
+    pub fn parse(offset: u64, raw: &'a [u8]) -> Option<Msg<'a>> {
+        if raw.len() < MIN_RECORD {
+            return None;
+        }
+        let htyp = raw[16];
+        let len = u16::from_be_bytes([raw[18], raw[19]]);
+        let hl = headers_len(htyp);
+        if (len as usize) < hl || raw.len() != STORAGE_LEN + len as usize {
+            return None;
+        }
+        let mut p = MIN_RECORD;
+        let mut take4 = || {
+            let v = id4(&raw[p..p + 4]);
+            p += 4;
+            v
+        };
+        let ecu = (htyp & HTYP_WEID != 0).then(&mut take4);
+        let session = (htyp & HTYP_WSID != 0).then(|| u32::from_be_bytes(take4()));
+        let tmsp = (htyp & HTYP_WTMS != 0).then(|| u32::from_be_bytes(take4()));
+        let ext = if htyp & HTYP_UEH != 0 {
+            let e = Ext {
+                msin: raw[p],
+                noar: raw[p + 1],
+                apid: id4(&raw[p + 2..]),
+                ctid: id4(&raw[p + 6..]),
+            };
+            p += EXT_LEN;
+            Some(e)
+        } else {
+            None
+        };
+        Some(Msg {
+            offset,
+            secs: u32::from_le_bytes(id4(&raw[4..])),
+            usecs: i32::from_le_bytes(id4(&raw[8..])),
+            storage_ecu: id4(&raw[12..]),
+            htyp,
+            mcnt: raw[17],
+            len,
+            ecu,
+            session,
+            tmsp,
+            ext,
+            payload: &raw[p..],
+            raw,
+        })
+    }
+
+    pub fn msbf(&self) -> bool {
+        self.htyp & HTYP_MSBF != 0
+    }
+    pub fn verbose(&self) -> bool {
+        self.ext.is_some_and(|e| e.verbose())
+    }
+    /// The ECU as dlt-convert chooses it: header extra, else storage header.
+    pub fn ecu_id(&self) -> [u8; 4] {
+        self.ecu.unwrap_or(self.storage_ecu)
+    }
+}
+
+/// An id as text: cut at the first NUL (what dlt-convert shows, minus padding).
+pub fn id_text(id: &[u8; 4]) -> &[u8] {
+    let n = id.iter().position(|&b| b == 0).unwrap_or(4);
+    &id[..n]
+}
+
+/// A 4-byte id from text: NUL-padded, longer text cut to 4 bytes.
+pub fn id_from(s: &str) -> [u8; 4] {
+    let mut id = [0u8; 4];
+    for (d, s) in id.iter_mut().zip(s.bytes()) {
+        *d = s;
+    }
+    id
+}
+
+/// Payload field reader honouring MSBF.
+pub struct Cursor<'a> {
+    pub b: &'a [u8],
+    pub pos: usize,
+    pub be: bool,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(b: &'a [u8], be: bool) -> Cursor<'a> {
+        Cursor { b, pos: 0, be }
+    }
+    pub fn left(&self) -> usize {
+        self.b.len() - self.pos
+    }
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.left() < n {
+            return None;
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Some(s)
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        self.bytes(1).map(|b| b[0])
+    }
+    pub fn u16(&mut self) -> Option<u16> {
+        let b = self.bytes(2)?;
+        let a = [b[0], b[1]];
+        Some(if self.be {
+            u16::from_be_bytes(a)
+        } else {
+            u16::from_le_bytes(a)
+        })
+    }
+    pub fn u32(&mut self) -> Option<u32> {
+        let b = self.bytes(4)?;
+        let a = id4(b);
+        Some(if self.be {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        })
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(if self.be {
+            u64::from_be_bytes(a)
+        } else {
+            u64::from_le_bytes(a)
+        })
+    }
+}
+
+/// The string arguments of a verbose message, each cut at its first NUL.
+/// `None` if the message is not verbose or any argument is not an
+/// ASCII/UTF-8 string (or the payload is short).
+pub fn string_args<'a>(m: &Msg<'a>, out: &mut Vec<&'a [u8]>) -> bool {
+    out.clear();
+    let Some(ext) = m.ext else { return false };
+    if !ext.verbose() {
+        return false;
+    }
+    let mut c = Cursor::new(m.payload, m.msbf());
+    for _ in 0..ext.noar {
+        let Some(ti) = c.u32() else { return false };
+        let scod = ti & TI_SCOD;
+        if ti & TI_STRG == 0 || !(scod == SCOD_ASCII || scod == SCOD_UTF8) {
+            return false;
+        }
+        let Some(len) = c.u16() else { return false };
+        if ti & TI_VARI != 0 {
+            let Some(nl) = c.u16() else { return false };
+            if c.bytes(nl as usize).is_none() {
+                return false;
+            }
+        }
+        let Some(s) = c.bytes(len as usize) else {
+            return false;
+        };
+        let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+        out.push(&s[..n]);
+    }
+    true
+}
+
+/// Append one verbose ASCII string argument (type info 0x200, u16 length
+/// including the NUL), little-endian as an x86 libdlt writes it.
+pub fn put_string_arg(out: &mut Vec<u8>, s: &[u8]) {
+    out.extend_from_slice(&TI_STRG.to_le_bytes());
+    out.extend_from_slice(&((s.len() + 1) as u16).to_le_bytes());
+    out.extend_from_slice(s);
+    out.push(0);
+}
+
+/// Size of a string argument on the wire.
+pub fn string_arg_len(s: &[u8]) -> usize {
+    4 + 2 + s.len() + 1
+}
+
+/// Header fields of one record to write.
+pub struct RecordSpec<'a> {
+    pub secs: u32,
+    pub usecs: i32,
+    pub ecu: [u8; 4],
+    pub mcnt: u8,
+    pub session: u32,
+    pub tmsp: u32,
+    pub msin: u8,
+    pub noar: u8,
+    pub apid: [u8; 4],
+    pub ctid: [u8; 4],
+    pub payload: &'a [u8],
+}
+
+/// Append a whole record as dlt-receive stores a libdlt verbose message:
+/// htyp 0x3d (UEH, WEID, WSID, WTMS, version 1, little-endian payload).
+pub fn put_record(out: &mut Vec<u8>, r: &RecordSpec) {
+    let htyp = HTYP_UEH | HTYP_WEID | HTYP_WSID | HTYP_WTMS | HTYP_VERSION1;
+    let len = headers_len(htyp) + r.payload.len();
+    debug_assert!(len <= u16::MAX as usize);
+    out.extend_from_slice(&PATTERN);
+    out.extend_from_slice(&r.secs.to_le_bytes());
+    out.extend_from_slice(&r.usecs.to_le_bytes());
+    out.extend_from_slice(&r.ecu);
+    out.push(htyp);
+    out.push(r.mcnt);
+    out.extend_from_slice(&(len as u16).to_be_bytes());
+    out.extend_from_slice(&r.ecu);
+    out.extend_from_slice(&r.session.to_be_bytes());
+    out.extend_from_slice(&r.tmsp.to_be_bytes());
+    out.push(r.msin);
+    out.push(r.noar);
+    out.extend_from_slice(&r.apid);
+    out.extend_from_slice(&r.ctid);
+    out.extend_from_slice(r.payload);
+}

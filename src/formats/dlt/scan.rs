@@ -1,0 +1,224 @@
+//! Record framing over a byte stream, with resynchronisation.
+//!
+//! One pass, no seeks: a large buffer is refilled as records are consumed
+//! (a record is at most 16 + 65535 bytes). On damage (no pattern, bad
+//! version bits, a length shorter than the headers) the scanner searches
+//! for the next `DLT\x01` whose headers are consistent *and* whose record
+//! is followed by another pattern or by the end of the file, so a
+//! `DLT\x01` inside a payload is not taken for a record. Every skip is
+//! reported with its offset. Without salvage the first damage is an error.
+
+use super::layout::{self, Msg, MAX_RECORD, MIN_RECORD, PATTERN};
+use crate::error::{Diagnostic, Error, Position, Result};
+use std::io::Read;
+use std::path::PathBuf;
+
+const BUF_LEN: usize = 1 << 20;
+
+pub struct Scanner<R: Read> {
+    r: R,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    path: PathBuf,
+    salvage: bool,
+    /// Records yielded so far.
+    pub count: u64,
+    pub diags: Vec<Diagnostic>,
+    done: bool,
+}
+
+impl<R: Read> Scanner<R> {
+    pub fn new(r: R, path: PathBuf, salvage: bool) -> Scanner<R> {
+        Scanner {
+            r,
+            buf: vec![0; BUF_LEN],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            path,
+            salvage,
+            count: 0,
+            diags: Vec::new(),
+            done: false,
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Make at least `need` bytes available from `pos` unless the input
+    /// ends first. Returns the bytes available.
+    fn fill(&mut self, need: usize) -> Result<usize> {
+        while self.end - self.pos < need && !self.eof {
+            if self.pos > 0 && (self.end == self.buf.len() || self.pos >= self.buf.len() / 2) {
+                self.buf.copy_within(self.pos..self.end, 0);
+                self.base += self.pos as u64;
+                self.end -= self.pos;
+                self.pos = 0;
+            }
+            if self.end == self.buf.len() {
+                // `need` never exceeds MAX_RECORD + 4 < BUF_LEN.
+                break;
+            }
+            match self.r.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        Ok(self.end - self.pos)
+    }
+
+    fn pos_at(&self, offset: u64) -> Position {
+        Position::at(&self.path, offset, Some(self.count))
+    }
+
+    /// Damage at the current position: an error, or (salvage) a search for
+    /// the next acceptable record. Returns false when the input ended.
+    fn damage(&mut self, why: String) -> Result<bool> {
+        let start = self.offset();
+        if !self.salvage {
+            self.done = true;
+            return Err(Error::format(self.pos_at(start), why));
+        }
+        self.pos += 1;
+        loop {
+            let avail = self.fill(MIN_RECORD)?;
+            if avail < MIN_RECORD {
+                // No record can start here any more.
+                let skipped = self.offset() + avail as u64 - start;
+                self.pos = self.end;
+                self.diags.push(Diagnostic::salvaged(
+                    self.pos_at(start),
+                    format!(
+                        "{why}; skipped {skipped} bytes to the end of the file (no further record)"
+                    ),
+                ));
+                return Ok(false);
+            }
+            let b = &self.buf[self.pos..self.end];
+            let hit = b.windows(4).position(|w| w == PATTERN);
+            match hit {
+                None => {
+                    // Keep the last 3 bytes: a pattern may straddle the refill.
+                    self.pos = self.end - 3;
+                    if self.eof {
+                        self.pos = self.end;
+                        let skipped = self.offset() - start;
+                        self.diags.push(Diagnostic::salvaged(
+                            self.pos_at(start),
+                            format!("{why}; skipped {skipped} bytes to the end of the file (no further record)"),
+                        ));
+                        return Ok(false);
+                    }
+                    self.fill(MIN_RECORD + 3)?;
+                }
+                Some(i) => {
+                    self.pos += i;
+                    if self.candidate_ok()? {
+                        let skipped = self.offset() - start;
+                        self.diags.push(Diagnostic::salvaged(
+                            self.pos_at(start),
+                            format!(
+                                "{why}; skipped {skipped} bytes, resynchronised at byte {}",
+                                self.offset()
+                            ),
+                        ));
+                        return Ok(true);
+                    }
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    /// Is the pattern at `pos` the start of a plausible record? Its headers
+    /// must be consistent and the record must be followed by a pattern or
+    /// the end of the file (a record cut by the end of file is accepted
+    /// and reported as cut by `next`).
+    fn candidate_ok(&mut self) -> Result<bool> {
+        let avail = self.fill(MIN_RECORD)?;
+        if avail < MIN_RECORD {
+            return Ok(false);
+        }
+        let total = match layout::check_headers(&self.buf[self.pos..self.end]) {
+            Ok(t) => t,
+            Err(_) => return Ok(false),
+        };
+        let avail = self.fill(total + 4)?;
+        if avail <= total {
+            return Ok(self.eof);
+        }
+        if avail < total + 4 {
+            return Ok(false);
+        }
+        let next = &self.buf[self.pos + total..self.pos + total + 4];
+        Ok(next == PATTERN)
+    }
+
+    /// The next record, or None at the end of the input.
+    pub fn next_msg(&mut self) -> Result<Option<Msg<'_>>> {
+        if self.done {
+            return Ok(None);
+        }
+        loop {
+            let avail = self.fill(MIN_RECORD)?;
+            if avail == 0 {
+                self.done = true;
+                return Ok(None);
+            }
+            if avail < MIN_RECORD {
+                if self.buf[self.pos..self.end].starts_with(&PATTERN) || avail < 4 {
+                    return self.cut(avail, MIN_RECORD);
+                }
+                if !self.damage("no storage header pattern DLT\\x01".into())? {
+                    self.done = true;
+                    return Ok(None);
+                }
+                continue;
+            }
+            match layout::check_headers(&self.buf[self.pos..self.end]) {
+                Err(why) => {
+                    if !self.damage(why)? {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                }
+                Ok(total) => {
+                    debug_assert!(total <= MAX_RECORD);
+                    let avail = self.fill(total)?;
+                    if avail < total {
+                        return self.cut(avail, total);
+                    }
+                    let off = self.offset();
+                    let start = self.pos;
+                    self.pos += total;
+                    self.count += 1;
+                    let raw = &self.buf[start..start + total];
+                    return Ok(Msg::parse(off, raw));
+                }
+            }
+        }
+    }
+
+    /// The input ends inside a record.
+    fn cut(&mut self, have: usize, want: usize) -> Result<Option<Msg<'_>>> {
+        let off = self.offset();
+        self.done = true;
+        self.pos = self.end;
+        let msg = format!("truncated final record: {have} of {want} bytes present");
+        if self.salvage {
+            self.diags.push(Diagnostic::salvaged(self.pos_at(off), msg));
+            Ok(None)
+        } else {
+            Err(Error::format(self.pos_at(off), msg))
+        }
+    }
+}

@@ -1,0 +1,939 @@
+//! Opening a trace directory and walking its tracefiles block by block
+//! (spec 5.1, 5.3–5.7), merged by time for the listing and for conversion.
+
+use super::eventdefs::{self, Facility, Ty};
+use super::layout::{self, Bo, FRAME, HDR, ID_BLOCK_END, ID_BLOCK_START, ID_HEARTBEAT};
+use super::system::{self, SystemInfo};
+use super::{keys, paths};
+use crate::error::{Diagnostic, Error, Position, Result};
+use crate::model::{EventType, ExtraValue, Extras, Field, FormatId, Header};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Which trailer convention located block_end (spec 5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trailer {
+    /// block_end at B − T (era A, the sample, our writer).
+    EraA,
+    /// block_end at B − 4 − T − 26 (era B).
+    EraB,
+    /// block_end at T (the design text read literally).
+    Literal,
+}
+
+/// One known event id.
+#[derive(Debug, Clone)]
+pub struct EvInfo {
+    pub id: u16,
+    /// Index into `Trace::facilities`; None for uncovered builtins.
+    pub fac: Option<usize>,
+    pub facility: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub ty: Option<Ty>,
+    pub builtin: bool,
+}
+
+/// A tracefile and its place in the merge order.
+#[derive(Debug, Clone)]
+pub struct TraceFile {
+    /// Relative path, `cpu/0`, `control/facilities`.
+    pub rel: String,
+    pub path: PathBuf,
+    pub len: u64,
+    pub cpu: Option<u32>,
+}
+
+/// Everything known about a trace before its events are read.
+pub struct Trace {
+    pub dir: PathBuf,
+    pub sys: SystemInfo,
+    pub bo: Bo,
+    pub facilities: Vec<Facility>,
+    pub bases: Vec<Option<u32>>,
+    pub events: Vec<EvInfo>,
+    /// id → index into `events`, u32::MAX when unknown.
+    pub table: Vec<u32>,
+    pub files: Vec<TraceFile>,
+    pub eventdefs_raw: Vec<(String, Vec<u8>)>,
+    pub bookmarks: Option<Vec<u8>>,
+    pub diags: Vec<Diagnostic>,
+}
+
+const NONE: u32 = u32::MAX;
+/// Metadata files (XML) larger than this are refused rather than read.
+const MAX_META: u64 = 64 << 20;
+
+fn fmt_err(file: &Path, offset: Option<u64>, msg: impl Into<String>) -> Error {
+    Error::format(
+        Position {
+            file: file.to_path_buf(),
+            offset,
+            record: None,
+        },
+        msg,
+    )
+}
+
+fn read_meta(path: &Path) -> Result<Vec<u8>> {
+    let md = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+    if !md.file_type().is_file() {
+        return Err(fmt_err(
+            path,
+            None,
+            "not a regular file (symlinks are refused)",
+        ));
+    }
+    if md.len() > MAX_META {
+        return Err(fmt_err(path, None, "file too large for a metadata file"));
+    }
+    std::fs::read(path).map_err(|e| Error::io(path, e))
+}
+
+/// Regular files (not symlinks) directly in `dir`, sorted by name, with a
+/// warning for anything skipped.
+fn list_dir(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(String, PathBuf, u64)> {
+    let mut out = Vec::new();
+    let Ok(md) = std::fs::symlink_metadata(dir) else {
+        return out;
+    };
+    if !md.file_type().is_dir() {
+        diags.push(Diagnostic::warning(
+            Position::new(dir),
+            "not a directory (symlinks are not followed); ignored",
+        ));
+        return out;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(name) = e.file_name().into_string() else {
+            diags.push(Diagnostic::warning(
+                Position::new(e.path()),
+                "file name is not UTF-8; ignored",
+            ));
+            continue;
+        };
+        match e.file_type() {
+            Ok(t) if t.is_file() => {
+                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                out.push((name, e.path(), len));
+            }
+            _ => diags.push(Diagnostic::warning(
+                Position::new(e.path()),
+                "not a regular file (symlinks are not followed); ignored",
+            )),
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The layout of a type as a run of fixed-size pieces and strings, for
+/// checking that a facility's builtin event matches the builtin layout.
+fn leaves(t: &Ty, out: &mut Vec<Option<usize>>) -> bool {
+    match t {
+        Ty::Str => out.push(None),
+        Ty::Seq { .. } | Ty::Union { .. } => return false,
+        Ty::Struct(f) => return f.iter().all(|(_, t)| leaves(t, out)),
+        Ty::Array { len, elem } if elem.fixed_size().is_none() => {
+            for _ in 0..(*len).min(64) {
+                if !leaves(elem, out) {
+                    return false;
+                }
+            }
+            return *len <= 64;
+        }
+        t => {
+            let n = t.fixed_size().unwrap_or(0);
+            if let Some(Some(prev)) = out.last_mut() {
+                *prev += n;
+            } else {
+                out.push(Some(n));
+            }
+        }
+    }
+    true
+}
+
+fn same_layout(a: &Ty, b: &Ty) -> bool {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    leaves(a, &mut x) && leaves(b, &mut y) && x == y
+}
+
+impl Trace {
+    pub fn open(dir: &Path) -> Result<Trace> {
+        let mut diags = Vec::new();
+        let sys_path = dir.join("info/system.xml");
+        if std::fs::symlink_metadata(&sys_path).is_err() {
+            return Err(fmt_err(&sys_path, None, "missing info/system.xml"));
+        }
+        let sys_raw = read_meta(&sys_path)?;
+        let sys =
+            system::parse(&sys_raw).map_err(|(o, m)| fmt_err(&sys_path, Some(o as u64), m))?;
+        let bo = Bo {
+            big: sys.big_endian,
+        };
+        let bookmarks_path = dir.join("info/bookmarks.xml");
+        let bookmarks = if std::fs::symlink_metadata(&bookmarks_path).is_ok() {
+            let b = read_meta(&bookmarks_path)?;
+            system::check_bookmarks(&b)
+                .map_err(|(o, m)| fmt_err(&bookmarks_path, Some(o as u64), m))?;
+            Some(b)
+        } else {
+            None
+        };
+        for (name, path, _) in list_dir(&dir.join("info"), &mut diags) {
+            if name != "system.xml" && name != "bookmarks.xml" {
+                diags.push(Diagnostic::warning(
+                    Position::new(path),
+                    "unknown file ignored",
+                ));
+            }
+        }
+
+        // Event definitions, in (file name, position in file) order.
+        let mut facilities = Vec::new();
+        let mut eventdefs_raw = Vec::new();
+        for (name, path, _) in list_dir(&dir.join("eventdefs"), &mut diags) {
+            if !name.to_ascii_lowercase().ends_with(".xml") {
+                diags.push(Diagnostic::warning(
+                    Position::new(path),
+                    "not an .xml file; ignored",
+                ));
+                continue;
+            }
+            let raw = read_meta(&path)?;
+            let fs = eventdefs::parse_file(&raw, &name)
+                .map_err(|e| fmt_err(&path, Some(e.offset as u64), e.msg))?;
+            facilities.extend(fs);
+            eventdefs_raw.push((name, raw));
+        }
+
+        // Tracefiles: control files by rank, then cpu files by number.
+        let mut files = Vec::new();
+        let mut control = list_dir(&dir.join("control"), &mut diags);
+        let rank = |n: &str| match n {
+            "facilities" => 0,
+            "interrupts" => 1,
+            "processes" => 2,
+            _ => 3,
+        };
+        control.sort_by(|a, b| (rank(&a.0), &a.0).cmp(&(rank(&b.0), &b.0)));
+        for (name, path, len) in control {
+            files.push(TraceFile {
+                rel: format!("control/{name}"),
+                path,
+                len,
+                cpu: None,
+            });
+        }
+        let mut cpus = Vec::new();
+        for (name, path, len) in list_dir(&dir.join("cpu"), &mut diags) {
+            match paths::canonical_cpu(&name) {
+                Some(n) => {
+                    if sys.cpu.is_some_and(|c| n >= c) {
+                        diags.push(Diagnostic::warning(
+                            Position::new(&path),
+                            format!(
+                                "cpu {n} is not below system.xml cpu={}",
+                                sys.cpu.unwrap_or(0)
+                            ),
+                        ));
+                    }
+                    cpus.push((n, name, path, len));
+                }
+                None => diags.push(Diagnostic::warning(
+                    Position::new(path),
+                    "cpu file name is not a canonical decimal number; ignored",
+                )),
+            }
+        }
+        cpus.sort();
+        for (n, name, path, len) in cpus {
+            files.push(TraceFile {
+                rel: format!("cpu/{name}"),
+                path,
+                len,
+                cpu: Some(n),
+            });
+        }
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let n = e.file_name();
+                let known = ["info", "eventdefs", "control", "cpu"];
+                if !known.iter().any(|k| n == *k) {
+                    diags.push(Diagnostic::warning(
+                        Position::new(e.path()),
+                        "unknown entry ignored",
+                    ));
+                }
+            }
+        }
+        for f in &files {
+            if f.len % sys.block_size != 0 {
+                diags.push(Diagnostic::warning(
+                    Position::at(&f.path, f.len - f.len % sys.block_size, None),
+                    "trailing partial block ignored",
+                ));
+            }
+        }
+
+        let mut t = Trace {
+            dir: dir.to_path_buf(),
+            sys,
+            bo,
+            bases: vec![None; facilities.len()],
+            facilities,
+            events: Vec::new(),
+            table: vec![NONE; 65536],
+            files,
+            eventdefs_raw,
+            bookmarks,
+            diags,
+        };
+        // Builtins first, so control/facilities can be walked.
+        t.set_builtins_flat();
+        let loads = t.read_facility_loads();
+        t.assign_bases(&loads);
+        t.build_table()?;
+        Ok(t)
+    }
+
+    fn set_builtins_flat(&mut self) {
+        self.events.clear();
+        self.table = vec![NONE; 65536];
+        for id in [0u16, 17, 18, 19] {
+            self.push_builtin(id);
+        }
+    }
+
+    fn push_builtin(&mut self, id: u16) {
+        self.table[id as usize] = self.events.len() as u32;
+        self.events.push(EvInfo {
+            id,
+            fac: None,
+            facility: "builtin".into(),
+            name: layout::builtin_name(id).unwrap_or("").into(),
+            description: None,
+            ty: layout::builtin_type(id),
+            builtin: true,
+        });
+    }
+
+    /// facility_load events of control/facilities: (name, checksum, base).
+    fn read_facility_loads(&mut self) -> Vec<(String, u32, u32)> {
+        let mut out = Vec::new();
+        let Some(idx) = self
+            .files
+            .iter()
+            .position(|f| f.rel == "control/facilities")
+        else {
+            return out;
+        };
+        let mut diags = Vec::new();
+        let mut cur = Cursor::new(self, idx);
+        while let Some(ev) = cur.next(self, &mut diags) {
+            if ev.id != layout::ID_FACILITY_LOAD {
+                continue;
+            }
+            let p = &cur.buf[ev.start..ev.end];
+            let Some(nul) = p.iter().position(|&c| c == 0) else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(&p[..nul]).into_owned();
+            let (Some(ck), Some(base)) = (self.bo.u32(p, nul + 1), self.bo.u32(p, nul + 5)) else {
+                continue;
+            };
+            out.push((name, ck, base));
+        }
+        self.diags.extend(diags);
+        out
+    }
+
+    fn assign_bases(&mut self, loads: &[(String, u32, u32)]) {
+        let fpath = self.dir.join("control/facilities");
+        for (name, ck, base) in loads {
+            let exact = self
+                .facilities
+                .iter()
+                .position(|f| &f.name == name && f.checksum == *ck);
+            let pick = exact.or_else(|| {
+                let same: Vec<usize> = (0..self.facilities.len())
+                    .filter(|&i| &self.facilities[i].name == name)
+                    .collect();
+                if same.len() == 1 {
+                    self.diags.push(Diagnostic::warning(
+                        Position::new(&fpath),
+                        format!(
+                            "facility_load {name} checksum {ck:#010x} does not match eventdefs \
+                             ({:#010x}); matched by name",
+                            self.facilities[same[0]].checksum
+                        ),
+                    ));
+                    Some(same[0])
+                } else {
+                    None
+                }
+            });
+            match pick {
+                Some(i) if self.bases[i].is_none() => self.bases[i] = Some(*base),
+                Some(_) => self.diags.push(Diagnostic::warning(
+                    Position::new(&fpath),
+                    format!("facility {name} {ck:#010x} loaded twice; first load kept"),
+                )),
+                None => self.diags.push(Diagnostic::warning(
+                    Position::new(&fpath),
+                    format!("facility_load {name} {ck:#010x} matches no eventdefs facility"),
+                )),
+            }
+        }
+        if self.bases.iter().all(Option::is_none) && !self.facilities.is_empty() {
+            if self.facilities.len() > 1 {
+                self.diags.push(Diagnostic::warning(
+                    Position::new(self.dir.join("eventdefs")),
+                    "no facility_load: facilities given consecutive base codes from 0 in file order",
+                ));
+            }
+            let mut next = 0u32;
+            for (i, f) in self.facilities.iter().enumerate() {
+                self.bases[i] = Some(next);
+                next = next.saturating_add(f.events.len() as u32);
+            }
+        } else {
+            for (i, f) in self.facilities.iter().enumerate() {
+                if self.bases[i].is_none() {
+                    self.diags.push(Diagnostic::warning(
+                        Position::new(self.dir.join("eventdefs").join(&f.file)),
+                        format!(
+                            "facility {} is never loaded; its events are unknown",
+                            f.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn build_table(&mut self) -> Result<()> {
+        self.events.clear();
+        self.table = vec![NONE; 65536];
+        let arch = self.sys.arch;
+        for (fi, f) in self.facilities.iter().enumerate() {
+            let Some(base) = self.bases[fi] else { continue };
+            let fpath = self.dir.join("eventdefs").join(&f.file);
+            for (i, ev) in f.events.iter().enumerate() {
+                let id = base as u64 + i as u64;
+                if id > 65535 {
+                    self.diags.push(Diagnostic::warning(
+                        Position::new(&fpath),
+                        format!("facility {} runs past id 65535; rest ignored", f.name),
+                    ));
+                    break;
+                }
+                let id = id as u16;
+                if self.table[id as usize] != NONE {
+                    self.diags.push(Diagnostic::warning(
+                        Position::new(&fpath),
+                        format!(
+                            "event id {id} of {}.{} already taken; ignored",
+                            f.name, ev.name
+                        ),
+                    ));
+                    continue;
+                }
+                let mut ty = match &ev.payload {
+                    Some(p) => Some(eventdefs::resolve(f, p, arch).map_err(|m| {
+                        fmt_err(&fpath, None, format!("{}.{}: {m}", f.name, ev.name))
+                    })?),
+                    None => None,
+                };
+                let builtin = layout::builtin_name(id).is_some();
+                if let Some(bn) = layout::builtin_name(id) {
+                    let flat = layout::builtin_type(id);
+                    if ev.name != bn {
+                        self.diags.push(Diagnostic::warning(
+                            Position::new(&fpath),
+                            format!(
+                                "{}.{} sits on builtin id {id} ({bn}); the builtin wins",
+                                f.name, ev.name
+                            ),
+                        ));
+                        continue;
+                    }
+                    let ok = match (&ty, &flat) {
+                        (Some(a), Some(b)) => same_layout(a, b),
+                        _ => false,
+                    };
+                    if !ok {
+                        self.diags.push(Diagnostic::warning(
+                            Position::new(&fpath),
+                            format!(
+                                "{}.{} does not have the builtin layout; printed flat",
+                                f.name, ev.name
+                            ),
+                        ));
+                        ty = flat;
+                    }
+                }
+                self.table[id as usize] = self.events.len() as u32;
+                self.events.push(EvInfo {
+                    id,
+                    fac: Some(fi),
+                    facility: f.name.clone(),
+                    name: ev.name.clone(),
+                    description: ev.description.clone(),
+                    ty,
+                    builtin,
+                });
+            }
+        }
+        for id in [0u16, 17, 18, 19] {
+            if self.table[id as usize] == NONE {
+                self.push_builtin(id);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn info(&self, id: u16) -> Option<&EvInfo> {
+        let i = *self.table.get(id as usize)?;
+        self.events.get(i as usize)
+    }
+
+    /// The stream header.
+    pub fn header(&self) -> Header {
+        let maj = self.sys.get("ltt_major_version").unwrap_or("?");
+        let min = self.sys.get("ltt_minor_version").unwrap_or("?");
+        let mut h = Header::new(FormatId::Ltt, format!("{maj}.{min}"));
+        h.host = self.sys.get("node_name").map(str::to_string);
+        h.system = self.sys.attrs.clone();
+        let mut x = Extras::default();
+        x.set(keys::BLOCK_SIZE, ExtraValue::U64(self.sys.block_size));
+        x.set(keys::ARCH, ExtraValue::Str(self.sys.arch.name().into()));
+        x.set(
+            keys::ENDIAN,
+            ExtraValue::Str(
+                if self.bo.big {
+                    "BIG_ENDIAN"
+                } else {
+                    "LITTLE_ENDIAN"
+                }
+                .into(),
+            ),
+        );
+        x.set(
+            keys::DESCRIPTION,
+            ExtraValue::Str(self.sys.description.clone()),
+        );
+        x.set(
+            keys::EVENTDEFS,
+            ExtraValue::List(
+                self.eventdefs_raw
+                    .iter()
+                    .map(|(n, b)| {
+                        ExtraValue::List(vec![
+                            ExtraValue::Str(n.clone()),
+                            ExtraValue::Bytes(b.clone()),
+                        ])
+                    })
+                    .collect(),
+            ),
+        );
+        x.set(
+            keys::FACILITIES,
+            ExtraValue::List(
+                self.facilities
+                    .iter()
+                    .zip(&self.bases)
+                    .map(|(f, b)| {
+                        ExtraValue::List(vec![
+                            ExtraValue::Str(f.name.clone()),
+                            ExtraValue::U64(f.checksum as u64),
+                            match b {
+                                Some(b) => ExtraValue::U64(*b as u64),
+                                None => ExtraValue::Str("unloaded".into()),
+                            },
+                            ExtraValue::Str(f.file.clone()),
+                        ])
+                    })
+                    .collect(),
+            ),
+        );
+        if let Some(b) = &self.bookmarks {
+            x.set(keys::BOOKMARKS, ExtraValue::Bytes(b.clone()));
+        }
+        h.extras = x;
+        h
+    }
+
+    /// One model event type per known id.
+    pub fn event_types(&self) -> Vec<EventType> {
+        self.events
+            .iter()
+            .map(|e| {
+                let fields = match &e.ty {
+                    Some(Ty::Struct(f)) => eventdefs::to_fields(f),
+                    Some(t) => vec![Field::new("value", t.to_field_type())],
+                    None => vec![],
+                };
+                let mut et = EventType::new(e.id as u32, &e.facility, &e.name, fields);
+                et.description = e.description.clone();
+                et.extras.set(keys::EVENT_ID, ExtraValue::U64(e.id as u64));
+                et.extras.set(keys::BUILTIN, ExtraValue::Bool(e.builtin));
+                if let Some(fi) = e.fac {
+                    et.extras.set(
+                        keys::CHECKSUM,
+                        ExtraValue::U64(self.facilities[fi].checksum as u64),
+                    );
+                }
+                et
+            })
+            .collect()
+    }
+
+    /// Cursors over every tracefile, in rank order.
+    pub fn cursors(&self) -> Vec<Cursor> {
+        (0..self.files.len())
+            .map(|i| Cursor::new(self, i))
+            .collect()
+    }
+}
+
+/// One decoded event header within the current block of a cursor.
+#[derive(Debug, Clone, Copy)]
+pub struct RawEv {
+    pub time: i64,
+    pub counter: u64,
+    pub id: u16,
+    /// Payload range in the cursor's block buffer.
+    pub start: usize,
+    pub end: usize,
+    /// Position in the file (merge tie-break).
+    pub seq: u64,
+}
+
+/// Walks one tracefile block by block; holds one block in memory.
+pub struct Cursor {
+    pub file_idx: usize,
+    file: Option<File>,
+    nblocks: u64,
+    block: u64,
+    pub buf: Vec<u8>,
+    evs: Vec<RawEv>,
+    next: usize,
+    seq: u64,
+    /// Trailer conventions seen, for the mixed-convention warning.
+    seen: Option<Trailer>,
+    warned_mixed: bool,
+}
+
+impl Cursor {
+    fn new(t: &Trace, idx: usize) -> Cursor {
+        let f = &t.files[idx];
+        let nblocks = f.len / t.sys.block_size;
+        Cursor {
+            file_idx: idx,
+            file: None,
+            nblocks,
+            block: 0,
+            buf: Vec::new(),
+            evs: Vec::new(),
+            next: 0,
+            seq: 0,
+            seen: None,
+            warned_mixed: false,
+        }
+    }
+
+    /// Current event without advancing.
+    pub fn peek(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
+        while self.next >= self.evs.len() {
+            if !self.load_block(t, diags) {
+                return None;
+            }
+        }
+        self.evs.get(self.next).copied()
+    }
+
+    pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
+        let e = self.peek(t, diags)?;
+        self.next += 1;
+        Some(e)
+    }
+
+    /// Read and walk the next block; false at the end of the file.
+    fn load_block(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> bool {
+        self.evs.clear();
+        self.next = 0;
+        if self.block >= self.nblocks {
+            return false;
+        }
+        let tf = &t.files[self.file_idx];
+        let b = t.sys.block_size as usize;
+        let k = self.block;
+        self.block += 1;
+        let off = k * t.sys.block_size;
+        if self.file.is_none() {
+            match File::open(&tf.path) {
+                Ok(f) => self.file = Some(f),
+                Err(e) => {
+                    diags.push(Diagnostic::salvaged(
+                        Position::new(&tf.path),
+                        format!("cannot open: {e}"),
+                    ));
+                    self.nblocks = 0;
+                    return false;
+                }
+            }
+        }
+        self.buf.resize(b, 0);
+        let rd = self.file.as_mut().map(|f| {
+            f.seek(SeekFrom::Start(off))
+                .and_then(|_| f.read_exact(&mut self.buf))
+        });
+        if let Some(Err(e)) = rd {
+            diags.push(Diagnostic::salvaged(
+                Position::at(&tf.path, off, Some(k)),
+                format!("cannot read block: {e}"),
+            ));
+            self.nblocks = 0;
+            return false;
+        }
+        self.walk(t, k, off, diags);
+        true
+    }
+
+    fn walk(&mut self, t: &Trace, k: u64, off: u64, diags: &mut Vec<Diagnostic>) {
+        let tf = &t.files[self.file_idx];
+        let bo = t.bo;
+        let buf = &self.buf;
+        let b = buf.len();
+        let pos = |o: usize| Position::at(&tf.path, off + o as u64, Some(k));
+        let lost = |diags: &mut Vec<Diagnostic>, o: usize, m: String| {
+            diags.push(Diagnostic::salvaged(pos(o), format!("block {k} lost: {m}")));
+        };
+        let trailer = bo.u32(buf, b - 4).unwrap_or(0) as usize;
+        let ok =
+            |e: usize| e >= FRAME && e + FRAME <= b - 4 && bo.u16(buf, e) == Some(ID_BLOCK_END);
+        let cands = [
+            (b.checked_sub(trailer), Trailer::EraA),
+            (
+                (b - 4)
+                    .checked_sub(trailer)
+                    .and_then(|x| x.checked_sub(FRAME)),
+                Trailer::EraB,
+            ),
+            (Some(trailer), Trailer::Literal),
+        ];
+        let Some((e_off, conv)) = cands
+            .iter()
+            .find_map(|(e, c)| e.filter(|&e| ok(e)).map(|e| (e, *c)))
+        else {
+            lost(
+                diags,
+                b - 4,
+                format!("trailer {trailer} matches no convention"),
+            );
+            return;
+        };
+        if let Some(s) = self.seen {
+            if s != conv && !self.warned_mixed {
+                self.warned_mixed = true;
+                diags.push(Diagnostic::warning(
+                    pos(b - 4),
+                    "trailer conventions are mixed in this file",
+                ));
+            }
+        }
+        self.seen = Some(conv);
+        if bo.u16(buf, 0) != Some(ID_BLOCK_START) {
+            lost(diags, 0, "does not begin with block_start".into());
+            return;
+        }
+        let stamp = |at: usize| -> (u32, u32, u64, u32) {
+            (
+                bo.u32(buf, at).unwrap_or(0),
+                bo.u32(buf, at + 4).unwrap_or(0),
+                bo.u64(buf, at + 8).unwrap_or(0),
+                bo.u32(buf, at + 16).unwrap_or(0),
+            )
+        };
+        let (s0, n0, c0, id0) = stamp(HDR);
+        let (s1, n1, c1, id1) = stamp(e_off + HDR);
+        if n0 >= 1_000_000_000 || n1 >= 1_000_000_000 {
+            lost(diags, HDR, "nanoseconds field >= 1e9".into());
+            return;
+        }
+        let t0 = s0 as i64 * 1_000_000_000 + n0 as i64;
+        let t1 = s1 as i64 * 1_000_000_000 + n1 as i64;
+        if c1 < c0 {
+            lost(
+                diags,
+                e_off,
+                format!("block_end counter {c1} < block_start counter {c0}"),
+            );
+            return;
+        }
+        if t1 < t0 {
+            lost(
+                diags,
+                e_off,
+                "block_end time before block_start time".into(),
+            );
+            return;
+        }
+        if id0 != id1 {
+            diags.push(Diagnostic::warning(
+                pos(e_off),
+                format!("block ids differ: {id0} vs {id1}"),
+            ));
+        }
+        let interp = |cur: u64| -> i64 {
+            if c1 == c0 {
+                return t0;
+            }
+            let d = (cur - c0) as u128 * (t1 - t0) as u128 / (c1 - c0) as u128;
+            i64::try_from(t0 as i128 + d as i128).unwrap_or(i64::MAX)
+        };
+        let push = |evs: &mut Vec<RawEv>, seq: &mut u64, time, counter, id, start, end| {
+            evs.push(RawEv {
+                time,
+                counter,
+                id,
+                start,
+                end,
+                seq: *seq,
+            });
+            *seq += 1;
+        };
+        push(
+            &mut self.evs,
+            &mut self.seq,
+            t0,
+            c0,
+            ID_BLOCK_START,
+            HDR,
+            FRAME,
+        );
+        let area = &buf[..e_off];
+        let mut p = FRAME;
+        let mut cur = c0;
+        let mut clean = true;
+        while p < e_off {
+            let (Some(id), Some(ts)) = (bo.u16(area, p), bo.u32(area, p + 2)) else {
+                lost(diags, p, "event header crosses block_end".into());
+                clean = false;
+                break;
+            };
+            let Some(info) = t.info(id) else {
+                diags.push(Diagnostic::salvaged(
+                    pos(p),
+                    format!("unknown event id {id}; rest of block {k} skipped"),
+                ));
+                clean = false;
+                break;
+            };
+            let end = match &info.ty {
+                Some(ty) => match layout::skip(ty, area, p + HDR, bo) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        diags.push(Diagnostic::salvaged(
+                            pos(e.offset),
+                            format!(
+                                "{}.{}: {}; rest of block {k} skipped",
+                                info.facility, info.name, e.msg
+                            ),
+                        ));
+                        clean = false;
+                        break;
+                    }
+                },
+                None => p + HDR,
+            };
+            let mut cand = (cur & !0xFFFF_FFFF) | ts as u64;
+            if cand < cur {
+                cand = cand.saturating_add(1 << 32);
+            }
+            cur = cand;
+            if id == ID_HEARTBEAT {
+                if let Some(hc) = bo.u64(area, p + HDR + 8) {
+                    if hc as u32 == ts && hc >= cur {
+                        cur = hc;
+                    }
+                }
+            }
+            push(
+                &mut self.evs,
+                &mut self.seq,
+                interp(cur),
+                cur,
+                id,
+                p + HDR,
+                end,
+            );
+            p = end;
+        }
+        if clean {
+            if cur > c1 {
+                diags.push(Diagnostic::warning(
+                    pos(e_off),
+                    "event counter beyond block_end's",
+                ));
+            }
+            push(
+                &mut self.evs,
+                &mut self.seq,
+                t1,
+                c1,
+                ID_BLOCK_END,
+                e_off + HDR,
+                e_off + FRAME,
+            );
+        }
+    }
+}
+
+/// Merges the cursors of all tracefiles by (time, file rank, position).
+pub struct Merge {
+    pub cursors: Vec<Cursor>,
+    heap: BinaryHeap<Reverse<(i64, usize, u64)>>,
+    /// Cursor whose event was handed out last: it is re-queued on the next
+    /// call, so that its payload stays valid until then.
+    pending: Option<usize>,
+}
+
+impl Merge {
+    pub fn new(t: &Trace, diags: &mut Vec<Diagnostic>) -> Merge {
+        let mut cursors = t.cursors();
+        let mut heap = BinaryHeap::new();
+        for (i, c) in cursors.iter_mut().enumerate() {
+            if let Some(e) = c.peek(t, diags) {
+                heap.push(Reverse((e.time, i, e.seq)));
+            }
+        }
+        Merge {
+            cursors,
+            heap,
+            pending: None,
+        }
+    }
+
+    /// The next event: (cursor index, event). The payload lives in
+    /// `self.cursors[i].buf` until the next call.
+    pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<(usize, RawEv)> {
+        if let Some(i) = self.pending.take() {
+            if let Some(e) = self.cursors[i].peek(t, diags) {
+                self.heap.push(Reverse((e.time, i, e.seq)));
+            }
+        }
+        let Reverse((_, i, _)) = self.heap.pop()?;
+        let ev = self.cursors[i].next(t, diags)?;
+        self.pending = Some(i);
+        Some((i, ev))
+    }
+}

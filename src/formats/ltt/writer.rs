@@ -1,0 +1,959 @@
+//! Writing LTT trace directories (spec 5.1–5.13, "Writer" items): era-A
+//! trailers, zero padding, heartbeats so no gap reaches 2^32 counts, the
+//! counter = nanoseconds since the epoch (so times round-trip exactly),
+//! facility_load events in control/facilities, bases from 20.
+
+use super::eventdefs::{self, Arch, Facility, Ty};
+use super::layout::{self, Bo, FRAME, HDR, HEARTBEAT, ID_BLOCK_END, ID_BLOCK_START, ID_HEARTBEAT};
+use super::reader::Trailer;
+use super::{keys, paths, system};
+use crate::error::{Error, Position, Result};
+use crate::model::{
+    EventType, ExtraValue, FieldType, Header, Item, LossReport, MetricDesc, TraceWriter, Value,
+    ValueType,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Writer settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub block_size: u32,
+    pub big_endian: bool,
+    pub arch: Arch,
+    /// Always EraA in normal use; the others exist for tests (spec 6.10).
+    pub trailer: Trailer,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            block_size: 100_000,
+            big_endian: false,
+            arch: Arch::Lp64,
+            trailer: Trailer::EraA,
+        }
+    }
+}
+
+impl Config {
+    /// From the options, else the source's settings (LTT), else defaults.
+    pub fn from_options(h: &Header, o: &crate::options::WriteOptions) -> Config {
+        let mut c = Config::default();
+        if let Some(b) = o.ltt_block_size.or_else(|| h.extras.u64(keys::BLOCK_SIZE)) {
+            c.block_size = b.clamp(layout::MIN_BLOCK as u64, u32::MAX as u64) as u32;
+        }
+        if let Some(e) = h.extras.str(keys::ENDIAN) {
+            c.big_endian = e.eq_ignore_ascii_case("BIG_ENDIAN");
+        }
+        if let Some(a) = h.extras.str(keys::ARCH) {
+            let a = Arch::parse(a);
+            if a != Arch::Unknown {
+                c.arch = a;
+            }
+        }
+        c
+    }
+}
+
+pub fn is_tar_gz_name(p: &Path) -> bool {
+    let n = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    n.ends_with(".tar.gz") || n.ends_with(".tgz")
+}
+
+/// Unpack a .tar.gz into a temporary directory, refusing entries that
+/// would land outside it and anything but plain files and directories.
+pub fn unpack_tar_gz(path: &Path) -> Result<tempfile::TempDir> {
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let tmp = tempfile::tempdir().map_err(|e| Error::io(path, e))?;
+    let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
+    let entries = ar.entries().map_err(|e| Error::io(path, e))?;
+    for (i, ent) in entries.enumerate() {
+        let mut ent = ent.map_err(|e| Error::io(path, e))?;
+        let rel = ent.path().map_err(|e| Error::io(path, e))?.into_owned();
+        let pos = Position {
+            file: path.to_path_buf(),
+            offset: None,
+            record: Some(i as u64),
+        };
+        if !paths::is_safe_relative(&rel) {
+            return Err(Error::format(
+                pos,
+                format!(
+                    "archive member {} escapes the trace directory",
+                    rel.display()
+                ),
+            ));
+        }
+        let dst = tmp.path().join(&rel);
+        match ent.header().entry_type() {
+            tar::EntryType::Directory => {
+                std::fs::create_dir_all(&dst).map_err(|e| Error::io(&dst, e))?;
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                if let Some(p) = dst.parent() {
+                    std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+                }
+                let mut out = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
+                std::io::copy(&mut ent, &mut out).map_err(|e| Error::io(&dst, e))?;
+            }
+            // Symlinks, hard links, devices: never created.
+            _ => {}
+        }
+    }
+    Ok(tmp)
+}
+
+/// The trace root inside an unpacked archive: the directory holding
+/// info/system.xml (the top level, or its single subdirectory).
+pub fn tar_root(dir: &Path) -> PathBuf {
+    if dir.join("info/system.xml").is_file() {
+        return dir.to_path_buf();
+    }
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        let subs: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+            .map(|e| e.path())
+            .collect();
+        if subs.len() == 1 {
+            return subs[0].clone();
+        }
+    }
+    dir.to_path_buf()
+}
+
+/// Limit a name to `[A-Za-z_][A-Za-z0-9_]*` (spec 5.11).
+pub fn sanitize(s: &str) -> String {
+    let mut o: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if o.is_empty() || o.as_bytes()[0].is_ascii_digit() {
+        o.insert(0, '_');
+    }
+    o
+}
+
+/// A facility as written.
+struct WFac {
+    fac: Facility,
+    base: u32,
+    /// Resolved payload layout per event.
+    tys: Vec<Option<Ty>>,
+}
+
+/// How a model event type is written.
+#[derive(Clone)]
+enum Target {
+    Event {
+        id: u16,
+        ty: Option<Ty>,
+        name: String,
+    },
+    /// Framing and facility_load of an LTT source: regenerated, not copied.
+    Framing,
+    /// facility_load found in a cpu file of the source.
+    FacilityLoad,
+}
+
+/// Key of a generated event type: a model event type or a metric.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Key {
+    Type(u32),
+    Metric(u32),
+}
+
+/// A generated event type not yet given an id.
+struct Pending {
+    key: Key,
+    category: String,
+    name: String,
+    description: String,
+    fields: Vec<(String, FieldType)>,
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Debug)]
+enum FileKey {
+    Control(String),
+    Cpu(u32),
+}
+
+impl FileKey {
+    fn rel(&self) -> String {
+        match self {
+            FileKey::Control(n) => format!("control/{n}"),
+            FileKey::Cpu(n) => format!("cpu/{n}"),
+        }
+    }
+}
+
+/// One tracefile being written, one block at a time.
+struct FileW {
+    path: PathBuf,
+    out: BufWriter<File>,
+    block: Vec<u8>,
+    open: bool,
+    index: u32,
+    cur: u64,
+}
+
+pub struct LttWriter {
+    target: PathBuf,
+    dir: PathBuf,
+    tar_tmp: Option<tempfile::TempDir>,
+    cfg: Config,
+    bo: Bo,
+    header: Header,
+    facs: Vec<WFac>,
+    /// Raw eventdefs files copied from an LTT source.
+    copied: Vec<(String, Vec<u8>)>,
+    source_ids: HashMap<u16, (usize, usize)>,
+    map: HashMap<Key, Target>,
+    pending: Vec<Pending>,
+    metrics: HashMap<u32, MetricDesc>,
+    files: BTreeMap<FileKey, FileW>,
+    next_base: u32,
+    loss: LossReport,
+    min_time: Option<u64>,
+    max_cpu: Option<u32>,
+    payload: Vec<u8>,
+}
+
+fn werr(path: &Path, msg: impl Into<String>) -> Error {
+    Error::format(Position::new(path), msg)
+}
+
+impl LttWriter {
+    /// Create the trace at `target` (a directory, or a `.tar.gz` of one).
+    pub fn create(target: &Path, header: &Header, cfg: Config) -> Result<LttWriter> {
+        let (dir, tar_tmp) = if is_tar_gz_name(target) {
+            let tmp = tempfile::tempdir().map_err(|e| Error::io(target, e))?;
+            let stem = target
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("trace")
+                .trim_end_matches(".tar.gz")
+                .trim_end_matches(".tgz")
+                .to_string();
+            (
+                tmp.path()
+                    .join(if stem.is_empty() { "trace" } else { &stem }),
+                Some(tmp),
+            )
+        } else {
+            (target.to_path_buf(), None)
+        };
+        for sub in ["info", "eventdefs", "control", "cpu"] {
+            let p = dir.join(sub);
+            std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+        }
+        let mut w = LttWriter {
+            target: target.to_path_buf(),
+            dir,
+            tar_tmp,
+            bo: Bo {
+                big: cfg.big_endian,
+            },
+            cfg,
+            header: header.clone(),
+            facs: Vec::new(),
+            copied: Vec::new(),
+            source_ids: HashMap::new(),
+            map: HashMap::new(),
+            pending: Vec::new(),
+            metrics: HashMap::new(),
+            files: BTreeMap::new(),
+            next_base: 20,
+            loss: LossReport::default(),
+            min_time: None,
+            max_cpu: None,
+            payload: Vec::new(),
+        };
+        w.load_source_facilities()?;
+        Ok(w)
+    }
+
+    /// An LTT source: reuse its eventdefs (byte for byte) and base codes.
+    fn load_source_facilities(&mut self) -> Result<()> {
+        let Some(ExtraValue::List(files)) = self.header.extras.get(keys::EVENTDEFS).cloned() else {
+            return Ok(());
+        };
+        let mut bases: HashMap<(String, u32), u32> = HashMap::new();
+        if let Some(ExtraValue::List(fl)) = self.header.extras.get(keys::FACILITIES) {
+            for f in fl {
+                if let ExtraValue::List(v) = f {
+                    if let (
+                        Some(ExtraValue::Str(n)),
+                        Some(ExtraValue::U64(ck)),
+                        Some(ExtraValue::U64(b)),
+                    ) = (v.first(), v.get(1), v.get(2))
+                    {
+                        bases.insert((n.clone(), *ck as u32), *b as u32);
+                    }
+                }
+            }
+        }
+        for f in files {
+            let ExtraValue::List(v) = f else { continue };
+            let (Some(ExtraValue::Str(name)), Some(ExtraValue::Bytes(raw))) = (v.first(), v.get(1))
+            else {
+                continue;
+            };
+            if !paths::is_safe_relative(Path::new(name)) || name.contains('/') {
+                return Err(werr(
+                    &self.target,
+                    format!("eventdefs file name {name:?} refused"),
+                ));
+            }
+            let fs = eventdefs::parse_file(raw, name)
+                .map_err(|e| werr(&self.target, format!("source eventdefs {name}: {}", e.msg)))?;
+            for fac in fs {
+                let Some(&base) = bases.get(&(fac.name.clone(), fac.checksum)) else {
+                    continue;
+                };
+                self.add_fac(fac, base)?;
+            }
+            self.copied.push((name.clone(), raw.clone()));
+        }
+        for (fi, f) in self.facs.iter().enumerate() {
+            for i in 0..f.fac.events.len() {
+                self.source_ids
+                    .insert((f.base as usize + i) as u16, (fi, i));
+            }
+        }
+        Ok(())
+    }
+
+    fn add_fac(&mut self, fac: Facility, base: u32) -> Result<usize> {
+        let mut tys = Vec::new();
+        for ev in &fac.events {
+            tys.push(match &ev.payload {
+                Some(p) => {
+                    Some(eventdefs::resolve(&fac, p, self.cfg.arch).map_err(|m| {
+                        werr(&self.target, format!("{}.{}: {m}", fac.name, ev.name))
+                    })?)
+                }
+                None => None,
+            });
+        }
+        let end = base as u64 + fac.events.len() as u64;
+        if end > 65536 {
+            return Err(werr(
+                &self.target,
+                format!("facility {} does not fit below id 65536", fac.name),
+            ));
+        }
+        self.next_base = self.next_base.max(end as u32);
+        self.facs.push(WFac { fac, base, tys });
+        Ok(self.facs.len() - 1)
+    }
+
+    fn define_type(&mut self, et: &EventType) {
+        let key = Key::Type(et.id);
+        if et.extras.bool(keys::BUILTIN) == Some(true) {
+            let id = et.extras.u64(keys::EVENT_ID).unwrap_or(0);
+            let t = if id == layout::ID_FACILITY_LOAD as u64 {
+                Target::FacilityLoad
+            } else {
+                Target::Framing
+            };
+            self.map.insert(key, t);
+            return;
+        }
+        if let Some(id) = et.extras.u64(keys::EVENT_ID) {
+            if let Some(&(fi, ei)) = u16::try_from(id).ok().and_then(|i| self.source_ids.get(&i)) {
+                let f = &self.facs[fi];
+                if f.fac.name == et.category && f.fac.events[ei].name == et.name {
+                    self.map.insert(
+                        key,
+                        Target::Event {
+                            id: id as u16,
+                            ty: f.tys[ei].clone(),
+                            name: format!("{}.{}", et.category, et.name),
+                        },
+                    );
+                    return;
+                }
+            }
+        }
+        self.pending.retain(|p| p.key != key);
+        self.map.remove(&key);
+        self.pending.push(Pending {
+            key,
+            category: et.category.clone(),
+            name: et.name.clone(),
+            description: et.description.clone().unwrap_or_else(|| et.name.clone()),
+            fields: et
+                .fields
+                .iter()
+                .map(|f| (f.name.clone(), f.ty.clone()))
+                .collect(),
+        });
+    }
+
+    fn define_metric(&mut self, m: &MetricDesc) {
+        let key = Key::Metric(m.id);
+        self.metrics.insert(m.id, m.clone());
+        let vt = match m.vtype {
+            ValueType::I32 => FieldType::Int(4),
+            ValueType::U32 => FieldType::Uint(4),
+            ValueType::I64 => FieldType::Int(8),
+            ValueType::U64 => FieldType::Uint(8),
+            ValueType::F32 => FieldType::Float(4),
+            ValueType::F64 => FieldType::Float(8),
+            ValueType::String => FieldType::String,
+            ValueType::Aggregate => FieldType::Bytes,
+            _ => {
+                self.map.remove(&key);
+                return;
+            }
+        };
+        self.pending.retain(|p| p.key != key);
+        self.map.remove(&key);
+        self.pending.push(Pending {
+            key,
+            category: "metric".into(),
+            name: m.name().to_string(),
+            description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
+            fields: vec![("instance".into(), FieldType::Int(4)), ("value".into(), vt)],
+        });
+    }
+
+    /// Turn pending types into facilities (one per category, a new version
+    /// when the name exists already) and give them bases.
+    fn seal(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut cats: Vec<(String, Vec<Pending>)> = Vec::new();
+        for p in pending {
+            let c = sanitize(&p.category);
+            match cats.iter_mut().find(|(n, _)| *n == c) {
+                Some((_, v)) => v.push(p),
+                None => cats.push((c, vec![p])),
+            }
+        }
+        for (cat, ps) in cats {
+            let mut xml = format!(
+                "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {} stream</description>\n",
+                self.header.source
+            );
+            let mut names: Vec<String> = Vec::new();
+            for p in &ps {
+                let mut n = sanitize(&p.name);
+                while names.contains(&n) {
+                    n.push('_');
+                }
+                names.push(n.clone());
+                xml += &format!(
+                    "  <event name=\"{n}\">\n    <description>{}</description>\n",
+                    desc_text(&p.description)
+                );
+                if !p.fields.is_empty() {
+                    xml += "    <struct>\n";
+                    for (fname, ft) in &p.fields {
+                        xml += &format!("      <field name=\"{}\">", sanitize(fname));
+                        type_xml(ft, &mut xml);
+                        xml += "</field>\n";
+                    }
+                    xml += "    </struct>\n";
+                }
+                xml += "  </event>\n";
+            }
+            xml += "</facility>\n";
+            let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
+                werr(
+                    &self.target,
+                    format!("generated eventdefs for {cat}: {}", e.msg),
+                )
+            })?;
+            let Some(mut fac) = fs.pop() else { continue };
+            let versions = self.facs.iter().filter(|f| f.fac.name == cat).count()
+                + self
+                    .copied
+                    .iter()
+                    .filter(|(n, _)| n == &format!("{cat}.xml"))
+                    .count();
+            let file = if versions == 0 {
+                format!("{cat}.xml")
+            } else {
+                format!("{cat}.{:08x}.xml", fac.checksum)
+            };
+            fac.file = file.clone();
+            let base = self.next_base;
+            let fi = self.add_fac(fac, base)?;
+            self.copied.push((file, xml.into_bytes()));
+            for (i, p) in ps.iter().enumerate() {
+                let f = &self.facs[fi];
+                self.map.insert(
+                    p.key,
+                    Target::Event {
+                        id: (base as usize + i) as u16,
+                        ty: f.tys[i].clone(),
+                        name: format!("{}.{}", cat, f.fac.events[i].name),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn ensure_file(&mut self, key: &FileKey) -> Result<()> {
+        if !self.files.contains_key(key) {
+            let path = self.dir.join(key.rel());
+            let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+            self.files.insert(
+                key.clone(),
+                FileW {
+                    path,
+                    out: BufWriter::with_capacity(1 << 16, f),
+                    block: Vec::with_capacity(self.cfg.block_size as usize),
+                    open: false,
+                    index: 0,
+                    cur: 0,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn write_event(
+        &mut self,
+        key: Key,
+        time: i64,
+        stream: Option<&str>,
+        cpu: Option<u32>,
+        fields: &[Value],
+    ) -> Result<()> {
+        self.seal()?;
+        let Some(target) = self.map.get(&key).cloned() else {
+            self.loss.drop_item("events", "event type never defined");
+            return Ok(());
+        };
+        let (id, ty, name) = match target {
+            Target::Framing => return Ok(()),
+            Target::FacilityLoad => {
+                self.loss.drop_item(
+                    "events",
+                    "facility_load in a cpu file (regenerated in control/facilities)",
+                );
+                return Ok(());
+            }
+            Target::Event { id, ty, name } => (id, ty, name),
+        };
+        if time < 0 || time / 1_000_000_000 > u32::MAX as i64 {
+            self.loss
+                .drop_item("events", "time outside the LTT range (1970..2106)");
+            return Ok(());
+        }
+        self.payload.clear();
+        let enc = match &ty {
+            None => Ok(()),
+            Some(Ty::Struct(fs)) => {
+                if fs.len() != fields.len() {
+                    Err(format!(
+                        "{} fields given for {} members",
+                        fields.len(),
+                        fs.len()
+                    ))
+                } else {
+                    fs.iter().zip(fields).try_for_each(|((_, t), v)| {
+                        layout::encode(t, v, self.bo, &mut self.payload)
+                    })
+                }
+            }
+            Some(t) => match fields.first() {
+                Some(v) => layout::encode(t, v, self.bo, &mut self.payload),
+                None => Err("missing payload value".into()),
+            },
+        };
+        if enc.is_err() {
+            self.loss
+                .drop_item("events", "field values do not match the event type");
+            return Ok(());
+        }
+        let b = self.cfg.block_size as usize;
+        if HDR + self.payload.len() + 2 * FRAME + 4 > b {
+            return Err(werr(
+                &self.target,
+                format!(
+                    "event {name} ({} payload bytes) does not fit in a block of {b} bytes (largest payload {})",
+                    self.payload.len(),
+                    b - 62
+                ),
+            ));
+        }
+        let fkey = match stream.and_then(stream_key) {
+            Some(k) => k,
+            None => FileKey::Cpu(cpu.unwrap_or(0)),
+        };
+        if let FileKey::Cpu(n) = fkey {
+            self.max_cpu = Some(self.max_cpu.map_or(n, |m| m.max(n)));
+        }
+        let mut counter = time as u64;
+        self.ensure_file(&fkey)?;
+        let Some(f) = self.files.get_mut(&fkey) else {
+            return Err(werr(&self.target, "internal: tracefile missing"));
+        };
+        if f.open && counter < f.cur {
+            counter = f.cur;
+            self.loss.degrade(
+                "events",
+                "earlier than the previous event of its tracefile: time clamped",
+            );
+        }
+        append(f, &self.payload, counter, id, self.bo, &self.cfg)?;
+        self.min_time = Some(self.min_time.map_or(counter, |m| m.min(counter)));
+        self.loss.wrote("events", 1);
+        Ok(())
+    }
+
+    fn write_sample(&mut self, s: &crate::model::Sample) -> Result<()> {
+        self.seal()?;
+        for mv in &s.metrics {
+            let Ok(vals) = &mv.values else {
+                self.loss
+                    .drop_item("sample values", "error code instead of a value");
+                continue;
+            };
+            if !self.map.contains_key(&Key::Metric(mv.metric)) {
+                self.loss
+                    .drop_item("sample values", "metric type not representable in LTT");
+                continue;
+            }
+            for (inst, v) in vals {
+                let fields = [Value::I64(*inst as i64), v.clone()];
+                self.write_event(Key::Metric(mv.metric), s.time.0, None, Some(0), &fields)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_facilities_file(&mut self) -> Result<()> {
+        let key = FileKey::Control("facilities".into());
+        self.ensure_file(&key)?;
+        let t = self.min_time.unwrap_or(0);
+        let mut order: Vec<usize> = (0..self.facs.len()).collect();
+        order.sort_by_key(|&i| self.facs[i].base);
+        let b = self.cfg.block_size as usize;
+        for i in order {
+            let f = &self.facs[i];
+            let mut p = Vec::new();
+            p.extend_from_slice(f.fac.name.as_bytes());
+            p.push(0);
+            self.bo.put_uint(&mut p, f.fac.checksum as u64, 4);
+            self.bo.put_uint(&mut p, f.base as u64, 4);
+            if HDR + p.len() + 2 * FRAME + 4 > b {
+                return Err(werr(
+                    &self.target,
+                    format!(
+                        "facility_load of {} does not fit in a block of {b} bytes",
+                        f.fac.name
+                    ),
+                ));
+            }
+            let Some(fw) = self.files.get_mut(&key) else {
+                break;
+            };
+            append(fw, &p, t, layout::ID_FACILITY_LOAD, self.bo, &self.cfg)?;
+        }
+        Ok(())
+    }
+}
+
+fn put_stamp(o: &mut Vec<u8>, bo: Bo, counter: u64) {
+    bo.put_uint(o, counter / 1_000_000_000, 4);
+    bo.put_uint(o, counter % 1_000_000_000, 4);
+    bo.put_uint(o, counter, 8);
+}
+
+fn start_block(f: &mut FileW, counter: u64, bo: Bo) {
+    f.block.clear();
+    bo.put_uint(&mut f.block, ID_BLOCK_START as u64, 2);
+    bo.put_uint(&mut f.block, counter & 0xFFFF_FFFF, 4);
+    put_stamp(&mut f.block, bo, counter);
+    bo.put_uint(&mut f.block, f.index as u64, 4);
+    f.cur = counter;
+    f.open = true;
+}
+
+fn close_block(f: &mut FileW, bo: Bo, cfg: &Config) -> Result<()> {
+    if !f.open {
+        return Ok(());
+    }
+    let b = cfg.block_size as usize;
+    let e = f.block.len();
+    bo.put_uint(&mut f.block, ID_BLOCK_END as u64, 2);
+    bo.put_uint(&mut f.block, f.cur & 0xFFFF_FFFF, 4);
+    put_stamp(&mut f.block, bo, f.cur);
+    bo.put_uint(&mut f.block, f.index as u64, 4);
+    f.block.resize(b - 4, 0);
+    let trailer = match cfg.trailer {
+        Trailer::EraA => b - e,
+        Trailer::EraB => b - 4 - (e + FRAME),
+        Trailer::Literal => e,
+    };
+    bo.put_uint(&mut f.block, trailer as u64, 4);
+    f.out
+        .write_all(&f.block)
+        .map_err(|er| Error::io(&f.path, er))?;
+    f.index = f.index.wrapping_add(1);
+    f.open = false;
+    Ok(())
+}
+
+/// Append one event, with heartbeats before it when the gap reaches 2^32
+/// counts, opening and closing blocks as needed.
+fn append(
+    f: &mut FileW,
+    payload: &[u8],
+    counter: u64,
+    id: u16,
+    bo: Bo,
+    cfg: &Config,
+) -> Result<()> {
+    let b = cfg.block_size as usize;
+    let room = |f: &FileW, n: usize| f.block.len() + n + FRAME + 4 <= b;
+    if !f.open {
+        start_block(f, counter, bo);
+    }
+    while counter - f.cur >= 1 << 32 {
+        if !room(f, HEARTBEAT) {
+            close_block(f, bo, cfg)?;
+            start_block(f, counter, bo);
+            break;
+        }
+        let hb = f.cur + (1 << 32) - 1;
+        bo.put_uint(&mut f.block, ID_HEARTBEAT as u64, 2);
+        bo.put_uint(&mut f.block, hb & 0xFFFF_FFFF, 4);
+        put_stamp(&mut f.block, bo, hb);
+        f.cur = hb;
+    }
+    if !room(f, HDR + payload.len()) {
+        close_block(f, bo, cfg)?;
+        start_block(f, counter, bo);
+    }
+    bo.put_uint(&mut f.block, id as u64, 2);
+    bo.put_uint(&mut f.block, counter & 0xFFFF_FFFF, 4);
+    f.block.extend_from_slice(payload);
+    f.cur = counter;
+    Ok(())
+}
+
+impl TraceWriter for LttWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        match item {
+            Item::EventType(et) => self.define_type(et),
+            Item::Metric(m) => self.define_metric(m),
+            Item::Event(e) => self.write_event(
+                Key::Type(e.type_id),
+                e.time.0,
+                e.stream.as_deref(),
+                e.cpu,
+                &e.fields,
+            )?,
+            Item::Sample(s) => self.write_sample(s)?,
+            Item::Indom(_) => self
+                .loss
+                .drop_item("instance domains", "not representable in LTT"),
+            Item::Help(_) => self
+                .loss
+                .drop_item("help texts", "not representable in LTT"),
+            Item::Labels(_) => self
+                .loss
+                .drop_item("label sets", "not representable in LTT"),
+            Item::Mark(_) => self.loss.drop_item("marks", "not representable in LTT"),
+            Item::Annotation(_) => self
+                .loss
+                .drop_item("annotations", "not representable in LTT"),
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.seal()?;
+        let (bo, cfg) = (self.bo, self.cfg.clone());
+        for f in self.files.values_mut() {
+            close_block(f, bo, &cfg)?;
+            f.out.flush().map_err(|e| Error::io(&f.path, e))?;
+        }
+        self.write_facilities_file()?;
+        if let Some(f) = self.files.get_mut(&FileKey::Control("facilities".into())) {
+            close_block(f, bo, &cfg)?;
+            f.out.flush().map_err(|e| Error::io(&f.path, e))?;
+        }
+        for n in ["interrupts", "processes"] {
+            self.ensure_file(&FileKey::Control(n.into()))?;
+        }
+        for (name, raw) in &self.copied {
+            let p = self.dir.join("eventdefs").join(name);
+            std::fs::write(&p, raw).map_err(|e| Error::io(&p, e))?;
+        }
+        let h = &self.header;
+        let cpu = self.max_cpu.map_or(1, |m| m as u64 + 1);
+        let vals = |k: &str| -> String {
+            match k {
+                "cpu" => cpu.to_string(),
+                "arch_size" => cfg.arch.name().to_string(),
+                "endian" => if cfg.big_endian {
+                    "BIG_ENDIAN"
+                } else {
+                    "LITTLE_ENDIAN"
+                }
+                .to_string(),
+                "ltt_major_version" => "2".into(),
+                "ltt_minor_version" => "0".into(),
+                "ltt_block_size" => cfg.block_size.to_string(),
+                k => h
+                    .system
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| (k == "node_name").then(|| h.host.clone()).flatten())
+                    .unwrap_or_else(|| "unknown".into()),
+            }
+        };
+        let desc = h.extras.str(keys::DESCRIPTION).unwrap_or("").to_string();
+        let sx = system::write(&vals, &desc);
+        let p = self.dir.join("info/system.xml");
+        std::fs::write(&p, sx).map_err(|e| Error::io(&p, e))?;
+        if let Some(b) = h.extras.bytes(keys::BOOKMARKS) {
+            let p = self.dir.join("info/bookmarks.xml");
+            std::fs::write(&p, b).map_err(|e| Error::io(&p, e))?;
+        }
+        drop(std::mem::take(&mut self.files));
+        if let Some(tmp) = &self.tar_tmp {
+            write_tar_gz(tmp.path(), &self.dir, &self.target)?;
+        }
+        Ok(std::mem::take(&mut self.loss))
+    }
+}
+
+/// Pack `dir` (inside `root`) into a .tar.gz at `target`, deterministically
+/// (sorted names, zero mtimes) so that a second write is byte-identical.
+fn write_tar_gz(root: &Path, dir: &Path, target: &Path) -> Result<()> {
+    let out = File::create(target).map_err(|e| Error::io(target, e))?;
+    let gz = flate2::write::GzEncoder::new(BufWriter::new(out), flate2::Compression::default());
+    let mut ar = tar::Builder::new(gz);
+    let mut entries: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.into_path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
+        let md = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?;
+        let mut h = tar::Header::new_gnu();
+        h.set_mtime(0);
+        h.set_uid(0);
+        h.set_gid(0);
+        if md.is_dir() {
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_mode(0o755);
+            h.set_size(0);
+            h.set_cksum();
+            ar.append_data(&mut h, &rel, std::io::empty())
+                .map_err(|e| Error::io(target, e))?;
+        } else {
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_mode(0o644);
+            h.set_size(md.len());
+            h.set_cksum();
+            let f = File::open(&p).map_err(|e| Error::io(&p, e))?;
+            ar.append_data(&mut h, &rel, f)
+                .map_err(|e| Error::io(target, e))?;
+        }
+    }
+    let gz = ar.into_inner().map_err(|e| Error::io(target, e))?;
+    let mut w = gz.finish().map_err(|e| Error::io(target, e))?;
+    w.flush().map_err(|e| Error::io(target, e))?;
+    Ok(())
+}
+
+fn stream_key(s: &str) -> Option<FileKey> {
+    if let Some(n) = s.strip_prefix("cpu/") {
+        return paths::canonical_cpu(n).map(FileKey::Cpu);
+    }
+    if let Some(n) = s.strip_prefix("control/") {
+        if n != "facilities"
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Some(FileKey::Control(n.to_string()));
+        }
+    }
+    None
+}
+
+fn desc_text(s: &str) -> String {
+    // No entity decoding on read: keep the text free of markup characters.
+    s.replace(['<', '>', '&'], " ")
+}
+
+fn size_of(n: u8) -> u8 {
+    match n {
+        1 | 2 | 4 | 8 => n,
+        _ => 8,
+    }
+}
+
+fn type_xml(t: &FieldType, o: &mut String) {
+    match t {
+        FieldType::Int(n) => *o += &format!("<int size={}/>", size_of(*n)),
+        FieldType::Uint(n) => *o += &format!("<uint size={}/>", size_of(*n)),
+        FieldType::Float(n) => *o += &format!("<float size={}/>", if *n == 4 { 4 } else { 8 }),
+        FieldType::String => *o += "<string/>",
+        FieldType::Bytes => *o += "<sequence lengthsize=4><uint size=1/></sequence>",
+        FieldType::Enum { size, labels } => {
+            *o += &format!("<enum size={}>", size_of(*size));
+            for (v, l) in labels {
+                *o += &format!("<label name=\"{}\" value={v}/>", sanitize(l));
+            }
+            *o += "</enum>";
+        }
+        FieldType::Array { len, elem } => {
+            *o += &format!("<array size={len}>");
+            type_xml(elem, o);
+            *o += "</array>";
+        }
+        FieldType::Sequence { len, elem } => {
+            let n = match **len {
+                FieldType::Int(n) | FieldType::Uint(n) => size_of(n),
+                _ => 4,
+            };
+            *o += &format!("<sequence lengthsize={n}>");
+            type_xml(elem, o);
+            *o += "</sequence>";
+        }
+        FieldType::Struct(fs) | FieldType::Union(fs) => {
+            let union = matches!(t, FieldType::Union(_));
+            *o += if union {
+                "<union typecodesize=4>"
+            } else {
+                "<struct>"
+            };
+            for f in fs {
+                *o += &format!("<field name=\"{}\">", sanitize(&f.name));
+                type_xml(&f.ty, o);
+                *o += "</field>";
+            }
+            *o += if union { "</union>" } else { "</struct>" };
+        }
+    }
+}

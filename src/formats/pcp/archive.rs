@@ -1,0 +1,283 @@
+//! Archive members: name resolution as libpcp does it, decompression, and
+//! framed record reading with byte positions.
+
+use super::layout::{self, bei32, LabelError, LogLabel, Version};
+use crate::error::{Error, Position, Result};
+use crate::input::{archive_base_of, strip_compression, Input, InputKind, COMPRESSED_SUFFIXES};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// The files of one archive.
+#[derive(Debug, Clone)]
+pub struct Members {
+    pub base: PathBuf,
+    pub meta: PathBuf,
+    pub index: Option<PathBuf>,
+    /// (volume number, path), ascending.
+    pub volumes: Vec<(u32, PathBuf)>,
+}
+
+/// Resolve the base name from the input (base, any member, compressed or not).
+pub fn base_of(input: &Input) -> PathBuf {
+    match input.kind {
+        InputKind::File => archive_base_of(&input.path).unwrap_or_else(|| input.path.clone()),
+        _ => input.path.clone(),
+    }
+}
+
+/// Find the members of the archive `base`.
+pub fn resolve(base: &Path) -> Result<Members> {
+    let stem = base
+        .file_name()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| Error::Usage(format!("{}: not an archive name", base.display())))?
+        .to_string();
+    let dir = match base.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    let mut meta: Option<(usize, PathBuf)> = None;
+    let mut index: Option<(usize, PathBuf)> = None;
+    let mut vols: Vec<(u32, usize, PathBuf)> = Vec::new();
+    // Preference among duplicates follows libpcp's lookup order: plain first,
+    // then the suffixes in COMPRESSED_SUFFIXES order.
+    let rank = |n: &str| -> usize {
+        COMPRESSED_SUFFIXES
+            .iter()
+            .position(|s| n.ends_with(s))
+            .map(|i| i + 1)
+            .unwrap_or(0)
+    };
+    for e in rd.flatten() {
+        let Ok(n) = e.file_name().into_string() else {
+            continue;
+        };
+        let Some(rest) = strip_compression(&n)
+            .strip_prefix(stem.as_str())
+            .and_then(|r| r.strip_prefix('.'))
+        else {
+            continue;
+        };
+        let r = rank(&n);
+        let p = dir.join(&n);
+        if rest == "meta" {
+            if meta.as_ref().is_none_or(|(k, _)| r < *k) {
+                meta = Some((r, p));
+            }
+        } else if rest == "index" {
+            if index.as_ref().is_none_or(|(k, _)| r < *k) {
+                index = Some((r, p));
+            }
+        } else if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(v) = rest.parse::<u32>() {
+                vols.push((v, r, p));
+            }
+        }
+    }
+    vols.sort();
+    let mut volumes: Vec<(u32, PathBuf)> = Vec::new();
+    for (v, _, p) in vols {
+        if volumes.last().map(|(x, _)| *x) != Some(v) {
+            volumes.push((v, p));
+        }
+    }
+    let meta = meta
+        .ok_or_else(|| {
+            Error::format(
+                Position::new(base),
+                "no .meta file for this archive (not a PCP archive?)",
+            )
+        })?
+        .1;
+    if volumes.is_empty() {
+        return Err(Error::format(
+            Position::new(base),
+            "archive has no data volume (.0, .1, ...)",
+        ));
+    }
+    Ok(Members {
+        base: base.to_path_buf(),
+        meta,
+        index: index.map(|x| x.1),
+        volumes,
+    })
+}
+
+/// Open a member, decompressing by its suffix (streamed).
+pub fn open_member(path: &Path) -> Result<Box<dyn Read>> {
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = BufReader::with_capacity(1 << 16, f);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(".xz") {
+        Ok(Box::new(liblzma::read::XzDecoder::new_multi_decoder(f)))
+    } else if name.ends_with(".lzma") {
+        let s = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
+            .map_err(|e| Error::io(path, std::io::Error::other(e)))?;
+        Ok(Box::new(liblzma::read::XzDecoder::new_stream(f, s)))
+    } else if name.ends_with(".bz2") || name.ends_with(".bz") {
+        Ok(Box::new(bzip2::read::MultiBzDecoder::new(f)))
+    } else if name.ends_with(".gz") {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(f)))
+    } else if name.ends_with(".Z") || name.ends_with(".z") {
+        Err(Error::Unsupported(format!(
+            "{}: compress(1) .Z/.z members are not supported; uncompress it first",
+            path.display()
+        )))
+    } else {
+        Ok(Box::new(f))
+    }
+}
+
+/// Reads framed records from one member.
+pub struct RecordReader {
+    pub path: PathBuf,
+    inner: Box<dyn Read>,
+    /// Offset of the next record.
+    pub pos: u64,
+    /// Records read so far (label is record 0).
+    pub recno: u64,
+    pub compressed: bool,
+}
+
+/// Outcome of reading a record.
+pub enum Rec {
+    /// A complete record: offset, bytes (including both len words).
+    Ok,
+    Eof,
+}
+
+impl RecordReader {
+    pub fn open(path: &Path) -> Result<RecordReader> {
+        let name = path.to_string_lossy();
+        Ok(RecordReader {
+            path: path.to_path_buf(),
+            inner: open_member(path)?,
+            pos: 0,
+            recno: 0,
+            compressed: strip_compression(&name) != name,
+        })
+    }
+
+    pub fn err(&self, off: u64, msg: impl Into<String>) -> Error {
+        Error::format(Position::at(&self.path, off, Some(self.recno)), msg)
+    }
+
+    fn read_full(&mut self, buf: &mut [u8]) -> Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.inner.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Read the next framed record into `buf` (whole record, len words included).
+    /// Returns Eof at a clean end of file.
+    pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Rec> {
+        let start = self.pos;
+        let mut hdr = [0u8; 4];
+        let n = self.read_full(&mut hdr)?;
+        if n == 0 {
+            return Ok(Rec::Eof);
+        }
+        if n < 4 {
+            return Err(self.err(start, "truncated record header (end of file)"));
+        }
+        let len = i32::from_be_bytes(hdr);
+        if len < 12 {
+            return Err(self.err(start, format!("corrupted record: bad length {len}")));
+        }
+        buf.clear();
+        buf.extend_from_slice(&hdr);
+        // take() + read_to_end grows the buffer only with data really present,
+        // so a huge bogus length cannot drive a huge allocation.
+        let want = len as u64 - 4;
+        let got = (&mut self.inner)
+            .take(want)
+            .read_to_end(buf)
+            .map_err(|e| Error::io(&self.path, e))? as u64;
+        if got < want {
+            return Err(self.err(
+                start,
+                format!(
+                    "truncated record: length {len} but only {} bytes left",
+                    got + 4
+                ),
+            ));
+        }
+        let trailer = bei32(buf, len as usize - 4).unwrap_or(0);
+        if trailer != len {
+            return Err(self.err(
+                start,
+                format!("corrupted record: trailer length {trailer} != header length {len}"),
+            ));
+        }
+        self.pos += len as u64;
+        self.recno += 1;
+        Ok(Rec::Ok)
+    }
+
+    /// Read and parse the label (record 0).
+    pub fn label(&mut self) -> Result<LogLabel> {
+        let mut b = vec![0u8; 8];
+        let n = self.read_full(&mut b)?;
+        if n < 8 {
+            return Err(self.err(
+                0,
+                if n == 0 {
+                    "empty file (no label)".to_string()
+                } else {
+                    "truncated label record".to_string()
+                },
+            ));
+        }
+        let version = match layout::sniff(&b) {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return Err(self.err(0, e.to_string())),
+            None => return Err(self.err(0, "truncated label record")),
+        };
+        let len = bei32(&b, 0).unwrap_or(0);
+        if len as usize != version.label_len() {
+            return Err(self.err(0, LabelError::BadLen(len).to_string()));
+        }
+        b.resize(version.label_len(), 0);
+        let n = self.read_full(&mut b[8..])?;
+        if n < version.label_len() - 8 {
+            return Err(self.err(0, LabelError::Short.to_string()));
+        }
+        let l = layout::parse_label(&b).map_err(|e| self.err(0, e.to_string()))?;
+        self.pos = version.label_len() as u64;
+        self.recno = 1;
+        Ok(l)
+    }
+
+    /// Read the rest of the member as raw bytes (for the index).
+    pub fn rest(&mut self, cap: u64) -> Result<Vec<u8>> {
+        let mut v = Vec::new();
+        (&mut self.inner)
+            .take(cap)
+            .read_to_end(&mut v)
+            .map_err(|e| Error::io(&self.path, e))?;
+        Ok(v)
+    }
+}
+
+/// Size of a member once decompressed, for checks (uncompressed: file size).
+pub fn plain_size(path: &Path) -> Option<u64> {
+    let name = path.to_string_lossy();
+    if strip_compression(&name) == name {
+        std::fs::metadata(path).ok().map(|m| m.len())
+    } else {
+        None
+    }
+}
+
+pub fn version_of_label(l: &LogLabel) -> Version {
+    l.version
+}

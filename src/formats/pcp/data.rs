@@ -1,0 +1,248 @@
+//! Data-volume result records and value decoding (spec section 5).
+
+use super::layout::*;
+use crate::model::{EventParam, EventRecord, Timestamp, Value};
+
+/// A value as stored.
+#[derive(Debug, Clone, Copy)]
+pub enum RawVal<'a> {
+    Insitu(u32),
+    /// Block type byte and payload (vlen - 4 bytes).
+    Block(u8, &'a [u8]),
+}
+
+#[derive(Debug, Clone)]
+pub struct RawVset<'a> {
+    pub pmid: u32,
+    pub numval: i32,
+    pub valfmt: i32,
+    pub vals: Vec<(i32, RawVal<'a>)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RawResult<'a> {
+    pub stamp: Stamp,
+    pub vsets: Vec<RawVset<'a>>,
+}
+
+/// Parse a whole result record (len words included). Errors are messages;
+/// the caller positions them.
+pub fn parse_result(v: Version, rec: &[u8]) -> Result<RawResult<'_>, String> {
+    let end = rec.len().saturating_sub(4);
+    let ts = v.ts_len();
+    let stamp = get_stamp(v, rec, 4)
+        .filter(|_| 4 + ts <= end)
+        .ok_or("result record too short for its timestamp")?;
+    let mut o = 4 + ts;
+    let g = |o: usize| {
+        be32(rec, o)
+            .filter(|_| o + 4 <= end)
+            .ok_or_else(|| format!("result record truncated at body offset {o}"))
+    };
+    let numpmid = g(o)? as i32;
+    o += 4;
+    if numpmid < 0 {
+        return Err(format!("negative metric count {numpmid}"));
+    }
+    // Each value set takes at least 8 bytes: cap the allocation by the record.
+    let mut vsets = Vec::with_capacity((numpmid as usize).min(end / 8));
+    for _ in 0..numpmid {
+        let pmid = g(o)?;
+        let numval = g(o + 4)? as i32;
+        o += 8;
+        let mut vs = RawVset {
+            pmid,
+            numval,
+            valfmt: 0,
+            vals: Vec::new(),
+        };
+        if numval > 0 {
+            let valfmt = g(o)? as i32;
+            o += 4;
+            if !(0..=2).contains(&valfmt) {
+                return Err(format!(
+                    "metric {}: bad value format {valfmt}",
+                    pmid_str(pmid)
+                ));
+            }
+            vs.valfmt = valfmt;
+            if (numval as usize).saturating_mul(8) > end.saturating_sub(o) {
+                return Err(format!(
+                    "metric {}: {numval} values do not fit in the record",
+                    pmid_str(pmid)
+                ));
+            }
+            vs.vals.reserve(numval as usize);
+            for _ in 0..numval {
+                let inst = g(o)? as i32;
+                let w = g(o + 4)?;
+                o += 8;
+                if valfmt == VALFMT_INSITU {
+                    vs.vals.push((inst, RawVal::Insitu(w)));
+                } else {
+                    // DPTR word offset is counted from a virtual 12-byte PDU
+                    // header that precedes the len word.
+                    let at = (w as usize).checked_mul(4).and_then(|x| x.checked_sub(8));
+                    let at = at.filter(|&a| a >= 4 && a + 4 <= end).ok_or_else(|| {
+                        format!(
+                            "metric {}: value offset {w} outside the record",
+                            pmid_str(pmid)
+                        )
+                    })?;
+                    let hw = be32(rec, at).unwrap_or(0);
+                    let vt = (hw >> 24) as u8;
+                    let vlen = (hw & 0x00ff_ffff) as usize;
+                    if vlen < 4 || at + vlen > end {
+                        return Err(format!(
+                            "metric {}: value block length {vlen} outside the record",
+                            pmid_str(pmid)
+                        ));
+                    }
+                    vs.vals
+                        .push((inst, RawVal::Block(vt, &rec[at + 4..at + vlen])));
+                }
+            }
+        }
+        vsets.push(vs);
+    }
+    Ok(RawResult { stamp, vsets })
+}
+
+fn f32_of(b: &[u8]) -> Option<f32> {
+    b.get(..4)
+        .map(|s| f32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn u64_of(b: &[u8]) -> Option<u64> {
+    be64(b, 0)
+}
+
+/// Decode a stored value by the descriptor's type (None when the metric has
+/// no descriptor: then the block's own type byte decides).
+pub fn decode(dtype: Option<i32>, raw: RawVal<'_>) -> Value {
+    match raw {
+        RawVal::Insitu(w) => match dtype {
+            Some(1) => Value::U64(w as u64),
+            // Old archives store FLOAT in place as the IEEE bit pattern.
+            Some(4) => Value::F32(f32::from_bits(w)),
+            _ => Value::I64(w as i32 as i64),
+        },
+        RawVal::Block(vt, p) => {
+            let t = match dtype {
+                Some(t) if t >= 0 => t,
+                _ => vt as i32,
+            };
+            decode_typed(t, p)
+        }
+    }
+}
+
+/// Decode a payload of PM_TYPE `t`.
+pub fn decode_typed(t: i32, p: &[u8]) -> Value {
+    match t {
+        0 => bei32(p, 0)
+            .map(|v| Value::I64(v as i64))
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        1 => be32(p, 0)
+            .map(|v| Value::U64(v as u64))
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        2 => u64_of(p)
+            .map(|v| Value::I64(v as i64))
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        3 => u64_of(p)
+            .map(Value::U64)
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        4 => f32_of(p)
+            .map(Value::F32)
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        5 => u64_of(p)
+            .map(|v| Value::F64(f64::from_bits(v)))
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        6 => {
+            // Strings normally end in a NUL, but not always (value-test).
+            let s = p.strip_suffix(&[0]).unwrap_or(p);
+            match std::str::from_utf8(s) {
+                Ok(s) => Value::Str(s.to_string()),
+                Err(_) => Value::Bytes(s.to_vec()),
+            }
+        }
+        9 => decode_events(p, false)
+            .map(Value::Events)
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        10 => decode_events(p, true)
+            .map(Value::Events)
+            .unwrap_or(Value::Bytes(p.to_vec())),
+        _ => Value::Bytes(p.to_vec()),
+    }
+}
+
+/// PM_ID_NULL parameter carrying the missed-record count of a MISSED record.
+pub const MISSED_PMID: u32 = PM_ID_NULL;
+
+/// Decode an event array payload (after the block header word).
+pub fn decode_events(p: &[u8], highres: bool) -> Option<Vec<EventRecord>> {
+    decode_events_typed(p, highres, &mut Vec::new())
+}
+
+/// As [`decode_events`], also collecting each parameter's stored type.
+pub fn decode_events_typed(
+    p: &[u8],
+    highres: bool,
+    ptypes: &mut Vec<(u32, i32)>,
+) -> Option<Vec<EventRecord>> {
+    let n = bei32(p, 0)?;
+    if n < 0 {
+        return None;
+    }
+    let mut o = 4;
+    let mut out = Vec::with_capacity((n as usize).min(p.len() / 16));
+    for _ in 0..n {
+        let time = if highres {
+            let s = be64(p, o)? as i64;
+            let ns = be64(p, o + 8)? as i64;
+            o += 16;
+            Timestamp(s.saturating_mul(1_000_000_000).saturating_add(ns))
+        } else {
+            let s = bei32(p, o)? as i64;
+            let us = bei32(p, o + 4)? as i64;
+            o += 8;
+            Timestamp(s.saturating_mul(1_000_000_000).saturating_add(us * 1000))
+        };
+        let flags = be32(p, o)?;
+        let np = bei32(p, o + 4)?;
+        o += 8;
+        let mut params = Vec::new();
+        if flags & EVENT_FLAG_MISSED != 0 {
+            params.push(EventParam {
+                metric: MISSED_PMID,
+                value: Value::I64(np as i64),
+            });
+        } else {
+            if np < 0 {
+                return None;
+            }
+            for _ in 0..np {
+                let pmid = be32(p, o)?;
+                let w = be32(p, o + 4)?;
+                let t = (w >> 24) as i32;
+                let len = (w & 0x00ff_ffff) as usize;
+                if len < 4 {
+                    return None;
+                }
+                let pay = p.get(o + 8..o + 4 + len)?;
+                params.push(EventParam {
+                    metric: pmid,
+                    value: decode_typed(t, pay),
+                });
+                ptypes.push((pmid, t));
+                o += 4 + len.div_ceil(4) * 4;
+            }
+        }
+        out.push(EventRecord {
+            time,
+            flags,
+            params,
+        });
+    }
+    Some(out)
+}

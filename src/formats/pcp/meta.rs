@@ -1,0 +1,281 @@
+//! `.meta` records: descriptors, instance domains, label sets, help text.
+
+use super::layout::*;
+use crate::error::{Diagnostic, Error, Position, Result};
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desc {
+    pub pmid: u32,
+    pub vtype: i32,
+    pub indom: u32,
+    pub sem: u32,
+    pub units: u32,
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InDomRec {
+    /// TYPE_INDOM_V2, TYPE_INDOM or TYPE_INDOM_DELTA.
+    pub rtype: i32,
+    pub stamp: Stamp,
+    pub indom: u32,
+    /// (instance, name); name None = deleted (delta only).
+    pub entries: Vec<(i32, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawLabel {
+    pub name_off: u16,
+    pub name_len: u8,
+    pub flags: u8,
+    pub value_off: u16,
+    pub value_len: u16,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawLabelSet {
+    pub inst: u32,
+    pub json: Vec<u8>,
+    pub nlabels: i32,
+    pub labels: Vec<RawLabel>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelRec {
+    pub rtype: i32,
+    pub stamp: Stamp,
+    pub ltype: i32,
+    pub ident: u32,
+    pub sets: Vec<RawLabelSet>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextRec {
+    pub ttype: i32,
+    pub ident: u32,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaRec {
+    Desc(Desc),
+    InDom(InDomRec),
+    Label(LabelRec),
+    Text(TextRec),
+}
+
+impl MetaRec {
+    pub fn stamp(&self) -> Option<Stamp> {
+        match self {
+            MetaRec::InDom(i) => Some(i.stamp),
+            MetaRec::Label(l) => Some(l.stamp),
+            _ => None,
+        }
+    }
+}
+
+/// Parse one `.meta` record (whole record with len words). `v` is the
+/// archive version; records of the other version are decoded by their own
+/// type (a warning is added to `diags`).
+pub fn parse(
+    v: Version,
+    rec: &[u8],
+    path: &Path,
+    off: u64,
+    recno: u64,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<MetaRec> {
+    let pos = || Position::at(path, off, Some(recno));
+    let bad = |m: &str| Error::format(pos(), m.to_string());
+    let len = rec.len();
+    let body_end = len - 4;
+    let rtype = bei32(rec, 4).ok_or_else(|| bad("meta record too short"))?;
+    let trunc = || bad("meta record shorter than its contents");
+    match rtype {
+        TYPE_DESC => {
+            let g = |o: usize| be32(rec, o).filter(|_| o + 4 <= body_end).ok_or_else(trunc);
+            let pmid = g(8)?;
+            let vtype = g(12)? as i32;
+            let indom = g(16)?;
+            let sem = g(20)?;
+            let units = g(24)?;
+            let mut names = Vec::new();
+            if 28 < body_end {
+                let n = g(28)? as i32;
+                if n < 0 {
+                    return Err(bad("descriptor with a negative name count"));
+                }
+                let mut o = 32;
+                for _ in 0..n {
+                    let l = g(o)? as usize;
+                    o += 4;
+                    let s = rec.get(o..o + l).filter(|_| o + l <= body_end);
+                    let s = s.ok_or_else(trunc)?;
+                    names.push(String::from_utf8_lossy(s).into_owned());
+                    o += l;
+                }
+            }
+            Ok(MetaRec::Desc(Desc {
+                pmid,
+                vtype,
+                indom,
+                sem,
+                units,
+                names,
+            }))
+        }
+        TYPE_INDOM_V2 | TYPE_INDOM | TYPE_INDOM_DELTA => {
+            let rv = if rtype == TYPE_INDOM_V2 {
+                Version::V2
+            } else {
+                Version::V3
+            };
+            if rv != v {
+                diags.push(Diagnostic::warning(
+                    pos(),
+                    format!(
+                        "instance domain record type {rtype} does not belong in a v{} archive",
+                        v.number()
+                    ),
+                ));
+            }
+            let ts = rv.ts_len();
+            let stamp = get_stamp(rv, rec, 8)
+                .filter(|_| 8 + ts <= body_end)
+                .ok_or_else(trunc)?;
+            let o = 8 + ts;
+            let indom = be32(rec, o).ok_or_else(trunc)?;
+            let n = bei32(rec, o + 4).ok_or_else(trunc)?;
+            if n < 0 {
+                return Err(bad("instance domain with a negative instance count"));
+            }
+            let n = n as usize;
+            let insts_at = o + 8;
+            let str_at = insts_at
+                .checked_add(n.checked_mul(8).ok_or_else(trunc)?)
+                .ok_or_else(trunc)?;
+            if str_at > body_end {
+                return Err(trunc());
+            }
+            let strtab = &rec[str_at..body_end];
+            let mut entries = Vec::with_capacity(n);
+            for i in 0..n {
+                let inst = bei32(rec, insts_at + 4 * i).ok_or_else(trunc)?;
+                let sidx = bei32(rec, insts_at + 4 * n + 4 * i).ok_or_else(trunc)?;
+                if inst < 0 {
+                    return Err(bad(&format!(
+                        "instance domain {}: negative instance id {inst}",
+                        indom_str(indom)
+                    )));
+                }
+                if sidx == -1 {
+                    if rtype != TYPE_INDOM_DELTA {
+                        return Err(bad(&format!(
+                            "instance domain {}: string offset -1 in a full record",
+                            indom_str(indom)
+                        )));
+                    }
+                    entries.push((inst, None));
+                    continue;
+                }
+                if sidx < 0 || sidx as usize >= strtab.len() {
+                    return Err(bad(&format!(
+                        "instance domain {}: string offset {sidx} outside the record",
+                        indom_str(indom)
+                    )));
+                }
+                let s = &strtab[sidx as usize..];
+                let e = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+                entries.push((inst, Some(String::from_utf8_lossy(&s[..e]).into_owned())));
+            }
+            Ok(MetaRec::InDom(InDomRec {
+                rtype,
+                stamp,
+                indom,
+                entries,
+            }))
+        }
+        TYPE_LABEL_V2 | TYPE_LABEL => {
+            let rv = if rtype == TYPE_LABEL_V2 {
+                Version::V2
+            } else {
+                Version::V3
+            };
+            if rv != v {
+                diags.push(Diagnostic::warning(
+                    pos(),
+                    format!(
+                        "label record type {rtype} does not belong in a v{} archive",
+                        v.number()
+                    ),
+                ));
+            }
+            let ts = rv.ts_len();
+            let stamp = get_stamp(rv, rec, 8)
+                .filter(|_| 8 + ts <= body_end)
+                .ok_or_else(trunc)?;
+            let mut o = 8 + ts;
+            let g = |o: usize| be32(rec, o).filter(|_| o + 4 <= body_end).ok_or_else(trunc);
+            let ltype = g(o)? as i32;
+            let ident = g(o + 4)?;
+            let nsets = g(o + 8)? as i32;
+            o += 12;
+            if nsets < 0 {
+                return Err(bad("label record with a negative set count"));
+            }
+            let mut sets = Vec::new();
+            for _ in 0..nsets {
+                let inst = g(o)?;
+                let jl = g(o + 4)? as i32;
+                o += 8;
+                if jl < 0 || o + jl as usize > body_end {
+                    return Err(bad(&format!("corrupted JSON length {jl} in label set")));
+                }
+                let json = rec[o..o + jl as usize].to_vec();
+                o += jl as usize;
+                let nl = g(o)? as i32;
+                o += 4;
+                let mut labels = Vec::new();
+                for _ in 0..nl.max(0) {
+                    if o + 8 > body_end {
+                        return Err(trunc());
+                    }
+                    labels.push(RawLabel {
+                        name_off: u16::from_be_bytes([rec[o], rec[o + 1]]),
+                        name_len: rec[o + 2],
+                        flags: rec[o + 3],
+                        value_off: u16::from_be_bytes([rec[o + 4], rec[o + 5]]),
+                        value_len: u16::from_be_bytes([rec[o + 6], rec[o + 7]]),
+                    });
+                    o += 8;
+                }
+                sets.push(RawLabelSet {
+                    inst,
+                    json,
+                    nlabels: nl,
+                    labels,
+                });
+            }
+            Ok(MetaRec::Label(LabelRec {
+                rtype,
+                stamp,
+                ltype,
+                ident,
+                sets,
+            }))
+        }
+        TYPE_TEXT => {
+            let ttype = bei32(rec, 8).filter(|_| 12 <= body_end).ok_or_else(trunc)?;
+            let ident = be32(rec, 12).filter(|_| 16 <= body_end).ok_or_else(trunc)?;
+            let t = &rec[16..body_end];
+            let e = t.iter().position(|&c| c == 0).unwrap_or(t.len());
+            Ok(MetaRec::Text(TextRec {
+                ttype,
+                ident,
+                text: String::from_utf8_lossy(&t[..e]).into_owned(),
+            }))
+        }
+        t => Err(bad(&format!("unknown metadata record type {t}"))),
+    }
+}

@@ -1,0 +1,471 @@
+//! PCP archive reader: loads `.meta` whole (as libpcp does), then streams
+//! the data volumes in order, interleaving time-stamped metadata (instance
+//! domains, label sets) before the first result at or after their time.
+
+use super::archive::{self, Members, Rec, RecordReader};
+use super::data::{self, RawResult};
+use super::layout::*;
+use super::meta::{self, MetaRec};
+use crate::error::{Diagnostic, Error, Position, Result};
+use crate::model::*;
+use crate::options::ReadOptions;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Everything in `.meta`, in file order, plus positions.
+pub struct MetaFile {
+    pub label: LogLabel,
+    pub recs: Vec<(u64, MetaRec)>,
+    /// Decompressed size of `.meta` read so far (the end offset if complete).
+    pub size: u64,
+}
+
+/// Load the whole `.meta`. In salvage mode damage stops the load with a
+/// diagnostic; otherwise it is an error.
+pub fn load_meta(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<MetaFile> {
+    let mut rr = RecordReader::open(&m.meta)?;
+    let label = rr.label()?;
+    if label.vol != -1 {
+        diags.push(Diagnostic::warning(
+            Position::at(&m.meta, 0, Some(0)),
+            format!("label volume {} in .meta (expected -1)", label.vol),
+        ));
+    }
+    let mut recs = Vec::new();
+    let mut buf = Vec::new();
+    loop {
+        let off = rr.pos;
+        let recno = rr.recno;
+        let r = rr.next(&mut buf).and_then(|r| match r {
+            Rec::Eof => Ok(None),
+            Rec::Ok => meta::parse(label.version, &buf, &rr.path, off, recno, diags).map(Some),
+        });
+        match r {
+            Ok(Some(x)) => recs.push((off, x)),
+            Ok(None) => break,
+            Err(e) if salvage => {
+                diags.push(Diagnostic::salvaged(
+                    Position::at(&m.meta, off, Some(recno)),
+                    format!("metadata damaged, later metadata ignored: {e}"),
+                ));
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(MetaFile {
+        label,
+        recs,
+        size: rr.pos,
+    })
+}
+
+pub fn label_target(ltype: i32, ident: u32) -> LabelTarget {
+    match ltype {
+        PM_LABEL_DOMAIN => LabelTarget::Domain(ident),
+        PM_LABEL_CLUSTER => LabelTarget::Cluster(ident),
+        PM_LABEL_ITEM => LabelTarget::Item(ident),
+        PM_LABEL_INDOM => LabelTarget::Indom(ident),
+        PM_LABEL_INSTANCES => LabelTarget::Instances(ident),
+        _ => LabelTarget::Context,
+    }
+}
+
+/// Model items of one metadata record.
+pub fn meta_items(r: &MetaRec) -> Vec<Item> {
+    match r {
+        MetaRec::Desc(d) => {
+            let mut md = MetricDesc::new(
+                d.pmid,
+                "",
+                ValueType::from_pcp_code(d.vtype),
+                Semantics::from_pcp_code(d.sem),
+                Units::from_word(d.units),
+            );
+            md.names = d.names.clone();
+            md.indom = (d.indom != PM_INDOM_NULL).then_some(d.indom);
+            vec![Item::Metric(Arc::new(md))]
+        }
+        MetaRec::Text(t) => {
+            let target = if t.ttype & PM_TEXT_INDOM != 0 {
+                HelpTarget::Indom(t.ident)
+            } else {
+                HelpTarget::Metric(t.ident)
+            };
+            vec![Item::Help(Help {
+                target,
+                oneline: t.ttype & PM_TEXT_ONELINE != 0,
+                text: t.text.clone(),
+            })]
+        }
+        MetaRec::InDom(i) => {
+            let delta = i.rtype == TYPE_INDOM_DELTA;
+            let mut extras = Extras::default();
+            let mut instances = Vec::new();
+            let mut removed = Vec::new();
+            for (id, name) in &i.entries {
+                match name {
+                    Some(n) => instances.push(Instance {
+                        id: *id,
+                        name: n.clone(),
+                    }),
+                    None => removed.push(*id),
+                }
+            }
+            if delta {
+                extras.set(
+                    X_DELTA_ORDER,
+                    ExtraValue::List(
+                        i.entries
+                            .iter()
+                            .map(|(id, _)| ExtraValue::I64(*id as i64))
+                            .collect(),
+                    ),
+                );
+            }
+            vec![Item::Indom(IndomUpdate {
+                time: Timestamp(i.stamp.ns()),
+                id: i.indom,
+                kind: if delta {
+                    IndomKind::Delta
+                } else {
+                    IndomKind::Full
+                },
+                instances,
+                removed,
+                extras,
+            })]
+        }
+        MetaRec::Label(l) => l
+            .sets
+            .iter()
+            .map(|s| {
+                let json = String::from_utf8_lossy(&s.json).into_owned();
+                let sub = |o: u16, n: usize| {
+                    let o = o as usize;
+                    s.json
+                        .get(o..o.saturating_add(n))
+                        .map(|b| String::from_utf8_lossy(b).into_owned())
+                        .unwrap_or_default()
+                };
+                Item::Labels(LabelSet {
+                    time: Some(Timestamp(l.stamp.ns())),
+                    target: label_target(l.ltype, l.ident),
+                    inst: s.inst as i32,
+                    json,
+                    labels: s
+                        .labels
+                        .iter()
+                        .map(|x| Label {
+                            name: sub(x.name_off, x.name_len as usize),
+                            value: sub(x.value_off, x.value_len as usize),
+                            flags: x.flags as u32,
+                        })
+                        .collect(),
+                })
+            })
+            .collect(),
+    }
+}
+
+/// Header of an archive from its `.meta` label.
+pub fn header_of(label: &LogLabel, m: &Members) -> Header {
+    let mut h = Header::new(FormatId::Pcp, label.version.number().to_string());
+    h.host = Some(label.hostname.clone());
+    h.timezone = Some(label.timezone.clone());
+    h.start = Some(Timestamp(label.start.ns()));
+    h.extras.set(X_PID, ExtraValue::I64(label.pid as i64));
+    h.extras.set(X_START, ExtraValue::I64(label.start.ns()));
+    if label.version == Version::V3 {
+        h.extras
+            .set(X_FEATURES, ExtraValue::U64(label.features as u64));
+        h.extras
+            .set(X_ZONEINFO, ExtraValue::Str(label.zoneinfo.clone()));
+    }
+    h.extras.set(
+        X_VOLUMES,
+        ExtraValue::List(
+            m.volumes
+                .iter()
+                .map(|(v, _)| ExtraValue::U64(*v as u64))
+                .collect(),
+        ),
+    );
+    h
+}
+
+/// Streams results from the volumes in order.
+pub struct VolumeWalker {
+    pub members: Members,
+    pub version: Version,
+    pub label: LogLabel,
+    vol_idx: usize,
+    cur: Option<RecordReader>,
+    pub buf: Vec<u8>,
+    /// Offset, volume and record number of the record in `buf`.
+    pub at: (u64, u32, u64),
+    pub done: bool,
+}
+
+impl VolumeWalker {
+    pub fn new(members: Members, label: LogLabel) -> VolumeWalker {
+        VolumeWalker {
+            version: label.version,
+            members,
+            label,
+            vol_idx: 0,
+            cur: None,
+            buf: Vec::new(),
+            at: (0, 0, 0),
+            done: false,
+        }
+    }
+
+    pub fn path(&self) -> std::path::PathBuf {
+        self.members
+            .volumes
+            .get(self.vol_idx)
+            .map(|x| x.1.clone())
+            .unwrap_or_default()
+    }
+
+    /// Load the next result record into `buf`; false at the end.
+    pub fn next_record(&mut self, diags: &mut Vec<Diagnostic>) -> Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        loop {
+            if self.cur.is_none() {
+                let Some((vol, path)) = self.members.volumes.get(self.vol_idx).cloned() else {
+                    self.done = true;
+                    return Ok(false);
+                };
+                let mut rr = RecordReader::open(&path)?;
+                let l = rr.label()?;
+                if l.version != self.version {
+                    return Err(Error::format(
+                        Position::at(&path, 0, Some(0)),
+                        format!(
+                            "volume is archive version {} but .meta is version {}",
+                            l.version.number(),
+                            self.version.number()
+                        ),
+                    ));
+                }
+                if l.vol != vol as i32 {
+                    diags.push(Diagnostic::warning(
+                        Position::at(&path, 0, Some(0)),
+                        format!("label says volume {} but the file is volume {vol}", l.vol),
+                    ));
+                }
+                if l.hostname != self.label.hostname
+                    || l.pid != self.label.pid
+                    || l.start != self.label.start
+                {
+                    diags.push(Diagnostic::warning(
+                        Position::at(&path, 0, Some(0)),
+                        "label differs from the .meta label (host, pid or start)",
+                    ));
+                }
+                self.cur = Some(rr);
+            }
+            let Some(rr) = self.cur.as_mut() else {
+                continue;
+            };
+            let off = rr.pos;
+            let recno = rr.recno;
+            match rr.next(&mut self.buf)? {
+                Rec::Ok => {
+                    self.at = (off, self.members.volumes[self.vol_idx].0, recno);
+                    return Ok(true);
+                }
+                Rec::Eof => {
+                    self.cur = None;
+                    self.vol_idx += 1;
+                }
+            }
+        }
+    }
+
+    pub fn parse(&self) -> Result<RawResult<'_>> {
+        data::parse_result(self.version, &self.buf)
+            .map_err(|m| Error::format(Position::at(self.path(), self.at.0, Some(self.at.2)), m))
+    }
+}
+
+/// The TraceReader.
+pub struct PcpReader {
+    header: Header,
+    types: HashMap<u32, i32>,
+    pending: VecDeque<Item>,
+    timed: VecDeque<(i64, Item)>,
+    held: Option<Item>,
+    walker: VolumeWalker,
+    diags: Vec<Diagnostic>,
+    salvage: bool,
+}
+
+impl PcpReader {
+    pub fn open(m: Members, opts: &ReadOptions) -> Result<PcpReader> {
+        let mut diags = Vec::new();
+        let mf = load_meta(&m, opts.salvage, &mut diags)?;
+        let header = header_of(&mf.label, &m);
+        let mut types = HashMap::new();
+        let mut pending = VecDeque::new();
+        let mut timed = VecDeque::new();
+        for (_, r) in &mf.recs {
+            if let MetaRec::Desc(d) = r {
+                types.insert(d.pmid, d.vtype);
+            }
+            match r.stamp() {
+                None => pending.extend(meta_items(r)),
+                Some(s) => timed.extend(meta_items(r).into_iter().map(|i| (s.ns(), i))),
+            }
+        }
+        Ok(PcpReader {
+            header,
+            types,
+            pending,
+            timed,
+            held: None,
+            walker: VolumeWalker::new(m, mf.label),
+            diags,
+            salvage: opts.salvage,
+        })
+    }
+
+    fn read_data(&mut self) -> Result<Option<Item>> {
+        match self.walker.next_record(&mut self.diags) {
+            Ok(false) => return Ok(None),
+            Ok(true) => {}
+            Err(e) => return self.damage(e),
+        }
+        let r = match self.walker.parse() {
+            Ok(r) => r,
+            Err(e) => return self.damage(e),
+        };
+        let time = Timestamp(r.stamp.ns());
+        if r.vsets.is_empty() {
+            return Ok(Some(Item::Mark(Mark {
+                time,
+                extras: Extras::default(),
+            })));
+        }
+        let types = &self.types;
+        // Old v1-converted archives have value blocks typed 0 whatever the
+        // descriptor says; note them so a rewrite keeps the bytes as PCP sees them.
+        let odd: Vec<ExtraValue> = r
+            .vsets
+            .iter()
+            .filter(|vs| {
+                vs.vals.iter().any(|(_, v)| {
+                    matches!(v, data::RawVal::Block(0, _))
+                        && types.get(&vs.pmid).is_some_and(|&t| t != 0)
+                })
+            })
+            .map(|vs| ExtraValue::U64(vs.pmid as u64))
+            .collect();
+        let mut extras = Extras::default();
+        if !odd.is_empty() {
+            extras.set(X_VTYPE0, ExtraValue::List(odd));
+        }
+        let mut ptypes: Vec<(u32, i32)> = Vec::new();
+        let metrics = r
+            .vsets
+            .iter()
+            .map(|vs| MetricValues {
+                metric: vs.pmid,
+                values: if vs.numval < 0 {
+                    Err(vs.numval)
+                } else {
+                    let t = types.get(&vs.pmid).copied();
+                    Ok(vs
+                        .vals
+                        .iter()
+                        .map(|(i, v)| {
+                            let ev = matches!(t, Some(9) | Some(10));
+                            match (ev, v) {
+                                (true, data::RawVal::Block(_, p)) => {
+                                    let hr = t == Some(10);
+                                    let val = data::decode_events_typed(p, hr, &mut ptypes)
+                                        .map(Value::Events)
+                                        .unwrap_or_else(|| Value::Bytes(p.to_vec()));
+                                    (*i, val)
+                                }
+                                _ => (*i, data::decode(t, *v)),
+                            }
+                        })
+                        .collect())
+                },
+            })
+            .collect();
+        if !ptypes.is_empty() {
+            ptypes.sort();
+            ptypes.dedup();
+            extras.set(
+                X_PARAM_TYPES,
+                ExtraValue::List(
+                    ptypes
+                        .iter()
+                        .map(|(p, t)| ExtraValue::U64(((*p as u64) << 8) | (*t as u64 & 0xff)))
+                        .collect(),
+                ),
+            );
+        }
+        Ok(Some(Item::Sample(Sample {
+            time,
+            raw_clock: None,
+            metrics,
+            extras,
+        })))
+    }
+
+    fn damage(&mut self, e: Error) -> Result<Option<Item>> {
+        if self.salvage {
+            let pos = match &e {
+                Error::Format { pos, .. } => pos.clone(),
+                _ => Position::new(self.walker.path()),
+            };
+            self.diags.push(Diagnostic::salvaged(
+                pos,
+                format!("stopped reading at damage: {e}"),
+            ));
+            self.walker.done = true;
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    }
+}
+
+impl TraceReader for PcpReader {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        if let Some(i) = self.pending.pop_front() {
+            return Ok(Some(i));
+        }
+        loop {
+            if let Some(h) = &self.held {
+                let t = h.time().map(|t| t.0).unwrap_or(i64::MIN);
+                if self.timed.front().is_some_and(|(s, _)| *s <= t) {
+                    return Ok(self.timed.pop_front().map(|x| x.1));
+                }
+                return Ok(self.held.take());
+            }
+            match self.read_data()? {
+                Some(i) => self.held = Some(i),
+                None => return Ok(self.timed.pop_front().map(|x| x.1)),
+            }
+        }
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diags
+    }
+}
+
+/// Open an archive named by any member or its base name.
+pub fn members_of(input: &crate::input::Input) -> Result<Members> {
+    archive::resolve(&archive::base_of(input))
+}

@@ -1,0 +1,765 @@
+//! PCP archive writer (v2 or v3): `.meta`, volumes `.0 .1 …`, `.index`.
+//! Labels are written with a placeholder start time and rewritten at the
+//! end, once the first result's time is known.
+
+use super::data::MISSED_PMID;
+use super::layout::*;
+use crate::error::{Error, Result};
+use crate::model::*;
+use crate::options::WriteOptions;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// pmlogger adds an index entry after about this much data.
+const INDEX_EVERY: u64 = 100_000;
+
+struct Out {
+    path: PathBuf,
+    w: BufWriter<File>,
+    size: u64,
+}
+
+impl Out {
+    fn create(path: PathBuf) -> Result<Out> {
+        let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(Out {
+            path,
+            w: BufWriter::with_capacity(1 << 16, f),
+            size: 0,
+        })
+    }
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        self.w.write_all(b).map_err(|e| Error::io(&self.path, e))?;
+        self.size += b.len() as u64;
+        Ok(())
+    }
+    /// Flush and rewrite the label at offset 0.
+    fn finish(mut self, label: &[u8]) -> Result<()> {
+        let p = self.path.clone();
+        self.w.flush().map_err(|e| Error::io(&p, e))?;
+        let mut f = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io(&p, e.into_error()))?;
+        f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(&p, e))?;
+        f.write_all(label).map_err(|e| Error::io(&p, e))?;
+        f.sync_all().ok();
+        Ok(())
+    }
+}
+
+fn frame(body: &mut Vec<u8>) {
+    // body starts with a 4-byte placeholder for len.
+    let len = (body.len() + 4) as u32;
+    body[..4].copy_from_slice(&len.to_be_bytes());
+    body.extend_from_slice(&len.to_be_bytes());
+}
+
+pub struct PcpWriter {
+    base: PathBuf,
+    v: Version,
+    label: LogLabel,
+    meta: Out,
+    vols: Vec<(i32, Out)>,
+    index: Vec<u8>,
+    volume_size: Option<u64>,
+    /// pmid -> (type, indom)
+    descs: HashMap<u32, (i32, u32)>,
+    helps: HashSet<(HelpTarget, bool)>,
+    /// Current membership per indom (ordered as stored), for v2 deltas.
+    members: HashMap<u32, Vec<(i32, String)>>,
+    labels: Vec<LabelSet>,
+    first: Option<Stamp>,
+    last: Option<Stamp>,
+    /// .meta size after the previous result (index meta offset).
+    meta_mark: u64,
+    indom_since_result: bool,
+    data_since_index: u64,
+    last_rec: Option<(Stamp, i32, u64, u64)>,
+    last_indexed: Option<(i32, u64)>,
+    loss: LossReport,
+    scratch: Vec<u8>,
+}
+
+impl PcpWriter {
+    pub fn create(base: &Path, header: &Header, opts: &WriteOptions) -> Result<PcpWriter> {
+        let vn = opts.pcp_version.unwrap_or(match header.source {
+            FormatId::Pcp if header.version == "2" => 2,
+            _ => 3,
+        });
+        let v = match vn {
+            2 => Version::V2,
+            3 => Version::V3,
+            n => {
+                return Err(Error::Usage(format!(
+                    "PCP archive version {n} cannot be written (2 or 3)"
+                )))
+            }
+        };
+        let from_pcp = header.source == FormatId::Pcp;
+        let label = LogLabel {
+            version: v,
+            pid: header
+                .extras
+                .i64(X_PID)
+                .filter(|_| from_pcp)
+                .map(|p| p as i32)
+                .unwrap_or(std::process::id() as i32),
+            start: Stamp::default(),
+            vol: -1,
+            features: 0,
+            hostname: header.host.clone().unwrap_or_else(|| "localhost".into()),
+            timezone: header.timezone.clone().unwrap_or_else(|| "UTC".into()),
+            zoneinfo: header
+                .extras
+                .str(X_ZONEINFO)
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    if header.timezone.as_deref().is_none_or(|t| t == "UTC") {
+                        ":Etc/UTC".into()
+                    } else {
+                        String::new()
+                    }
+                }),
+        };
+        let name = base.to_string_lossy().to_string();
+        let mut meta = Out::create(PathBuf::from(format!("{name}.meta")))?;
+        meta.put(&encode_label(&label))?;
+        let mut index = Vec::new();
+        index.extend_from_slice(&encode_label(&label));
+        Ok(PcpWriter {
+            base: base.to_path_buf(),
+            v,
+            meta_mark: v.label_len() as u64,
+            label,
+            meta,
+            vols: Vec::new(),
+            index,
+            volume_size: opts.volume_size.filter(|&s| s > 0),
+            descs: HashMap::new(),
+            helps: HashSet::new(),
+            members: HashMap::new(),
+            labels: Vec::new(),
+            first: None,
+            last: None,
+            indom_since_result: false,
+            data_since_index: 0,
+            last_rec: None,
+            last_indexed: None,
+            loss: LossReport::default(),
+            scratch: Vec::new(),
+        })
+    }
+
+    fn put_meta(&mut self, rec: &[u8]) -> Result<()> {
+        self.meta.put(rec)
+    }
+
+    fn write_desc(&mut self, m: &MetricDesc) -> Result<()> {
+        let t = m.vtype.pcp_code();
+        let indom = m.indom.unwrap_or(PM_INDOM_NULL);
+        self.descs.insert(m.id, (t, indom));
+        let mut b = vec![0u8; 4];
+        b.extend_from_slice(&TYPE_DESC.to_be_bytes());
+        b.extend_from_slice(&m.id.to_be_bytes());
+        b.extend_from_slice(&t.to_be_bytes());
+        b.extend_from_slice(&indom.to_be_bytes());
+        b.extend_from_slice(&m.sem.pcp_code().to_be_bytes());
+        b.extend_from_slice(&m.units.to_word().to_be_bytes());
+        let mut names: Vec<String> = m.names.iter().filter(|n| !n.is_empty()).cloned().collect();
+        if names.is_empty() {
+            // PCP tools need at least one name per descriptor.
+            names.push(format!(
+                "polytrace.pmid_{}",
+                pmid_str(m.id).replace('.', "_")
+            ));
+            self.loss.degrade(
+                "metric descriptors",
+                "unnamed metric given a generated name",
+            );
+        }
+        b.extend_from_slice(&(names.len() as u32).to_be_bytes());
+        for n in &names {
+            b.extend_from_slice(&(n.len() as u32).to_be_bytes());
+            b.extend_from_slice(n.as_bytes());
+        }
+        frame(&mut b);
+        self.put_meta(&b)?;
+        self.loss.wrote("metric descriptors", 1);
+        if let Some(h) = &m.help_short {
+            self.write_help(&Help {
+                target: HelpTarget::Metric(m.id),
+                oneline: true,
+                text: h.clone(),
+            })?;
+        }
+        if let Some(h) = &m.help_long {
+            self.write_help(&Help {
+                target: HelpTarget::Metric(m.id),
+                oneline: false,
+                text: h.clone(),
+            })?;
+        }
+        Ok(())
+    }
+
+    fn write_help(&mut self, h: &Help) -> Result<()> {
+        if !self.helps.insert((h.target, h.oneline)) {
+            return Ok(());
+        }
+        let (kind, ident) = match h.target {
+            HelpTarget::Metric(p) => (PM_TEXT_PMID, p),
+            HelpTarget::Indom(i) => (PM_TEXT_INDOM, i),
+        };
+        let class = if h.oneline {
+            PM_TEXT_ONELINE
+        } else {
+            PM_TEXT_HELP
+        };
+        let mut b = vec![0u8; 4];
+        b.extend_from_slice(&TYPE_TEXT.to_be_bytes());
+        b.extend_from_slice(&(kind | class).to_be_bytes());
+        b.extend_from_slice(&ident.to_be_bytes());
+        b.extend_from_slice(h.text.as_bytes());
+        b.push(0);
+        frame(&mut b);
+        self.put_meta(&b)?;
+        self.loss.wrote("help texts", 1);
+        Ok(())
+    }
+
+    fn write_indom(&mut self, u: &IndomUpdate) -> Result<()> {
+        let cur = self.members.entry(u.id).or_default();
+        // Entries to store: (inst, Some(name)) or (inst, None) for deletions.
+        let mut entries: Vec<(i32, Option<String>)>;
+        let mut delta = false;
+        match u.kind {
+            IndomKind::Full => {
+                *cur = u.instances.iter().map(|i| (i.id, i.name.clone())).collect();
+                entries = u
+                    .instances
+                    .iter()
+                    .map(|i| (i.id, Some(i.name.clone())))
+                    .collect();
+            }
+            IndomKind::Delta => {
+                let gone: HashSet<i32> = u.removed.iter().copied().collect();
+                cur.retain(|(i, _)| !gone.contains(i));
+                for i in &u.instances {
+                    cur.retain(|(x, _)| *x != i.id);
+                    cur.push((i.id, i.name.clone()));
+                }
+                if self.v == Version::V3 {
+                    delta = true;
+                    entries = u
+                        .instances
+                        .iter()
+                        .map(|i| (i.id, Some(i.name.clone())))
+                        .chain(u.removed.iter().map(|&i| (i, None)))
+                        .collect();
+                    let order: Vec<i64> = match u.extras.get(X_DELTA_ORDER) {
+                        Some(ExtraValue::List(l)) => l
+                            .iter()
+                            .filter_map(|x| match x {
+                                ExtraValue::I64(v) => Some(*v),
+                                _ => None,
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    if order.len() == entries.len() {
+                        // Keep the on-disk order of the source record.
+                        let mut pos: HashMap<i64, usize> = HashMap::new();
+                        for (k, v) in order.iter().enumerate() {
+                            pos.entry(*v).or_insert(k);
+                        }
+                        entries.sort_by_key(|(i, _)| pos.get(&(*i as i64)).copied());
+                    } else {
+                        entries.sort_by_key(|(i, _)| *i);
+                    }
+                } else {
+                    // v2 has no delta records: store the membership in full.
+                    entries = cur.iter().map(|(i, n)| (*i, Some(n.clone()))).collect();
+                }
+            }
+        }
+        let rtype = match (self.v, delta) {
+            (Version::V2, _) => TYPE_INDOM_V2,
+            (Version::V3, false) => TYPE_INDOM,
+            (Version::V3, true) => TYPE_INDOM_DELTA,
+        };
+        let mut b = vec![0u8; 4];
+        b.extend_from_slice(&rtype.to_be_bytes());
+        put_stamp(self.v, &mut b, Stamp::from_ns(u.time.0));
+        b.extend_from_slice(&u.id.to_be_bytes());
+        b.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+        for (i, _) in &entries {
+            b.extend_from_slice(&i.to_be_bytes());
+        }
+        let mut strtab = Vec::new();
+        for (_, n) in &entries {
+            match n {
+                Some(n) => {
+                    b.extend_from_slice(&(strtab.len() as u32).to_be_bytes());
+                    strtab.extend_from_slice(n.as_bytes());
+                    strtab.push(0);
+                }
+                None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        b.extend_from_slice(&strtab);
+        frame(&mut b);
+        self.put_meta(&b)?;
+        self.indom_since_result = true;
+        self.loss.wrote("instance domains", 1);
+        Ok(())
+    }
+
+    fn flush_labels(&mut self) -> Result<()> {
+        if self.labels.is_empty() {
+            return Ok(());
+        }
+        let sets = std::mem::take(&mut self.labels);
+        let (ltype, ident) = match sets[0].target {
+            LabelTarget::Context => (PM_LABEL_CONTEXT, PM_ID_NULL),
+            LabelTarget::Domain(d) => (PM_LABEL_DOMAIN, d),
+            LabelTarget::Cluster(c) => (PM_LABEL_CLUSTER, c),
+            LabelTarget::Item(p) => (PM_LABEL_ITEM, p),
+            LabelTarget::Indom(i) => (PM_LABEL_INDOM, i),
+            LabelTarget::Instances(i) => (PM_LABEL_INSTANCES, i),
+        };
+        let t = sets[0]
+            .time
+            .map(|t| Stamp::from_ns(t.0))
+            .or(self.last)
+            .or(self.first)
+            .unwrap_or_default();
+        let mut b = vec![0u8; 4];
+        b.extend_from_slice(
+            &(if self.v == Version::V2 {
+                TYPE_LABEL_V2
+            } else {
+                TYPE_LABEL
+            })
+            .to_be_bytes(),
+        );
+        put_stamp(self.v, &mut b, t);
+        b.extend_from_slice(&ltype.to_be_bytes());
+        b.extend_from_slice(&ident.to_be_bytes());
+        b.extend_from_slice(&(sets.len() as u32).to_be_bytes());
+        for s in &sets {
+            b.extend_from_slice(&(s.inst as u32).to_be_bytes());
+            let json = s.json.as_bytes();
+            let json = &json[..json.len().min(65535)];
+            b.extend_from_slice(&(json.len() as u32).to_be_bytes());
+            b.extend_from_slice(json);
+            let labels: Vec<&Label> = s.labels.iter().take(255).collect();
+            b.extend_from_slice(&(labels.len() as u32).to_be_bytes());
+            let mut cursor = 0usize;
+            for l in labels {
+                let (no, vo) = locate_label(&s.json, &l.name, &mut cursor);
+                b.extend_from_slice(&(no as u16).to_be_bytes());
+                b.push(l.name.len().min(255) as u8);
+                b.push(l.flags as u8);
+                b.extend_from_slice(&(vo as u16).to_be_bytes());
+                b.extend_from_slice(&(l.value.len().min(65535) as u16).to_be_bytes());
+            }
+        }
+        frame(&mut b);
+        self.put_meta(&b)?;
+        self.loss.wrote("label sets", sets.len() as u64);
+        Ok(())
+    }
+
+    fn volume(&mut self, rec_len: u64) -> Result<()> {
+        let need_new = match self.vols.last() {
+            None => true,
+            Some((_, o)) => self
+                .volume_size
+                .is_some_and(|vs| o.size > self.v.label_len() as u64 && o.size + rec_len > vs),
+        };
+        if need_new {
+            let n = self.vols.last().map(|(n, _)| n + 1).unwrap_or(0);
+            let mut o = Out::create(PathBuf::from(format!("{}.{n}", self.base.display())))?;
+            let mut l = self.label.clone();
+            l.vol = n;
+            o.put(&encode_label(&l))?;
+            self.vols.push((n, o));
+        }
+        Ok(())
+    }
+
+    fn index_entry(&mut self, t: Stamp, vol: i32, meta_off: u64, data_off: u64) {
+        if self.last_indexed == Some((vol, data_off)) {
+            return;
+        }
+        self.last_indexed = Some((vol, data_off));
+        put_stamp(self.v, &mut self.index, t);
+        self.index.extend_from_slice(&vol.to_be_bytes());
+        match self.v {
+            Version::V2 => {
+                self.index
+                    .extend_from_slice(&(meta_off.min(i32::MAX as u64) as u32).to_be_bytes());
+                self.index
+                    .extend_from_slice(&(data_off.min(i32::MAX as u64) as u32).to_be_bytes());
+            }
+            Version::V3 => {
+                self.index.extend_from_slice(&meta_off.to_be_bytes());
+                self.index.extend_from_slice(&data_off.to_be_bytes());
+            }
+        }
+        self.data_since_index = 0;
+    }
+
+    fn write_result(&mut self, t: Stamp, s: Option<&Sample>) -> Result<()> {
+        self.flush_labels()?;
+        let mut b = std::mem::take(&mut self.scratch);
+        b.clear();
+        b.extend_from_slice(&[0u8; 4]);
+        put_stamp(self.v, &mut b, t);
+        let mut blocks: Vec<u8> = Vec::new();
+        let mut pending: Vec<(usize, usize)> = Vec::new(); // (pos of offset word, block offset in `blocks`)
+        match s {
+            None => b.extend_from_slice(&0u32.to_be_bytes()),
+            Some(s) => {
+                let vt0: Vec<u32> = match s.extras.get(X_VTYPE0) {
+                    Some(ExtraValue::List(l)) => l
+                        .iter()
+                        .filter_map(|x| match x {
+                            ExtraValue::U64(p) => Some(*p as u32),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let mut ptypes: HashMap<u32, i32> = HashMap::new();
+                if let Some(ExtraValue::List(l)) = s.extras.get(X_PARAM_TYPES) {
+                    for x in l {
+                        if let ExtraValue::U64(w) = x {
+                            ptypes.insert((*w >> 8) as u32, (*w & 0xff) as i32);
+                        }
+                    }
+                }
+                b.extend_from_slice(&(s.metrics.len() as u32).to_be_bytes());
+                for mv in &s.metrics {
+                    b.extend_from_slice(&mv.metric.to_be_bytes());
+                    let vals = match &mv.values {
+                        Err(code) => {
+                            b.extend_from_slice(&code.to_be_bytes());
+                            continue;
+                        }
+                        Ok(v) => v,
+                    };
+                    let dtype = self.descs.get(&mv.metric).map(|d| d.0);
+                    let descs = &self.descs;
+                    let ptype = |p: u32| {
+                        ptypes
+                            .get(&p)
+                            .copied()
+                            .or_else(|| descs.get(&p).map(|d| d.0))
+                    };
+                    let mut dropped = 0u64;
+                    let enc: Vec<(i32, Enc)> = vals
+                        .iter()
+                        .filter_map(|(i, v)| match encode_value(dtype, v, &ptype) {
+                            Some(e) => Some((*i, e)),
+                            None => {
+                                dropped += 1;
+                                None
+                            }
+                        })
+                        .collect();
+                    for _ in 0..dropped {
+                        self.loss
+                            .drop_item("values", "value does not fit the metric's PCP type");
+                    }
+                    b.extend_from_slice(&(enc.len() as u32).to_be_bytes());
+                    if enc.is_empty() {
+                        continue;
+                    }
+                    let insitu = enc.iter().all(|(_, e)| matches!(e, Enc::Insitu(_)));
+                    b.extend_from_slice(&(if insitu { 0u32 } else { 1u32 }).to_be_bytes());
+                    for (inst, e) in enc {
+                        b.extend_from_slice(&inst.to_be_bytes());
+                        match e {
+                            Enc::Insitu(w) if insitu => b.extend_from_slice(&w.to_be_bytes()),
+                            e => {
+                                let (mut vt, payload) = e.into_block();
+                                if vt0.contains(&mv.metric) {
+                                    vt = 0;
+                                }
+                                pending.push((b.len(), blocks.len()));
+                                b.extend_from_slice(&0u32.to_be_bytes());
+                                let vlen = payload.len() + 4;
+                                blocks.extend_from_slice(
+                                    &(((vt as u32) << 24) | (vlen as u32 & 0xff_ffff))
+                                        .to_be_bytes(),
+                                );
+                                blocks.extend_from_slice(&payload);
+                                while !blocks.len().is_multiple_of(4) {
+                                    blocks.push(b'~');
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let blocks_at = b.len();
+        for (wpos, boff) in pending {
+            // DPTR offset in words from a virtual 12-byte header before len.
+            let w = ((blocks_at + boff + 8) / 4) as u32;
+            b[wpos..wpos + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        b.extend_from_slice(&blocks);
+        frame(&mut b);
+        let rec_len = b.len() as u64;
+        self.volume(rec_len)?;
+        let Some((vol, out)) = self.vols.last_mut() else {
+            return Ok(());
+        };
+        let vol = *vol;
+        let data_off = out.size;
+        let new_vol = data_off == self.v.label_len() as u64;
+        let meta_off = self.meta_mark;
+        out.put(&b)?;
+        self.scratch = b;
+        if self.first.is_none() {
+            self.first = Some(t);
+        }
+        if new_vol || self.indom_since_result || self.data_since_index >= INDEX_EVERY {
+            self.index_entry(t, vol, meta_off, data_off);
+        }
+        self.data_since_index += rec_len;
+        self.indom_since_result = false;
+        self.last = Some(t);
+        self.last_rec = Some((t, vol, meta_off, data_off));
+        self.meta_mark = self.meta.size;
+        Ok(())
+    }
+}
+
+/// Find the offsets of a label's name and value in its JSON text.
+fn locate_label(json: &str, name: &str, cursor: &mut usize) -> (usize, usize) {
+    let pat = format!("\"{name}\"");
+    let from = (*cursor).min(json.len());
+    let at = json[from..]
+        .find(&pat)
+        .map(|i| i + from)
+        .or_else(|| json.find(&pat));
+    match at {
+        Some(i) => {
+            let no = i + 1;
+            let mut vo = i + pat.len();
+            let bytes = json.as_bytes();
+            while vo < bytes.len() && (bytes[vo] == b':' || bytes[vo] == b' ') {
+                vo += 1;
+            }
+            *cursor = vo;
+            (no, vo)
+        }
+        None => (0, 0),
+    }
+}
+
+enum Enc {
+    Insitu(u32),
+    Block(u8, Vec<u8>),
+}
+
+impl Enc {
+    fn into_block(self) -> (u8, Vec<u8>) {
+        match self {
+            Enc::Insitu(w) => (0, w.to_be_bytes().to_vec()),
+            Enc::Block(t, p) => (t, p),
+        }
+    }
+}
+
+fn int_of(v: &Value) -> Option<i128> {
+    match v {
+        Value::I64(x) | Value::Enum(x) => Some(*x as i128),
+        Value::U64(x) => Some(*x as i128),
+        Value::F32(x) if x.fract() == 0.0 => Some(*x as i128),
+        Value::F64(x) if x.fract() == 0.0 => Some(*x as i128),
+        _ => None,
+    }
+}
+
+/// Encode a value for a metric of PCP type `dtype` (or by the value's own
+/// kind when there is no descriptor).
+fn encode_value(dtype: Option<i32>, v: &Value, ptype: &dyn Fn(u32) -> Option<i32>) -> Option<Enc> {
+    let t = dtype.unwrap_or(match v {
+        Value::I64(_) | Value::Enum(_) => 2,
+        Value::U64(_) => 3,
+        Value::F32(_) => 4,
+        Value::F64(_) => 5,
+        Value::Str(_) => 6,
+        Value::Events(_) => 10,
+        _ => 7,
+    });
+    Some(match t {
+        0 => Enc::Insitu(i32::try_from(int_of(v)?).ok()? as u32),
+        1 => Enc::Insitu(u32::try_from(int_of(v)?).ok()?),
+        2 => Enc::Block(2, (i64::try_from(int_of(v)?).ok()?).to_be_bytes().to_vec()),
+        3 => Enc::Block(3, (u64::try_from(int_of(v)?).ok()?).to_be_bytes().to_vec()),
+        4 => Enc::Block(4, (v.as_f64()? as f32).to_be_bytes().to_vec()),
+        5 => Enc::Block(5, v.as_f64()?.to_be_bytes().to_vec()),
+        6 => {
+            let mut b = match v {
+                Value::Str(s) => s.as_bytes().to_vec(),
+                Value::Bytes(b) => b.clone(),
+                _ => return None,
+            };
+            b.push(0);
+            Enc::Block(6, b)
+        }
+        9 | 10 => match v {
+            Value::Events(recs) => Enc::Block(t as u8, encode_events(recs, t == 10, ptype)?),
+            Value::Bytes(b) => Enc::Block(t as u8, b.clone()),
+            _ => return None,
+        },
+        _ => match v {
+            Value::Bytes(b) => Enc::Block(t.clamp(0, 255) as u8, b.clone()),
+            Value::Str(s) => Enc::Block(t.clamp(0, 255) as u8, s.as_bytes().to_vec()),
+            _ => return None,
+        },
+    })
+}
+
+fn encode_events(
+    recs: &[EventRecord],
+    highres: bool,
+    ptype: &dyn Fn(u32) -> Option<i32>,
+) -> Option<Vec<u8>> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&(recs.len() as u32).to_be_bytes());
+    for r in recs {
+        let s = Stamp::from_ns(r.time.0);
+        if highres {
+            b.extend_from_slice(&s.sec.to_be_bytes());
+            b.extend_from_slice(&(s.nsec as i64).to_be_bytes());
+        } else {
+            b.extend_from_slice(&(s.sec as i32).to_be_bytes());
+            b.extend_from_slice(&(s.nsec / 1000).to_be_bytes());
+        }
+        b.extend_from_slice(&r.flags.to_be_bytes());
+        if r.flags & EVENT_FLAG_MISSED != 0 {
+            let n = r
+                .params
+                .iter()
+                .find(|p| p.metric == MISSED_PMID)
+                .and_then(|p| int_of(&p.value))
+                .unwrap_or(0) as i32;
+            b.extend_from_slice(&n.to_be_bytes());
+            continue;
+        }
+        b.extend_from_slice(&(r.params.len() as u32).to_be_bytes());
+        for p in &r.params {
+            let (t, pay): (u8, Vec<u8>) = match &p.value {
+                // 32-bit parameters are known by their stored type or descriptor.
+                Value::I64(_) | Value::Enum(_) | Value::U64(_)
+                    if matches!(ptype(p.metric), Some(0) | Some(1)) =>
+                {
+                    let t = ptype(p.metric).unwrap_or(0) as u8;
+                    let w = int_of(&p.value).unwrap_or(0) as u32;
+                    (t, w.to_be_bytes().to_vec())
+                }
+                Value::I64(x) | Value::Enum(x) => (2, x.to_be_bytes().to_vec()),
+                Value::U64(x) => (3, x.to_be_bytes().to_vec()),
+                Value::F32(x) => (4, x.to_be_bytes().to_vec()),
+                Value::F64(x) => (5, x.to_be_bytes().to_vec()),
+                Value::Str(s) => {
+                    let mut v = s.as_bytes().to_vec();
+                    v.push(0);
+                    (6, v)
+                }
+                Value::Bytes(x) => (7, x.clone()),
+                _ => return None,
+            };
+            b.extend_from_slice(&p.metric.to_be_bytes());
+            let len = pay.len() + 4;
+            b.extend_from_slice(&(((t as u32) << 24) | (len as u32 & 0xff_ffff)).to_be_bytes());
+            b.extend_from_slice(&pay);
+            while !b.len().is_multiple_of(4) {
+                b.push(0);
+            }
+        }
+    }
+    Some(b)
+}
+
+impl TraceWriter for PcpWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        if !matches!(item, Item::Labels(_)) {
+            self.flush_labels()?;
+        }
+        match item {
+            Item::Metric(m) => self.write_desc(m)?,
+            Item::Help(h) => self.write_help(h)?,
+            Item::Indom(u) => self.write_indom(u)?,
+            Item::Labels(l) => {
+                if let Some(f) = self.labels.first() {
+                    let group = f.time == l.time
+                        && f.target == l.target
+                        && matches!(l.target, LabelTarget::Instances(_));
+                    if !group {
+                        self.flush_labels()?;
+                    }
+                }
+                self.labels.push(l.clone());
+            }
+            Item::Sample(s) => {
+                self.write_result(Stamp::from_ns(s.time.0), Some(s))?;
+                self.loss.wrote("results", 1);
+            }
+            Item::Mark(m) => {
+                self.write_result(Stamp::from_ns(m.time.0), None)?;
+                self.loss.wrote("marks", 1);
+            }
+            Item::Event(_) => self
+                .loss
+                .drop_item("events", "event records are not converted to PCP yet"),
+            Item::EventType(_) => self
+                .loss
+                .drop_item("event types", "event records are not converted to PCP yet"),
+            Item::Annotation(_) => self
+                .loss
+                .drop_item("annotations", "PCP archives have no annotations"),
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.flush_labels()?;
+        if self.vols.is_empty() {
+            // PCP needs at least one volume, even without results.
+            self.volume(0)?;
+        }
+        if let Some((t, vol, _, data_off)) = self.last_rec {
+            let meta_end = self.meta.size;
+            if self.last_indexed != Some((vol, data_off)) {
+                self.index_entry(t, vol, meta_end, data_off);
+            }
+        }
+        let me = *self;
+        let mut label = me.label.clone();
+        label.start = me.first.unwrap_or_default();
+        let base = me.base.display().to_string();
+        label.vol = -1;
+        me.meta.finish(&encode_label(&label))?;
+        for (n, o) in me.vols {
+            label.vol = n;
+            o.finish(&encode_label(&label))?;
+        }
+        label.vol = -2;
+        let lab = encode_label(&label);
+        let mut index = me.index;
+        index[..lab.len()].copy_from_slice(&lab);
+        let ip = PathBuf::from(format!("{base}.index"));
+        std::fs::write(&ip, &index).map_err(|e| Error::io(&ip, e))?;
+        Ok(me.loss)
+    }
+}

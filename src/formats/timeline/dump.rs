@@ -1,0 +1,445 @@
+//! Snabb's `dump()` listings (spec 3.8 and 3.9), rendered straight from the
+//! snapshot bytes (no model round trip: a 1M-entry dump must be fast).
+
+use super::layout::{
+    parse_mspec, placeholders, u16_at, u32_at, u64_at, Layout, Snapshot, M_UNKNOWN_MSGID,
+};
+use super::numfmt::{g14_f64, g14_u64, push_u64};
+use crate::error::{Diagnostic, Error, Position, Result};
+use crate::options::DumpOptions;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+use std::rc::Rc;
+
+pub const HEADER_FINAL: &[u8] = b"numa core       cycles category         message\n";
+pub const HEADER_NEWEST: &[u8] = b"numa core      -cycles category         message\n";
+const FLUSH_AT: usize = 1 << 20;
+
+enum Piece {
+    Lit(Vec<u8>),
+    /// `name(` … `)`, consuming argument `idx` (≥ 4 in A: Snabb crashes).
+    Arg(Vec<u8>, usize),
+}
+
+struct Template {
+    pieces: Vec<Piece>,
+    /// Placeholders beyond the stored args.
+    overflow: bool,
+}
+
+fn template(fmt: &[u8], nargs: usize) -> Template {
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    let mut overflow = false;
+    for (k, (a, b)) in placeholders(fmt).into_iter().enumerate() {
+        if a > pos {
+            pieces.push(Piece::Lit(fmt[pos..a].to_vec()));
+        }
+        let mut name = fmt[a + 1..b].to_vec();
+        name.push(b'(');
+        overflow |= k >= nargs;
+        pieces.push(Piece::Arg(name, k));
+        pos = b;
+    }
+    if pos < fmt.len() {
+        pieces.push(Piece::Lit(fmt[pos..].to_vec()));
+    }
+    Template { pieces, overflow }
+}
+
+/// The output buffer with its flush policy.
+struct Out<'w> {
+    buf: Vec<u8>,
+    w: &'w mut dyn Write,
+}
+
+impl Out<'_> {
+    fn maybe_flush(&mut self) -> Result<()> {
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.w
+            .write_all(&self.buf)
+            .map_err(|e| Error::io("<output>", e))?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+fn pad_left_int(v: u64, buf: &mut Vec<u8>) {
+    // C "%-4d " for small non-negative values.
+    let start = buf.len();
+    push_u64(v, buf);
+    let w = buf.len() - start;
+    for _ in w..4 {
+        buf.push(b' ');
+    }
+    buf.push(b' ');
+}
+
+fn right12(field: &[u8], buf: &mut Vec<u8>) {
+    for _ in field.len()..12 {
+        buf.push(b' ');
+    }
+    buf.extend_from_slice(field);
+    buf.push(b' ');
+}
+
+fn left16(field: &[u8], buf: &mut Vec<u8>) {
+    buf.extend_from_slice(field);
+    for _ in field.len()..16 {
+        buf.push(b' ');
+    }
+    buf.push(b' ');
+}
+
+enum Cycles {
+    Start,
+    U(u64),
+    F(f64),
+}
+
+fn cycles_field(c: &Cycles, tmp: &mut Vec<u8>) {
+    tmp.clear();
+    match c {
+        Cycles::Start => tmp.extend_from_slice(b"<start>"),
+        Cycles::U(v) => g14_u64(*v, tmp),
+        Cycles::F(v) => g14_f64(*v, tmp),
+    }
+}
+
+/// Dump any timeline snapshot.
+pub fn dump(
+    path: &Path,
+    snap: &Snapshot,
+    dopts: &DumpOptions,
+    salvage: bool,
+    out: &mut dyn Write,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<()> {
+    let mut o = Out {
+        buf: Vec::with_capacity(FLUSH_AT + 64 * 1024),
+        w: out,
+    };
+    let r = match snap.layout {
+        Layout::A2 => dump_a(path, snap, dopts, &mut o, diags),
+        _ => dump_m(path, snap, dopts, &mut o, diags),
+    };
+    match r {
+        Ok(()) => {}
+        Err(e @ Error::Format { .. }) if salvage => {
+            if let Error::Format { pos, msg } = e {
+                diags.push(Diagnostic::salvaged(
+                    pos,
+                    format!("{msg}; listing stopped here"),
+                ));
+            }
+        }
+        Err(e) => {
+            // Keep what was printed before the damage, as Snabb's dump would.
+            let _ = o.flush();
+            return Err(e);
+        }
+    }
+    o.flush()?;
+    o.w.flush().map_err(|e| Error::io("<output>", e))
+}
+
+struct ACtx<'s, 'a> {
+    snap: &'s Snapshot<'a>,
+    path: &'s Path,
+    cats: Vec<Option<Rc<Vec<u8>>>>,
+    msgs: Vec<Option<Rc<Template>>>,
+    overflow: BTreeSet<usize>,
+    tmp: Vec<u8>,
+}
+
+impl ACtx<'_, '_> {
+    fn bad_string(&self, slot: usize, off: usize, what: &str) -> Error {
+        Error::format(
+            Position::at(
+                self.path,
+                self.snap.entry_offset(slot) + 24,
+                Some(slot as u64),
+            ),
+            format!(
+                "{what} string offset {off} is outside the string table of {} bytes",
+                self.snap.strings().len()
+            ),
+        )
+    }
+
+    fn row(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>) -> Result<()> {
+        let e = self.snap.entry(slot);
+        let aux = u32_at(e, 16);
+        let msg_id = u64_at(e, 24);
+        pad_left_int(((aux >> 12) & 0xf) as u64, buf);
+        pad_left_int((aux & 0xff) as u64, buf);
+        cycles_field(&cyc, &mut self.tmp);
+        right12(&self.tmp, buf);
+        let coff = ((msg_id >> 40) & 0xffff) as usize;
+        let moff = ((msg_id >> 16) & 0xffff) as usize;
+        if self.cats[coff].is_none() {
+            let s = self
+                .snap
+                .cstr(coff)
+                .ok_or_else(|| self.bad_string(slot, coff, "category"))?;
+            let mut v = Vec::with_capacity(s.len().max(16) + 1);
+            left16(s, &mut v);
+            self.cats[coff] = Some(Rc::new(v));
+        }
+        if let Some(c) = &self.cats[coff] {
+            buf.extend_from_slice(c);
+        }
+        if self.msgs[moff].is_none() {
+            let s = self
+                .snap
+                .cstr(moff)
+                .ok_or_else(|| self.bad_string(slot, moff, "message"))?;
+            self.msgs[moff] = Some(Rc::new(template(s, 4)));
+        }
+        let t = self.msgs[moff]
+            .clone()
+            .unwrap_or_else(|| Rc::new(template(b"", 4)));
+        for p in &t.pieces {
+            match p {
+                Piece::Lit(l) => buf.extend_from_slice(l),
+                Piece::Arg(name, k) => {
+                    buf.extend_from_slice(name);
+                    if *k < 4 {
+                        g14_u64(u64_at(e, 32 + 8 * k), buf);
+                    } else {
+                        buf.push(b'?');
+                    }
+                    buf.push(b')');
+                }
+            }
+        }
+        if t.overflow {
+            self.overflow.insert(moff);
+        }
+        buf.push(b'\n');
+        Ok(())
+    }
+}
+
+fn dump_a(
+    path: &Path,
+    snap: &Snapshot,
+    dopts: &DumpOptions,
+    o: &mut Out,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<()> {
+    let n = snap.n;
+    let mut cx = ACtx {
+        snap,
+        path,
+        cats: vec![None; 65536],
+        msgs: vec![None; 65536],
+        overflow: BTreeSet::new(),
+        tmp: Vec::with_capacity(32),
+    };
+    let prev = |i: usize| snap.tsc_raw((i + n - 1) % n);
+    let mut rows: u64 = 0;
+    let res = (|| -> Result<()> {
+        if !dopts.newest_first {
+            o.buf.extend_from_slice(HEADER_FINAL);
+            let oldest = snap.a_oldest_snabb();
+            for j in 0..n {
+                let i = (oldest + j) % n;
+                let t = snap.tsc_raw(i);
+                if t == 0 {
+                    break;
+                }
+                // Snabb stops once the row count exceeds max: max + 1 rows.
+                if dopts.max.is_some_and(|m| rows > m) {
+                    break;
+                }
+                let c = if j == 0 {
+                    Cycles::Start
+                } else {
+                    Cycles::U(t.wrapping_sub(prev(i)))
+                };
+                cx.row(i, c, &mut o.buf)?;
+                rows += 1;
+                o.maybe_flush()?;
+            }
+        } else {
+            o.buf.extend_from_slice(HEADER_NEWEST);
+            let Some(newest) = a_newest_7629(snap) else {
+                // Empty ring: Snabb's 7629b0f6b loops forever; we print the
+                // header row only.
+                return Ok(());
+            };
+            for j in 0..n {
+                let i = (newest + n - j) % n;
+                let t = snap.tsc_raw(i);
+                if t == 0 && !dopts.unwritten_slots {
+                    continue;
+                }
+                if dopts.max.is_some_and(|m| rows > m) {
+                    break;
+                }
+                cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut o.buf)?;
+                rows += 1;
+                o.maybe_flush()?;
+            }
+        }
+        Ok(())
+    })();
+    for moff in &cx.overflow {
+        diags.push(Diagnostic::warning(
+            Position::at(path, (snap.strings_start + moff) as u64, None),
+            format!(
+                "message at string offset {moff} has more than 4 placeholders: Snabb's dump aborts here; printed name(?) for the extra ones"
+            ),
+        ));
+    }
+    res
+}
+
+/// Newest slot as 7629b0f6b finds it: from slot 0 move forward while the
+/// next tsc is not smaller. Snabb never terminates when no tsc ever drops;
+/// we return None for an empty ring and the last slot otherwise.
+pub fn a_newest_7629(snap: &Snapshot) -> Option<usize> {
+    let n = snap.n;
+    let mut i = 0;
+    for _ in 0..n {
+        let nx = (i + 1) % n;
+        if snap.tsc_raw(i) <= snap.tsc_raw(nx) {
+            i = nx;
+        } else {
+            return Some(i);
+        }
+    }
+    if (0..n).any(|s| snap.tsc_raw(s) != 0) {
+        Some(n - 1)
+    } else {
+        None
+    }
+}
+
+/// Category, message head and `" name("` per arg of one mainline event.
+type MRender = (Vec<u8>, Vec<u8>, Vec<Vec<u8>>);
+
+/// polytrace's own listing of mainline files (Snabb has no dumper for them):
+/// the same columns as the final A dump; message = event name, attributes,
+/// then `arg(value)` for each declared argument.
+fn dump_m(
+    path: &Path,
+    snap: &Snapshot,
+    dopts: &DumpOptions,
+    o: &mut Out,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<()> {
+    let m3 = snap.layout == Layout::M3;
+    if !m3 {
+        diags.push(Diagnostic::warning(
+            Position::new(path),
+            "M2 file: args are unreliable (Snabb 95872b165's logger stores arg0 = 0, loses the 4th value, shifts the 5th/6th into arg3/arg4 and leaves garbage in arg5)",
+        ));
+    }
+    o.buf.extend_from_slice(if dopts.newest_first {
+        HEADER_NEWEST
+    } else {
+        HEADER_FINAL
+    });
+    let mut order = snap.order();
+    if dopts.newest_first {
+        order.reverse();
+    }
+    let mut specs: std::collections::HashMap<u16, MRender> = std::collections::HashMap::new();
+    let mut tmp = Vec::new();
+    let tsc_diff = |a: usize, b: usize| -> Cycles {
+        let (x, y) = (snap.tsc_raw(a), snap.tsc_raw(b));
+        if m3 {
+            Cycles::F(f64::from_bits(x) - f64::from_bits(y))
+        } else {
+            Cycles::U(x.wrapping_sub(y))
+        }
+    };
+    for (k, &slot) in order.iter().enumerate() {
+        if dopts.max.is_some_and(|m| k as u64 > m) {
+            break;
+        }
+        let slot = slot as usize;
+        let e = snap.entry(slot);
+        let msgid = u16_at(e, 8);
+        let cn = u16_at(e, 10);
+        pad_left_int(((cn >> 12) & 0xf) as u64, &mut o.buf);
+        pad_left_int((cn & 0xff) as u64, &mut o.buf);
+        // Oldest-first: gap from the previous (older) row; newest-first: gap
+        // to the next (older) row; the oldest entry shows <start>.
+        let older = if dopts.newest_first {
+            order.get(k + 1)
+        } else if k > 0 {
+            order.get(k - 1)
+        } else {
+            None
+        };
+        let c = match older {
+            Some(&p) => tsc_diff(slot, p as usize),
+            None => Cycles::Start,
+        };
+        cycles_field(&c, &mut tmp);
+        right12(&tmp, &mut o.buf);
+        if msgid == M_UNKNOWN_MSGID {
+            left16(b"?", &mut o.buf);
+            o.buf
+                .extend_from_slice(b"unknown event (string table was full)\n");
+            o.maybe_flush()?;
+            continue;
+        }
+        if let std::collections::hash_map::Entry::Vacant(ve) = specs.entry(msgid) {
+            let off = msgid as usize * 16;
+            let s = snap.cstr(off).ok_or_else(|| {
+                Error::format(
+                    Position::at(path, snap.entry_offset(slot) + 8, Some(slot as u64)),
+                    format!(
+                        "msgid {msgid} (string offset {off}) is outside the string table of {} bytes",
+                        snap.strings().len()
+                    ),
+                )
+            })?;
+            let sp = parse_mspec(s);
+            let mut msg = sp.event.clone().into_bytes();
+            if !sp.attrs.is_empty() {
+                msg.push(b' ');
+                msg.extend_from_slice(sp.attrs.as_bytes());
+            }
+            let args = sp
+                .args
+                .iter()
+                .take(6)
+                .map(|a| {
+                    let mut v = b" ".to_vec();
+                    v.extend_from_slice(a.as_bytes());
+                    v.push(b'(');
+                    v
+                })
+                .collect();
+            ve.insert((sp.category.into_bytes(), msg, args));
+        }
+        if let Some((cat, msg, args)) = specs.get(&msgid) {
+            left16(cat, &mut o.buf);
+            o.buf.extend_from_slice(msg);
+            for (i, a) in args.iter().enumerate() {
+                o.buf.extend_from_slice(a);
+                let raw = u64_at(e, 16 + 8 * i);
+                if m3 {
+                    g14_f64(f64::from_bits(raw), &mut o.buf);
+                } else {
+                    g14_u64(raw, &mut o.buf);
+                }
+                o.buf.push(b')');
+            }
+        }
+        o.buf.push(b'\n');
+        o.maybe_flush()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,681 @@
+//! Writer for A2 (2016 prototype, readable by Snabb's `dump()`) and M3
+//! (mainline). The whole file image is built in memory (its size comes from
+//! the options, capped) and written at `finish`.
+//!
+//! A stream read from a timeline file of the same layout and ring size is
+//! written back slot for slot (string table, raw msg_ids, ip, aux, `next`,
+//! mask), so A2 → A2 and M3 → M3 reproduce the file. Anything else is logged
+//! as Snabb's logger would: sequential slots, wrapping, interned strings.
+
+use super::keys;
+use super::layout::{
+    placeholders, Layout, A_DEFAULT_ENTRIES, A_DEFAULT_STRINGS, ENTRY_SIZE, HEADER_SIZE,
+    M_DEFAULT_ENTRIES, M_DEFAULT_STRINGS, M_MAGIC, M_UNKNOWN_MSGID, PRIORITIES,
+};
+use crate::error::{Error, Result};
+use crate::model::{
+    Event, EventType, EventTypeId, ExtraValue, FormatId, Header, IndomId, InstId, Item,
+    LossReport, MetricDesc, MetricId, Sample, TraceWriter, Value,
+};
+use crate::options::WriteOptions;
+use crate::output::OutTarget;
+use std::collections::HashMap;
+use std::io::Write;
+
+/// Largest ring we build in memory (4 GiB of entries).
+const MAX_ENTRIES: u64 = 1 << 26;
+/// Largest string table (M: its size is a u32; A: offsets are 16 bits anyway).
+const MAX_STRINGS: u64 = 1 << 28;
+/// Default priority of events that have none: `trace` (occasional events).
+const DEFAULT_PRIORITY: usize = 4;
+
+/// How the events of one source type are written.
+#[derive(Clone)]
+struct TypeMap {
+    /// A: packed msg_id (without per-event raw override); M: msgid.
+    id: u64,
+    /// A: (cat_off, msg_off) decoded as Snabb's dump does, to validate raw ids.
+    offs: (u64, u64),
+    /// Which fields become args, in order.
+    arg_fields: Vec<usize>,
+    /// Fields that could not be written (non-numeric, beyond the arg count).
+    lost_fields: usize,
+    /// None: events of this type are dropped (reason).
+    drop: Option<&'static str>,
+}
+
+pub struct TimelineWriter {
+    out: OutTarget,
+    layout: Layout,
+    n: usize,
+    img: Vec<u8>,
+    strings_start: usize,
+    str_used: usize,
+    intern: HashMap<Vec<u8>, usize>,
+    preserve: bool,
+    header_next: Option<u64>,
+    mask: u64,
+    magic32: u32,
+    minor: u16,
+    cursor: u64,
+    used: Vec<bool>,
+    types: HashMap<EventTypeId, TypeMap>,
+    metrics: HashMap<MetricId, MetricDesc>,
+    inst_names: HashMap<(IndomId, InstId), String>,
+    sample_types: HashMap<(MetricId, InstId), TypeMap>,
+    written: u64,
+    loss: LossReport,
+}
+
+fn sanitize_word(s: &str) -> String {
+    let w: String = s
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    w
+}
+
+/// An event name for a mainline spec: words of letters and digits joined by
+/// `_` (A formats such as `breath $n start` become `breath_n_start`).
+fn event_word(s: &str) -> String {
+    let w: Vec<String> = s
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    if w.is_empty() {
+        "event".into()
+    } else {
+        w.join("_")
+    }
+}
+
+fn sanitize_name(s: &str) -> String {
+    // No separators of the spec line inside category/event names.
+    s.chars()
+        .map(|c| {
+            if c.is_whitespace() || matches!(c, '.' | '|' | ':' | ',') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+impl TimelineWriter {
+    pub fn new(out: &OutTarget, header: &Header, opts: &WriteOptions) -> Result<TimelineWriter> {
+        let layout = match opts
+            .timeline_version
+            .as_deref()
+            .map(|s| s.to_ascii_uppercase())
+            .as_deref()
+        {
+            None | Some("A2") => Layout::A2,
+            Some("M3") => Layout::M3,
+            Some(v) => {
+                return Err(Error::Usage(format!(
+                    "--timeline-version {v}: polytrace writes A2 or M3"
+                )))
+            }
+        };
+        let hx = &header.extras;
+        let src_same = header.source == FormatId::Timeline
+            && hx.str(keys::LAYOUT) == Some(layout.name())
+            && hx.u64(keys::ENTRIES).is_some();
+        let src_entries = hx.u64(keys::ENTRIES);
+        let preserve = src_same && opts.entries.is_none_or(|e| Some(e) == src_entries);
+        let (def_n, def_s) = match layout {
+            Layout::A2 => (A_DEFAULT_ENTRIES, A_DEFAULT_STRINGS),
+            _ => (M_DEFAULT_ENTRIES, M_DEFAULT_STRINGS),
+        };
+        let n = if preserve {
+            src_entries.unwrap_or(def_n)
+        } else {
+            opts.entries.unwrap_or(def_n)
+        };
+        if n == 0 || n > MAX_ENTRIES {
+            return Err(Error::Usage(format!(
+                "--entries {n}: must be between 1 and {MAX_ENTRIES}"
+            )));
+        }
+        if layout == Layout::A2 && !n.is_power_of_two() {
+            return Err(Error::Usage(format!(
+                "--entries {n}: the A2 ring size must be a power of two (Snabb wraps with index & (N-1))"
+            )));
+        }
+        let sbytes = if preserve {
+            hx.u64(keys::STRINGS_BYTES).unwrap_or(def_s).min(MAX_STRINGS)
+        } else {
+            def_s
+        };
+        let n = n as usize;
+        let strings_start = HEADER_SIZE + n * ENTRY_SIZE;
+        let mut img = vec![0u8; strings_start + sbytes as usize];
+        let mut w = TimelineWriter {
+            out: out.clone(),
+            layout,
+            n,
+            img: Vec::new(),
+            strings_start,
+            str_used: 0,
+            intern: HashMap::new(),
+            preserve,
+            header_next: None,
+            mask: 0xffff,
+            magic32: 0,
+            minor: 0,
+            cursor: 0,
+            used: vec![false; n],
+            types: HashMap::new(),
+            metrics: HashMap::new(),
+            inst_names: HashMap::new(),
+            sample_types: HashMap::new(),
+            written: 0,
+            loss: LossReport::default(),
+        };
+        if preserve {
+            if let Some(t) = hx.bytes(keys::STRINGS) {
+                let k = t.len().min(sbytes as usize);
+                if k < t.len() {
+                    w.loss.degrade("string table", "longer than its declared size: truncated");
+                }
+                img[strings_start..strings_start + k].copy_from_slice(&t[..k]);
+                w.str_used = k;
+                // Existing strings can be found again by content.
+                w.index_table(&img[strings_start..strings_start + k]);
+            }
+            w.header_next = hx.u64(keys::NEXT);
+            if layout == Layout::A2 {
+                w.mask = hx.u64(keys::PRIORITY_MASK).unwrap_or(0xffff);
+                w.magic32 = hx.u64(keys::MAGIC32).unwrap_or(0) as u32;
+            } else {
+                w.minor = hx.u64(keys::MINOR).unwrap_or(0) as u16;
+            }
+            w.cursor = w.header_next.unwrap_or(0) % n as u64;
+        }
+        w.img = img;
+        Ok(w)
+    }
+
+    fn index_table(&mut self, t: &[u8]) {
+        let step = if self.layout == Layout::A2 { 1 } else { 16 };
+        let mut off = 0;
+        while off < t.len() {
+            let end = t[off..].iter().position(|&b| b == 0).map_or(t.len(), |p| off + p);
+            if end > off {
+                self.intern.entry(t[off..end].to_vec()).or_insert(off);
+            }
+            off = end + 1;
+            if step > 1 {
+                off = off.div_ceil(step) * step;
+            }
+        }
+    }
+
+    fn table_len(&self) -> usize {
+        self.img.len() - self.strings_start
+    }
+
+    /// Intern a string; None when the table is full.
+    fn intern(&mut self, s: &[u8]) -> Option<usize> {
+        if let Some(&o) = self.intern.get(s) {
+            return Some(o);
+        }
+        let align = if self.layout == Layout::A2 { 1 } else { 16 };
+        let off = self.str_used.div_ceil(align) * align;
+        if off + s.len() + 1 > self.table_len() {
+            return None;
+        }
+        let at = self.strings_start + off;
+        self.img[at..at + s.len()].copy_from_slice(s);
+        self.img[at + s.len()] = 0;
+        self.str_used = off + s.len() + 1;
+        self.intern.insert(s.to_vec(), off);
+        Some(off)
+    }
+
+    fn table_str(&self, off: usize) -> Option<&[u8]> {
+        let t = &self.img[self.strings_start..];
+        let s = t.get(off..)?;
+        let end = s.iter().position(|&b| b == 0)?;
+        Some(&s[..end])
+    }
+
+    fn numeric_fields(t: &EventType, max: usize) -> (Vec<usize>, usize) {
+        let num: Vec<usize> = t
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.ty.is_numeric())
+            .map(|(i, _)| i)
+            .collect();
+        let lost = t.fields.len() - num.len().min(max);
+        (num.into_iter().take(max).collect(), lost)
+    }
+
+    fn map_type(&mut self, t: &EventType) -> TypeMap {
+        let max = self.layout.max_args();
+        let (arg_fields, lost_fields) = Self::numeric_fields(t, max);
+        let mut tm = TypeMap {
+            id: 0,
+            offs: (0, 0),
+            arg_fields,
+            lost_fields,
+            drop: None,
+        };
+        match self.layout {
+            Layout::A2 => self.map_type_a(t, &mut tm),
+            _ => self.map_type_m(t, &mut tm),
+        }
+        tm
+    }
+
+    fn map_type_a(&mut self, t: &EventType, tm: &mut TypeMap) {
+        let fmt: Vec<u8> = match &t.format {
+            Some(f) => f.clone().into_bytes(),
+            None => {
+                let mut f = t.name.clone();
+                for &i in &tm.arg_fields {
+                    let w = sanitize_word(&t.fields[i].name);
+                    f.push_str(" $");
+                    f.push_str(if w.is_empty() { "arg" } else { &w });
+                }
+                f.into_bytes()
+            }
+        };
+        let ph = placeholders(&fmt);
+        let fmt = if ph.len() > 4 {
+            // Snabb's dump aborts on a 5th placeholder: make the extra ones
+            // literal text (their values are not stored anyway).
+            self.loss.degrade(
+                "event types",
+                "placeholders beyond the 4th made literal (A2 stores 4 args)",
+            );
+            let mut f = fmt.clone();
+            for &(a, _) in ph[4..].iter().rev() {
+                f.remove(a);
+            }
+            f
+        } else {
+            fmt
+        };
+        let prio = t
+            .priority
+            .as_deref()
+            .and_then(|p| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p))
+            .unwrap_or(DEFAULT_PRIORITY);
+        // A type read from this very layout keeps its offsets when the table
+        // still holds its strings there.
+        if self.preserve {
+            if let (Some(c), Some(m)) = (t.extras.u64(keys::CAT_OFF), t.extras.u64(keys::MSG_OFF)) {
+                if self.table_str(c as usize) == Some(t.category.as_bytes())
+                    && self.table_str(m as usize) == Some(&fmt[..])
+                {
+                    tm.offs = (c, m);
+                    tm.id = (c << 40) | (m << 16) | (1 << prio);
+                    return;
+                }
+            }
+        }
+        let c = self.intern(t.category.as_bytes());
+        let m = self.intern(&fmt);
+        match (c, m) {
+            (Some(c), Some(m)) if c < 0x10000 && m < 0x10000 => {
+                tm.offs = (c as u64, m as u64);
+                // Packed as Snabb's dumper decodes it, so the intended
+                // category shows (Snabb's own define() lost it, spec 3.4).
+                tm.id = ((c as u64) << 40) | ((m as u64) << 16) | (1 << prio);
+            }
+            (Some(_), Some(_)) => tm.drop = Some("string offset beyond 64 KiB cannot be packed in msg_id"),
+            _ => tm.drop = Some("string table full"),
+        }
+    }
+
+    fn map_type_m(&mut self, t: &EventType, tm: &mut TypeMap) {
+        let spec: Vec<u8> = match t.extras.str(keys::SPEC) {
+            Some(s) => s.as_bytes().to_vec(),
+            None => {
+                let mut s = format!("5,9|{}.{}:", sanitize_name(&t.category), event_word(&t.name));
+                for (k, &i) in tm.arg_fields.iter().enumerate() {
+                    let w = sanitize_word(&t.fields[i].name);
+                    s.push(' ');
+                    if w.is_empty() {
+                        s.push_str(&format!("arg{k}"));
+                    } else {
+                        s.push_str(&w);
+                    }
+                }
+                let mut desc = Vec::new();
+                if let Some(f) = &t.format {
+                    desc.push(f.clone());
+                }
+                if let Some(d) = &t.description {
+                    desc.push(d.clone());
+                }
+                for d in desc {
+                    s.push('\n');
+                    s.push_str(&d);
+                }
+                s.trim_end().as_bytes().to_vec()
+            }
+        };
+        if t.name == "unknown" && t.category == "?" && t.extras.u64(keys::MSG_ID) == Some(0xffff) {
+            tm.id = M_UNKNOWN_MSGID as u64;
+            return;
+        }
+        if self.preserve {
+            if let Some(id) = t.extras.u64(keys::MSG_ID) {
+                if self.table_str(id as usize * 16) == Some(&spec[..]) {
+                    tm.id = id;
+                    return;
+                }
+            }
+        }
+        match self.intern(&spec) {
+            Some(off) if off / 16 < M_UNKNOWN_MSGID as usize => tm.id = (off / 16) as u64,
+            _ => {
+                // As Snabb does when its table is full.
+                self.loss
+                    .degrade("event types", "string table full: events written with msgid 0xFFFF");
+                tm.id = M_UNKNOWN_MSGID as u64;
+            }
+        }
+    }
+
+    /// Pick the slot for the next entry.
+    fn slot_for(&mut self, want: Option<u64>) -> Option<usize> {
+        if self.preserve {
+            if let Some(s) = want {
+                let s = s as usize;
+                if s < self.n && !self.used[s] {
+                    return Some(s);
+                }
+            }
+            // Fall back to the next free slot from the cursor.
+            for _ in 0..self.n {
+                let s = (self.cursor % self.n as u64) as usize;
+                self.cursor += 1;
+                if !self.used[s] {
+                    return Some(s);
+                }
+            }
+            return None;
+        }
+        let s = (self.cursor % self.n as u64) as usize;
+        self.cursor += 1;
+        if self.used[s] {
+            self.loss
+                .drop_item("events", "overwritten: the ring keeps only the newest entries");
+        }
+        Some(s)
+    }
+
+    fn to_u64(&mut self, v: &Value) -> u64 {
+        match *v {
+            Value::U64(x) => x,
+            Value::I64(x) | Value::Enum(x) => {
+                if x < 0 {
+                    self.loss
+                        .degrade("event args", "negative value stored as two's complement");
+                }
+                x as u64
+            }
+            Value::F32(_) | Value::F64(_) => {
+                let f = v.as_f64().unwrap_or(0.0);
+                if f.fract() != 0.0 || !f.is_finite() {
+                    self.loss.degrade("event args", "fraction truncated to an integer");
+                }
+                if f < 0.0 {
+                    self.loss
+                        .degrade("event args", "negative value stored as two's complement");
+                    (f as i64) as u64
+                } else {
+                    f as u64
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    fn put_entry(
+        &mut self,
+        tm: &TypeMap,
+        values: &[&Value],
+        ev_extras: &crate::model::Extras,
+        raw_clock: Option<u64>,
+        time_ns: i64,
+        cpu: Option<u32>,
+    ) {
+        if let Some(why) = tm.drop {
+            self.loss.drop_item("events", why);
+            return;
+        }
+        if tm.lost_fields > 0 {
+            self.loss.degrade(
+                "events",
+                "fields that are not numeric or beyond the timeline's arg count dropped",
+            );
+        }
+        let Some(slot) = self.slot_for(ev_extras.u64(keys::SLOT)) else {
+            self.loss.drop_item("events", "no free ring slot");
+            return;
+        };
+        self.used[slot] = true;
+        let raw_args: Option<Vec<&ExtraValue>> = match ev_extras.get(keys::ARGS) {
+            Some(ExtraValue::List(l)) if self.preserve => Some(l.iter().collect()),
+            _ => None,
+        };
+        let max = self.layout.max_args();
+        let mut e = [0u8; ENTRY_SIZE];
+        match self.layout {
+            Layout::A2 => {
+                let mut tsc = raw_clock.unwrap_or(time_ns.max(0) as u64);
+                if tsc == 0 {
+                    // tsc 0 marks an unwritten slot.
+                    self.loss.degrade("events", "zero timestamp stored as 1 cycle");
+                    tsc = 1;
+                }
+                let mut msg_id = tm.id;
+                if let Some(raw) = ev_extras.u64(keys::MSG_ID) {
+                    if self.preserve
+                        && ((raw >> 40) & 0xffff, (raw >> 16) & 0xffff) == tm.offs
+                    {
+                        msg_id = raw;
+                    }
+                }
+                let aux = ev_extras.u64(keys::AUX).map(|a| a as u32).unwrap_or_else(|| {
+                    match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
+                        (Some(c), n) => (c as u32 & 0xfff) | ((n.unwrap_or(0) as u32 & 0xf) << 12),
+                        _ => cpu.unwrap_or(0) & 0xfff,
+                    }
+                });
+                e[0..8].copy_from_slice(&tsc.to_le_bytes());
+                e[8..16].copy_from_slice(&ev_extras.u64(keys::IP).unwrap_or(0).to_le_bytes());
+                e[16..20].copy_from_slice(&aux.to_le_bytes());
+                let res = ev_extras.u64(keys::RESERVED).unwrap_or(0) as u32;
+                e[20..24].copy_from_slice(&res.to_le_bytes());
+                e[24..32].copy_from_slice(&msg_id.to_le_bytes());
+                for k in 0..max {
+                    let v = match &raw_args {
+                        Some(l) => match l.get(k) {
+                            Some(ExtraValue::U64(x)) => *x,
+                            _ => 0,
+                        },
+                        None => match values.get(k) {
+                            Some(v) => self.to_u64(v),
+                            None => 0,
+                        },
+                    };
+                    e[32 + 8 * k..40 + 8 * k].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            _ => {
+                let tsc_bits = match ev_extras.u64(keys::TSC_BITS) {
+                    Some(b) if self.preserve => b,
+                    _ => {
+                        let t = raw_clock.map_or(time_ns.max(0) as f64, |c| c as f64);
+                        if t == 0.0 {
+                            self.loss.degrade("events", "zero timestamp stored as 1 cycle");
+                            1.0f64.to_bits()
+                        } else {
+                            t.to_bits()
+                        }
+                    }
+                };
+                let cn = ev_extras.u64(keys::CORE_NUMA).map(|v| v as u16).unwrap_or_else(|| {
+                    match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
+                        (Some(c), n) => (c as u16 & 0xff) | ((n.unwrap_or(0) as u16 & 0xf) << 12),
+                        _ => (cpu.unwrap_or(0) & 0xff) as u16,
+                    }
+                });
+                e[0..8].copy_from_slice(&tsc_bits.to_le_bytes());
+                e[8..10].copy_from_slice(&(tm.id as u16).to_le_bytes());
+                e[10..12].copy_from_slice(&cn.to_le_bytes());
+                let res = ev_extras.u64(keys::RESERVED).unwrap_or(0) as u32;
+                e[12..16].copy_from_slice(&res.to_le_bytes());
+                for k in 0..max {
+                    let v: f64 = match &raw_args {
+                        Some(l) => match l.get(k) {
+                            Some(ExtraValue::F64(x)) => *x,
+                            Some(ExtraValue::U64(x)) => *x as f64,
+                            _ => 0.0,
+                        },
+                        None => values.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0),
+                    };
+                    e[16 + 8 * k..24 + 8 * k].copy_from_slice(&v.to_bits().to_le_bytes());
+                }
+            }
+        }
+        let o = HEADER_SIZE + slot * ENTRY_SIZE;
+        self.img[o..o + ENTRY_SIZE].copy_from_slice(&e);
+        self.written += 1;
+    }
+
+    fn write_event(&mut self, ev: &Event) {
+        let Some(tm) = self.types.get(&ev.type_id).cloned() else {
+            self.loss.drop_item("events", "event type never defined");
+            return;
+        };
+        let vals: Vec<&Value> = tm.arg_fields.iter().filter_map(|&i| ev.fields.get(i)).collect();
+        self.put_entry(&tm, &vals, &ev.extras, ev.raw_clock, ev.time.0, ev.cpu);
+    }
+
+    /// Samples: one message per (metric, instance) with `$value` (model §3).
+    fn write_sample(&mut self, s: &Sample) {
+        for mv in &s.metrics {
+            let vals = match &mv.values {
+                Ok(v) => v,
+                Err(_) => {
+                    self.loss.drop_item("sample values", "PCP error code has no timeline form");
+                    continue;
+                }
+            };
+            for (inst, v) in vals {
+                if v.as_f64().is_none() {
+                    self.loss.drop_item("sample values", "not numeric");
+                    continue;
+                }
+                let key = (mv.metric, *inst);
+                let tm = match self.sample_types.get(&key) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let desc = self.metrics.get(&mv.metric);
+                        let mname = desc.map_or_else(|| format!("metric{}", mv.metric), |d| d.name().to_string());
+                        let iname = desc
+                            .and_then(|d| d.indom)
+                            .and_then(|ix| self.inst_names.get(&(ix, *inst)).cloned())
+                            .or_else(|| (*inst >= 0).then(|| inst.to_string()));
+                        let label = match &iname {
+                            Some(i) => format!("{mname}[{i}]"),
+                            None => mname.clone(),
+                        };
+                        let ty = crate::model::FieldType::Float(8);
+                        let mut t = EventType::new(0, "metric", &label, vec![crate::model::Field::new("value", ty)]);
+                        t.format = Some(format!("{label} $value"));
+                        t.priority = Some("app".into());
+                        let tm = self.map_type(&t);
+                        self.sample_types.insert(key, tm.clone());
+                        tm
+                    }
+                };
+                self.put_entry(&tm, &[v], &crate::model::Extras::default(), s.raw_clock, s.time.0, None);
+            }
+        }
+    }
+
+    fn file_bytes(&mut self) -> &[u8] {
+        let n = self.n as u64;
+        match self.layout {
+            Layout::A2 => {
+                let next = self.header_next.unwrap_or(self.cursor % n);
+                let h = &mut self.img[..HEADER_SIZE];
+                h.fill(0);
+                h[0..4].copy_from_slice(&self.magic32.to_le_bytes());
+                h[8..16].copy_from_slice(&self.mask.to_le_bytes());
+                h[16..24].copy_from_slice(&next.to_le_bytes());
+                h[24..32].copy_from_slice(&(n - 1).to_le_bytes());
+            }
+            _ => {
+                let log = (n * ENTRY_SIZE as u64) as u32;
+                let sb = (self.img.len() - self.strings_start) as u32;
+                let minor = self.minor;
+                let h = &mut self.img[..HEADER_SIZE];
+                h.fill(0);
+                h[0..8].copy_from_slice(&M_MAGIC.to_le_bytes());
+                h[8..10].copy_from_slice(&3u16.to_le_bytes());
+                h[10..12].copy_from_slice(&minor.to_le_bytes());
+                h[12..16].copy_from_slice(&log.to_le_bytes());
+                h[16..20].copy_from_slice(&sb.to_le_bytes());
+            }
+        }
+        &self.img
+    }
+}
+
+impl TraceWriter for TimelineWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        match item {
+            Item::EventType(t) => {
+                let tm = self.map_type(t);
+                self.types.insert(t.id, tm);
+                self.loss.wrote("event types", 1);
+            }
+            Item::Event(e) => self.write_event(e),
+            Item::Metric(m) => {
+                self.metrics.insert(m.id, (**m).clone());
+            }
+            Item::Indom(ix) => {
+                for i in &ix.instances {
+                    self.inst_names.insert((ix.id, i.id), i.name.clone());
+                }
+            }
+            Item::Sample(s) => self.write_sample(s),
+            Item::Help(_) => self.loss.drop_item("help texts", "no place in a timeline"),
+            Item::Labels(_) => self.loss.drop_item("label sets", "no place in a timeline"),
+            Item::Mark(_) => self.loss.drop_item("marks", "no place in a timeline"),
+            Item::Annotation(_) => self
+                .loss
+                .drop_item("annotations", "a timeline entry has no free text"),
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        let written = self.written;
+        let out = self.out.clone();
+        let bytes = self.file_bytes();
+        match &out {
+            OutTarget::Path(p) => std::fs::write(p, bytes).map_err(|e| Error::io(p, e))?,
+            OutTarget::Stdout => {
+                let mut so = std::io::stdout().lock();
+                so.write_all(bytes)
+                    .and_then(|_| so.flush())
+                    .map_err(|e| Error::io("<stdout>", e))?;
+            }
+        }
+        let mut loss = std::mem::take(&mut self.loss);
+        loss.wrote("events", written);
+        Ok(loss)
+    }
+}

@@ -1,0 +1,894 @@
+//! DLT storage files: dump against dlt-convert (corpus references and the
+//! live peer), synthetic messages of every argument type, resynchronisation
+//! on damage, and round trips through KPI lines and the model.
+
+mod common;
+
+use assert_cmd::Command;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn kpi_dir() -> PathBuf {
+    common::corpus().join("kpi")
+}
+
+fn polytrace() -> Command {
+    let mut c = Command::cargo_bin("polytrace").unwrap();
+    c.env("TZ", "UTC");
+    c
+}
+
+/// stdout, stderr and exit code of `polytrace dump` with extra args.
+fn dump(file: &Path, extra: &[&str]) -> (Vec<u8>, String, i32) {
+    let out = polytrace()
+        .arg("dump")
+        .args(extra)
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn dlt_convert(file: &Path, flag: &str, tz: &str) -> Option<Vec<u8>> {
+    let tool = common::peer("dlt-convert")?;
+    let out = std::process::Command::new(tool)
+        .env("TZ", tz)
+        .arg(flag)
+        .arg(file)
+        .output()
+        .unwrap();
+    Some(strip_dlt_log(&out.stdout))
+}
+
+/// dlt-convert prints libdlt's own warnings (`[ uptime]~DLT~ pid~WARNING
+/// ~text` + newline) into stdout, in the middle of a listing line. They
+/// are not part of the listing (polytrace reports problems on stderr).
+fn strip_dlt_log(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' {
+            let rest = &b[i + 1..];
+            let close = rest.iter().position(|&c| c == b']');
+            if let Some(c) = close {
+                let num = &rest[..c];
+                let is_log = !num.is_empty()
+                    && num
+                        .iter()
+                        .all(|&x| x == b' ' || x == b'.' || x.is_ascii_digit())
+                    && rest[c + 1..].starts_with(b"~DLT~");
+                if is_log {
+                    let nl = rest[c..].iter().position(|&x| x == b'\n').unwrap();
+                    i += 1 + c + nl + 1;
+                    continue;
+                }
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+fn assert_same(what: &str, ours: &[u8], theirs: &[u8]) {
+    if ours != theirs {
+        let a = String::from_utf8_lossy(ours);
+        let b = String::from_utf8_lossy(theirs);
+        for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+            assert_eq!(x, y, "{what}: first difference at line {}", i + 1);
+        }
+        panic!(
+            "{what}: outputs differ in length: ours {} lines, reference {} lines",
+            a.lines().count(),
+            b.lines().count()
+        );
+    }
+}
+
+// ------------------------------------------------------------ corpus
+
+#[test]
+fn dump_equals_corpus_references() {
+    for (dlt, reference, extra) in [
+        ("kpi-capture.dlt", "kpi-capture.convert-a.txt", &[][..]),
+        ("B-buf400.dlt", "B-buf400.convert-a.txt", &[][..]),
+        (
+            "kpi-capture.dlt",
+            "kpi-capture.convert-s.txt",
+            &["--headers-only"][..],
+        ),
+    ] {
+        let (out, err, code) = dump(&kpi_dir().join(dlt), extra);
+        assert_eq!(code, 0, "{dlt}: {err}");
+        let want = std::fs::read(kpi_dir().join(reference)).unwrap();
+        assert_same(reference, &out, &want);
+    }
+}
+
+#[test]
+fn dump_equals_live_dlt_convert_in_several_time_zones() {
+    for tz in ["UTC", "Asia/Kolkata", "America/New_York"] {
+        for f in ["kpi-capture.dlt", "B-buf400.dlt"] {
+            let p = kpi_dir().join(f);
+            let Some(want) = dlt_convert(&p, "-a", tz) else {
+                return;
+            };
+            let out = polytrace()
+                .env("TZ", tz)
+                .arg("dump")
+                .arg(&p)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            assert_same(&format!("{f} TZ={tz}"), &out.stdout, &want);
+        }
+    }
+}
+
+// ------------------------------------------------------------ synthetic
+
+const WEID: u8 = 0x04;
+const WSID: u8 = 0x08;
+const WTMS: u8 = 0x10;
+const UEH: u8 = 0x01;
+const MSBF: u8 = 0x02;
+
+/// One record with explicit header choices.
+struct Rec {
+    secs: u32,
+    usecs: i32,
+    storage_ecu: [u8; 4],
+    flags: u8,
+    mcnt: u8,
+    ecu: [u8; 4],
+    session: u32,
+    tmsp: u32,
+    msin: u8,
+    noar: u8,
+    apid: [u8; 4],
+    ctid: [u8; 4],
+    payload: Vec<u8>,
+}
+
+impl Rec {
+    fn verbose(noar: u8, payload: Vec<u8>) -> Rec {
+        Rec {
+            secs: 1_795_335_421,
+            usecs: 331_662,
+            storage_ecu: *b"ECU1",
+            flags: UEH | WEID | WSID | WTMS,
+            mcnt: 7,
+            ecu: *b"ECU1",
+            session: 14401,
+            tmsp: 5_070_923,
+            msin: 0x41,
+            noar,
+            apid: *b"TEST",
+            ctid: *b"TYPE",
+            payload,
+        }
+    }
+    fn bytes(&self) -> Vec<u8> {
+        let mut b = b"DLT\x01".to_vec();
+        b.extend_from_slice(&self.secs.to_le_bytes());
+        b.extend_from_slice(&self.usecs.to_le_bytes());
+        b.extend_from_slice(&self.storage_ecu);
+        let mut rest = Vec::new();
+        if self.flags & WEID != 0 {
+            rest.extend_from_slice(&self.ecu);
+        }
+        if self.flags & WSID != 0 {
+            rest.extend_from_slice(&self.session.to_be_bytes());
+        }
+        if self.flags & WTMS != 0 {
+            rest.extend_from_slice(&self.tmsp.to_be_bytes());
+        }
+        if self.flags & UEH != 0 {
+            rest.push(self.msin);
+            rest.push(self.noar);
+            rest.extend_from_slice(&self.apid);
+            rest.extend_from_slice(&self.ctid);
+        }
+        rest.extend_from_slice(&self.payload);
+        b.push(0x20 | self.flags);
+        b.push(self.mcnt);
+        b.extend_from_slice(&((rest.len() + 4) as u16).to_be_bytes());
+        b.extend_from_slice(&rest);
+        b
+    }
+}
+
+/// Verbose argument builder (little-endian unless `be`).
+#[derive(Default)]
+struct Args {
+    b: Vec<u8>,
+    be: bool,
+}
+
+impl Args {
+    fn u16(&mut self, v: u16) -> &mut Self {
+        let x = if self.be {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
+        self.b.extend_from_slice(&x);
+        self
+    }
+    fn u32(&mut self, v: u32) -> &mut Self {
+        let x = if self.be {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
+        self.b.extend_from_slice(&x);
+        self
+    }
+    fn u64(&mut self, v: u64) -> &mut Self {
+        let x = if self.be {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
+        self.b.extend_from_slice(&x);
+        self
+    }
+    fn raw(&mut self, b: &[u8]) -> &mut Self {
+        self.b.extend_from_slice(b);
+        self
+    }
+    fn string(&mut self, ti: u32, s: &[u8]) -> &mut Self {
+        self.u32(ti).u16(s.len() as u16).raw(s)
+    }
+}
+
+fn synthetic_records() -> Vec<Rec> {
+    let mut v = Vec::new();
+    let mut a = Args::default();
+    // Strings: ASCII with CR/LF, UTF-8, embedded NUL, VARI name, TRAI.
+    a.string(0x200, b"hello\r\nworld\0")
+        .string(0x8200, "gr\u{fc}\u{df}e \u{2603}\0".as_bytes())
+        .string(0x200, b"ab\0cd\0")
+        .u32(0x200 | 0x800)
+        .u16(4)
+        .u16(5)
+        .raw(b"name\0")
+        .raw(b"val\0")
+        .string(0x2000, b"trace-info\0")
+        .string(0x200, b"no-nul");
+    v.push(Rec::verbose(6, a.b.clone()));
+    // Bools and integers of every size, signed and unsigned, VARI, FIXP.
+    let mut a = Args::default();
+    a.u32(0x11).raw(&[1]);
+    a.u32(0x11 | 0x800).u16(2).raw(b"b\0").raw(&[0]);
+    a.u32(0x21).raw(&[0xff]);
+    a.u32(0x22).u16(0x8000);
+    a.u32(0x23).u32(0xffff_fffe);
+    a.u32(0x24).u64(i64::MIN as u64);
+    a.u32(0x41).raw(&[0xfe]);
+    a.u32(0x42).u16(65535);
+    a.u32(0x43).u32(4_000_000_000);
+    a.u32(0x44).u64(u64::MAX);
+    a.u32(0x43 | 0x800)
+        .u16(3)
+        .u16(3)
+        .raw(b"nm\0")
+        .raw(b"ms\0")
+        .u32(42);
+    a.u32(0x23 | 0x1000)
+        .u32(0x3f80_0000)
+        .u32(5)
+        .u32(-77i32 as u32);
+    a.u32(0x45).raw(&[0x11; 16]);
+    v.push(Rec::verbose(13, a.b.clone()));
+    // Hex and binary codings, floats, raw.
+    let mut a = Args::default();
+    a.u32(0x41 | 0x10000).raw(&[0xab]);
+    a.u32(0x42 | 0x10000).u16(0x1234);
+    a.u32(0x43 | 0x10000).u32(0xdead_beef);
+    a.u32(0x44 | 0x10000).u64(0x0123_4567_89ab_cdef);
+    a.u32(0x41 | 0x18000).raw(&[0xa5]);
+    a.u32(0x42 | 0x18000).u16(0xa55a);
+    a.u32(0x43 | 0x18000);
+    a.u32(0x83).u32(1.5f32.to_bits());
+    a.u32(0x84).u64(1e100f64.to_bits());
+    a.u32(0x84).u64((-0.000123456789f64).to_bits());
+    a.u32(0x82).u16(0x3c00);
+    a.u32(0x85).raw(&[0x22; 16]);
+    a.u32(0x400).u16(3).raw(&[1, 2, 0xff]);
+    a.u32(0x400 | 0x800).u16(2).u16(2).raw(b"r\0").raw(&[9, 8]);
+    v.push(Rec::verbose(14, a.b.clone()));
+    // Big-endian payload (MSBF).
+    let mut a = Args {
+        be: true,
+        ..Default::default()
+    };
+    a.u32(0x43).u32(123_456).string(0x200, b"big endian\0");
+    a.u32(0x42 | 0x10000).u16(0x1234);
+    let mut r = Rec::verbose(3, a.b.clone());
+    r.flags |= MSBF;
+    v.push(r);
+    // Damaged payloads: unknown type, too few arguments, empty string,
+    // short payload.
+    let mut a = Args::default();
+    a.string(0x200, b"before\0").u32(0x100).u32(1);
+    v.push(Rec::verbose(2, a.b.clone()));
+    let mut a = Args::default();
+    a.string(0x200, b"one\0").string(0x200, b"two\0");
+    v.push(Rec::verbose(4, a.b.clone()));
+    let mut a = Args::default();
+    a.string(0x200, b"").string(0x200, b"x\0");
+    v.push(Rec::verbose(2, a.b.clone()));
+    v.push(Rec::verbose(1, vec![0x00, 0x02]));
+    let mut a = Args::default();
+    a.string(0x200, b"cut").raw(b"ab");
+    v.push(Rec::verbose(1, a.b.clone()));
+    // Strings near and over the 10,024-byte text buffer.
+    let mut a = Args::default();
+    let mut long = vec![b'L'; 9000];
+    long.push(0);
+    a.string(0x200, &long).string(0x200, &long);
+    v.push(Rec::verbose(2, a.b.clone()));
+    // Non-verbose: message id and data, without extended header, short.
+    let mut r = Rec::verbose(0, vec![0xd2, 0x04, 0, 0, 1, 2, 3]);
+    r.msin = 0x40;
+    v.push(r);
+    let mut r = Rec::verbose(0, vec![0xd2, 0x04, 0, 0, 0xaa]);
+    r.flags = WEID | WTMS;
+    v.push(r);
+    let mut r = Rec::verbose(0, vec![0xd2, 0x04, 0, 0, 0xaa]);
+    r.flags = 0;
+    r.storage_ecu = *b"E1\0\0";
+    v.push(r);
+    let mut r = Rec::verbose(0, vec![0x01, 0x02]);
+    r.msin = 0x40;
+    v.push(r);
+    let mut r = Rec::verbose(0, vec![0x55; 4000]);
+    r.msin = 0x40;
+    v.push(r);
+    // Control messages: request, responses with named and numeric
+    // status, a service beyond the table, time messages, no data.
+    for (msin, payload) in [
+        (0x16u8, vec![1u8, 0, 0, 0, b'A', b'P', b'P', b'1']),
+        (0x26, vec![3, 0, 0, 0, 7, 1, 0]),
+        (0x26, vec![0x02, 0x0f, 0, 0, 0, 2, 0]),
+        (0x26, vec![0x13, 0, 0, 0, 8]),
+        (0x26, vec![0x13, 0, 0, 0, 4]),
+        (0x26, vec![0x13, 0, 0, 0, 0x33, 1]),
+        (0x26, vec![0x05, 0, 0, 0]),
+        (0x36, vec![0x02, 0x0f, 0, 0, 9]),
+        (0x36, vec![0x01, 0, 0, 0]),
+    ] {
+        let mut r = Rec::verbose(1, payload);
+        r.msin = msin;
+        r.apid = *b"DA1\0";
+        r.ctid = *b"DC1\0";
+        r.flags = UEH | WEID | WTMS;
+        v.push(r);
+    }
+    // Every message type / subtype pair in the header, verbose or not.
+    for mstp in 0..8u8 {
+        for mtin in [0u8, 1, 3, 5, 6, 7, 15] {
+            let mut a = Args::default();
+            a.string(0x200, b"t\0");
+            let mut r = Rec::verbose(1, a.b.clone());
+            r.msin = (mtin << 4) | (mstp << 1) | 1;
+            r.mcnt = mstp * 16 + mtin;
+            v.push(r);
+        }
+    }
+    // Header variants: no timestamp, storage ECU only, NUL ids, negative
+    // microseconds, an apid starting with NUL.
+    let mut a = Args::default();
+    a.string(0x200, b"ids\0");
+    let mut r = Rec::verbose(1, a.b.clone());
+    r.flags = UEH | WSID;
+    r.storage_ecu = *b"AB\0\0";
+    r.usecs = -5;
+    r.apid = [0, b'X', 0, 0];
+    r.ctid = *b"C\0\0\0";
+    v.push(r);
+    let mut r = Rec::verbose(1, a.b.clone());
+    r.ecu = *b"E\0Z\0";
+    r.secs = 0;
+    r.usecs = 999_999;
+    r.tmsp = u32::MAX;
+    v.push(r);
+    v
+}
+
+fn write_tmp(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join(name);
+    std::fs::write(&p, bytes).unwrap();
+    (d, p)
+}
+
+#[test]
+fn synthetic_argument_types_match_live_dlt_convert() {
+    let mut file = Vec::new();
+    for r in synthetic_records() {
+        file.extend_from_slice(&r.bytes());
+    }
+    let (_d, p) = write_tmp("types.dlt", &file);
+    for (flag, extra) in [("-a", &[][..]), ("-s", &["--headers-only"][..])] {
+        for tz in ["UTC", "Australia/Adelaide"] {
+            let Some(want) = dlt_convert(&p, flag, tz) else {
+                return;
+            };
+            let out = polytrace()
+                .env("TZ", tz)
+                .arg("dump")
+                .args(extra)
+                .arg(&p)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_same(&format!("synthetic {flag} TZ={tz}"), &out.stdout, &want);
+        }
+    }
+}
+
+// ------------------------------------------------------------ damage
+
+fn record_offsets(file: &[u8]) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 0;
+    while p + 20 <= file.len() {
+        v.push(p);
+        p += 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
+    }
+    v
+}
+
+#[test]
+fn truncated_file_exit_codes_and_prefix() {
+    let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
+    let want = std::fs::read(kpi_dir().join("B-buf400.convert-a.txt")).unwrap();
+    let offs = record_offsets(&orig);
+    let last = *offs.last().unwrap();
+    for cut in [orig.len() - 1, last + 10, last + 3] {
+        let (_d, p) = write_tmp("cut.dlt", &orig[..cut]);
+        // Without --salvage: the listing up to the cut, then exit 2.
+        let (out, err, code) = dump(&p, &[]);
+        assert_eq!(code, 2, "cut at {cut}: {err}");
+        assert!(
+            err.contains(&format!("byte {last}")) && err.contains("truncated final record"),
+            "{err}"
+        );
+        let n = offs.len() - 1;
+        let prefix: Vec<u8> = want
+            .split_inclusive(|&b| b == b'\n')
+            .take(n)
+            .flatten()
+            .copied()
+            .collect();
+        assert_same("cut prefix", &out, &prefix);
+        // With --salvage: the same listing, exit 1, the offset reported.
+        let (out2, err2, code2) = dump(&p, &["--salvage"]);
+        assert_eq!(code2, 1, "{err2}");
+        assert!(err2.contains(&format!("byte {last}")), "{err2}");
+        assert_eq!(out2, out);
+    }
+    // Reading (not dumping) a cut file behaves the same way.
+    let (_d, p) = write_tmp("cut.dlt", &orig[..orig.len() - 5]);
+    let o = polytrace().arg("check").arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = polytrace()
+        .args(["check", "--salvage"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn garbage_between_records_is_skipped_and_reported() {
+    let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
+    let want = std::fs::read(kpi_dir().join("B-buf400.convert-a.txt")).unwrap();
+    let offs = record_offsets(&orig);
+    // Garbage (with a stray pattern in it) before record 10,
+    // and 5 before record 30.
+    let mut damaged = Vec::new();
+    damaged.extend_from_slice(&orig[..offs[10]]);
+    let g1 = damaged.len();
+    let garbage = b"garbage DLT\x01 more garbage \xff\xfe\x00 ....";
+    damaged.extend_from_slice(garbage);
+    damaged.extend_from_slice(&orig[offs[10]..offs[30]]);
+    let g2 = damaged.len();
+    damaged.extend_from_slice(b"\x00\x01DLT");
+    damaged.extend_from_slice(&orig[offs[30]..]);
+    let (_d, p) = write_tmp("garbage.dlt", &damaged);
+
+    let (out, err, code) = dump(&p, &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&format!("byte {g1}")), "{err}");
+    assert_eq!(out.split(|&b| b == b'\n').count() - 1, 10);
+
+    let (out, err, code) = dump(&p, &["--salvage"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("byte {g1}"))
+            && err.contains(&format!("skipped {} bytes", garbage.len())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("byte {g2}")) && err.contains("skipped 5 bytes"),
+        "{err}"
+    );
+    // Every record is still listed, exactly as dlt-convert lists the
+    // undamaged file.
+    assert_same("salvaged listing", &out, &want);
+    // dlt-convert takes the stray pattern in the garbage for a record and
+    // lists a bogus message; we do not.
+    if let Some(theirs) = dlt_convert(&p, "-a", "UTC") {
+        assert_ne!(theirs, out);
+        assert!(String::from_utf8_lossy(&theirs).contains(" ---- DLT\u{1} "));
+    }
+    // Garbage without a pattern: dlt-convert skips it silently and lists
+    // what we list (we also report it).
+    let mut damaged = Vec::new();
+    damaged.extend_from_slice(&orig[..offs[30]]);
+    damaged.extend_from_slice(b"\x00\x01DLT");
+    damaged.extend_from_slice(&orig[offs[30]..]);
+    let (_d2, p2) = write_tmp("garbage2.dlt", &damaged);
+    let (out, err, code) = dump(&p2, &["--salvage"]);
+    assert_eq!(code, 1, "{err}");
+    assert_same("salvaged listing 2", &out, &want);
+    if let Some(theirs) = dlt_convert(&p2, "-a", "UTC") {
+        assert_same("dlt-convert on garbage", &out, &theirs);
+    }
+}
+
+#[test]
+fn pattern_inside_a_payload_is_not_taken_for_a_record() {
+    // Record 1 carries a string that looks like a whole record; record 1's
+    // own storage pattern is destroyed, so resynchronisation meets the
+    // inner pattern first and must reject it.
+    let mut a = Args::default();
+    a.string(0x200, b"first\0");
+    let r0 = Rec::verbose(1, a.b.clone()).bytes();
+    let mut inner = Rec::verbose(1, {
+        let mut x = Args::default();
+        x.string(0x200, b"fake\0");
+        x.b
+    })
+    .bytes();
+    inner.push(0);
+    let mut a = Args::default();
+    a.string(0x200, &inner);
+    let r1 = Rec::verbose(1, a.b.clone()).bytes();
+    let mut a = Args::default();
+    a.string(0x200, b"third\0");
+    let r2 = Rec::verbose(1, a.b.clone()).bytes();
+    let mut file = [r0.clone(), r1.clone(), r2.clone()].concat();
+
+    // Undamaged: three records, the inner pattern is payload.
+    let (_d, p) = write_tmp("inner.dlt", &file);
+    let (out, err, code) = dump(&p, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.split(|&b| b == b'\n').count() - 1, 3);
+    if let Some(theirs) = dlt_convert(&p, "-a", "UTC") {
+        assert_same("inner pattern", &out, &theirs);
+    }
+
+    file[r0.len()] = b'X';
+    let (_d, p) = write_tmp("inner-damaged.dlt", &file);
+    let (out, err, code) = dump(&p, &["--salvage"]);
+    assert_eq!(code, 1, "{err}");
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("[first]"), "{text}");
+    assert!(text.contains("[third]"), "{text}");
+    assert!(!text.contains("[fake]"), "{text}");
+    assert!(
+        err.contains(&format!("byte {}", r0.len()))
+            && err.contains(&format!(
+                "skipped {} bytes, resynchronised at byte {}",
+                r1.len(),
+                r0.len() + r1.len()
+            )),
+        "{err}"
+    );
+}
+
+#[test]
+fn protocol_v2_and_bad_version_are_damage() {
+    let mut a = Args::default();
+    a.string(0x200, b"ok\0");
+    let good = Rec::verbose(1, a.b.clone()).bytes();
+    let mut v2 = good.clone();
+    v2[3] = 2;
+    let mut badver = good.clone();
+    badver[16] = (badver[16] & 0x1f) | 0x40;
+    for (name, bad, why) in [("v2", v2, "protocol v2"), ("version", badver, "version 2")] {
+        let file = [good.clone(), bad.clone(), good.clone()].concat();
+        let (_d, p) = write_tmp("v.dlt", &file);
+        let (out, err, code) = dump(&p, &[]);
+        assert_eq!(code, 2, "{name}");
+        assert!(
+            err.contains(why) && err.contains(&format!("byte {}", good.len())),
+            "{err}"
+        );
+        assert_eq!(out.split(|&b| b == b'\n').count() - 1, 1);
+        let (out, err, code) = dump(&p, &["--salvage"]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert_eq!(out.split(|&b| b == b'\n').count() - 1, 2, "{name}");
+    }
+}
+
+#[test]
+fn random_damage_never_panics_or_hangs() {
+    use polytrace::formats;
+    use polytrace::input::Input;
+    use polytrace::options::{DumpOptions, ReadOptions};
+    let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fuzz.dlt");
+    let fmt = formats::get(polytrace::model::FormatId::Dlt);
+    // A small deterministic generator (no timing, reproducible).
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let rounds = if common::full() { 3000 } else { 300 };
+    for round in 0..rounds {
+        let mut f = orig.clone();
+        for _ in 0..(1 + rnd() % 8) {
+            let i = (rnd() as usize) % f.len();
+            match rnd() % 4 {
+                0 => f[i] = rnd() as u8,
+                1 => f.truncate(i.max(1)),
+                2 => f.splice(i..i, b"DLT\x01".iter().copied()).for_each(drop),
+                _ => {
+                    let j = (i + (rnd() as usize % 64)).min(f.len());
+                    f.drain(i..j);
+                }
+            }
+            if f.is_empty() {
+                f.push(0);
+            }
+        }
+        std::fs::write(&p, &f).unwrap();
+        let input = Input::resolve(&p).unwrap();
+        for salvage in [false, true] {
+            let ro = ReadOptions {
+                salvage,
+                ..Default::default()
+            };
+            let mut sink = Vec::new();
+            let _ = fmt.dump(&input, &ro, &DumpOptions::default(), &mut sink);
+            if let Ok(mut r) = fmt.open(&input, &ro) {
+                let mut n = 0;
+                while let Ok(Some(_)) = r.next_item() {
+                    n += 1;
+                    assert!(n < 1_000_000, "round {round}: runaway reader");
+                }
+                let _ = r.diagnostics();
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ round trips
+
+/// KPI groups as `dlt-convert -a` shows them: per BEG (in order), the type
+/// and the joined dataset text of its data messages, with libdlt's
+/// truncated-duplicate tails removed.
+fn groups_of_listing(listing: &[u8]) -> Vec<(String, String)> {
+    const MARK: &str = "... <<Message truncated, too long>>";
+    let text = String::from_utf8_lossy(listing);
+    let mut msgs: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if !line.contains(" PROC PROC ") {
+            continue;
+        }
+        let open = line.find(" [").unwrap();
+        let payload = &line[open + 2..line.len() - 1];
+        let (kind, rest) = payload.split_once(' ').unwrap();
+        msgs.push((kind.to_string(), rest.to_string()));
+    }
+    // Remove truncated tails: the cut copy is a prefix of the next data
+    // message of the same type.
+    for i in 0..msgs.len() {
+        if !msgs[i].1.ends_with(MARK) {
+            continue;
+        }
+        let kind = msgs[i].0.clone();
+        let next = msgs[i + 1..]
+            .iter()
+            .find(|(k, r)| *k == kind && r != "BEG" && r != "END")
+            .map(|(_, r)| r.clone())
+            .expect("a full copy follows a truncated one");
+        let body = &msgs[i].1[..msgs[i].1.len() - MARK.len()];
+        let cut = body
+            .match_indices(' ')
+            .map(|(j, _)| j)
+            .filter(|&j| next.starts_with(&body[j + 1..]))
+            .min()
+            .expect("truncated tail is a prefix of the next dataset");
+        msgs[i].1 = body[..cut].to_string();
+    }
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for (kind, rest) in msgs {
+        match rest.as_str() {
+            "BEG" => {
+                open.insert(kind.clone(), groups.len());
+                groups.push((kind, String::new()));
+            }
+            "END" => {
+                open.remove(&kind);
+            }
+            _ => {
+                let g = &mut groups[open[&kind]].1;
+                if !g.is_empty() {
+                    g.push(' ');
+                }
+                g.push_str(&rest);
+            }
+        }
+    }
+    groups
+}
+
+fn convert(input: &Path, to: &str, out: &Path, extra: &[&str]) -> (i32, String) {
+    let o = polytrace()
+        .args(["convert", "--to", to, "-o"])
+        .arg(out)
+        .args(extra)
+        .arg(input)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn listing(p: &Path) -> Vec<u8> {
+    dlt_convert(p, "-a", "UTC").unwrap_or_else(|| dump(p, &[]).0)
+}
+
+#[test]
+fn dlt_to_kpi_lines_to_dlt_keeps_groups() {
+    for name in ["kpi-capture", "B-buf400"] {
+        let src = kpi_dir().join(format!("{name}.dlt"));
+        let d = tempfile::tempdir().unwrap();
+        let kpi = d.path().join("x.kpi");
+        let back = d.path().join("x.dlt");
+        let (code, err) = convert(&src, "kpi", &kpi, &[]);
+        // The daemon's own messages cannot be KPI lines: reported as dropped.
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("annotations"), "{err}");
+        let (code, err) = convert(&kpi, "dlt", &back, &[]);
+        assert_eq!(code, 0, "{err}");
+        let want = std::fs::read(kpi_dir().join(format!("{name}.convert-a.txt"))).unwrap();
+        let g0 = groups_of_listing(&want);
+        let g1 = groups_of_listing(&listing(&back));
+        assert!(g0.len() > 10);
+        assert_eq!(g0.len(), g1.len(), "{name}: group count");
+        for (i, (a, b)) in g0.iter().zip(&g1).enumerate() {
+            assert_eq!(a, b, "{name}: group {i}");
+        }
+    }
+}
+
+#[test]
+fn dlt_to_dlt_keeps_groups_and_other_messages() {
+    let src = kpi_dir().join("kpi-capture.dlt");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("y.dlt");
+    let (code, err) = convert(&src, "dlt", &out, &["--session-id", "14401"]);
+    assert_eq!(code, 0, "{err}");
+    let want = std::fs::read(kpi_dir().join("kpi-capture.convert-a.txt")).unwrap();
+    let ours = listing(&out);
+    assert_eq!(groups_of_listing(&want), groups_of_listing(&ours));
+    // The 13 daemon messages are copied verbatim.
+    let others = |t: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(t)
+            .lines()
+            .filter(|l| !l.contains(" PROC PROC "))
+            .map(|l| l.split_once(' ').unwrap().1.to_string())
+            .collect()
+    };
+    assert_eq!(others(&want), others(&ours));
+    // The KPI messages have dlt-kpi's shape: header flags, msin, ids,
+    // session, limit, counter.
+    let bytes = std::fs::read(&out).unwrap();
+    let mut mcnt: Option<u8> = None;
+    let mut n = 0;
+    for off in record_offsets(&bytes) {
+        let r = &bytes[off..];
+        let len = u16::from_be_bytes([r[18], r[19]]) as usize;
+        if &r[34..42] != b"PROCPROC" {
+            continue;
+        }
+        n += 1;
+        assert_eq!(r[16], 0x3d);
+        assert_eq!(r[32], 0x41);
+        assert_eq!(u32::from_be_bytes([r[24], r[25], r[26], r[27]]), 14401);
+        assert!(len - 26 <= 1390);
+        if let Some(m) = mcnt {
+            assert_eq!(r[17], m.wrapping_add(1));
+        }
+        mcnt = Some(r[17]);
+    }
+    assert!(n > 3000, "{n} KPI messages checked");
+    // Storage time is tmsp + offset, never later than the original's
+    // storage time of the same message.
+    let ls = String::from_utf8_lossy(&ours).into_owned();
+    assert!(ls.contains("2026/11/22 03:43:57."), "{}", &ls[..200]);
+}
+
+#[test]
+fn payload_limit_option_splits_like_libdlt() {
+    // B-buf400 was captured with DLT_LOG_MSG_BUF_LEN=400: rewritten with
+    // the same limit, every group comes back the same.
+    let src = kpi_dir().join("B-buf400.dlt");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("z.dlt");
+    let (code, err) = convert(&src, "dlt", &out, &["--dlt-payload-max", "400"]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    let mut max = 0;
+    let mut data_msgs = 0;
+    for off in record_offsets(&bytes) {
+        let r = &bytes[off..];
+        if &r[34..42] == b"PROCPROC" {
+            let len = u16::from_be_bytes([r[18], r[19]]) as usize;
+            max = max.max(len - 26);
+            data_msgs += 1;
+        }
+    }
+    assert!(max <= 400 && max > 300, "largest payload {max}");
+    let want = std::fs::read(kpi_dir().join("B-buf400.convert-a.txt")).unwrap();
+    assert_eq!(groups_of_listing(&want), groups_of_listing(&listing(&out)));
+    // With the default limit the same groups need fewer messages.
+    let out2 = d.path().join("z2.dlt");
+    let (code, err) = convert(&src, "dlt", &out2, &[]);
+    assert_eq!(code, 0, "{err}");
+    let bytes2 = std::fs::read(&out2).unwrap();
+    let n2 = record_offsets(&bytes2)
+        .iter()
+        .filter(|&&o| &bytes2[o + 34..o + 42] == b"PROCPROC")
+        .count();
+    assert!(n2 < data_msgs, "{n2} vs {data_msgs}");
+    assert_eq!(groups_of_listing(&want), groups_of_listing(&listing(&out2)));
+    // A 900-byte command line cannot fit a 400-byte payload: cut, reported.
+    let out3 = d.path().join("z3.dlt");
+    let (code, err) = convert(
+        &kpi_dir().join("kpi-capture.dlt"),
+        "dlt",
+        &out3,
+        &["--dlt-payload-max", "400"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cut to fit"), "{err}");
+}
+
+#[test]
+fn kpi_ids_option_selects_other_messages() {
+    let src = kpi_dir().join("B-buf400.dlt");
+    let o = polytrace()
+        .args(["info", "--kpi-app", "XXXX"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("annotations"), "{s}");
+    assert!(!s.contains("kpi.NEW"), "{s}");
+    let o = polytrace().arg("info").arg(&src).output().unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("kpi.NEW"), "{s}");
+}
