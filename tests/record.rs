@@ -617,3 +617,123 @@ fn kpi_mapping_matches_the_kpi_reader() {
     assert_eq!(a.events, b.events);
     assert_eq!(a.samples, b.samples);
 }
+
+/// `pminfo -L -f` values: (metric, instance name or "") → value text.
+fn pminfo(root: &Path, metrics: &[&str]) -> std::collections::HashMap<(String, String), f64> {
+    let tool = common::peer("pminfo").unwrap();
+    let out = run_ok(
+        Command::new(tool)
+            .arg("-n")
+            .arg(root)
+            .arg("-L")
+            .arg("-f")
+            .args(metrics),
+        "pminfo -L -f",
+    );
+    let mut m = std::collections::HashMap::new();
+    let mut cur = String::new();
+    for line in out.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if !line.starts_with(' ') {
+            cur = t.to_string();
+        } else if let Some(v) = t.strip_prefix("value ") {
+            m.insert((cur.clone(), String::new()), v.parse().unwrap());
+        } else if let Some(rest) = t.strip_prefix("inst [") {
+            let name = rest.split('"').nth(1).unwrap_or("").to_string();
+            let v = rest.rsplit("value ").next().unwrap().parse().unwrap();
+            m.insert((cur.clone(), name), v);
+        }
+    }
+    m
+}
+
+/// The system metrics agree with PCP's own Linux PMDA (pmda_linux.so, run
+/// in-process by `pminfo -L`) read just before and just after one scan.
+#[test]
+fn system_metrics_agree_with_pcp_linux_pmda() {
+    let pmns = Path::new("/var/lib/pcp/pmns/root_linux");
+    if common::peer("pminfo").is_none() || !pmns.is_file() {
+        eprintln!("skipping: pminfo or the Linux PMNS not installed");
+        return;
+    }
+    // pminfo -L needs a PMNS root; the installed one is split per PMDA.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let text = std::fs::read_to_string(pmns).unwrap();
+    let body = &text[text.find("root {").unwrap()..];
+    std::fs::write(&root, format!("#define LINUX 60\n{body}")).unwrap();
+    let counters = [
+        ("kernel.all.cpu.user", ""),
+        ("kernel.all.cpu.sys", ""),
+        ("kernel.all.cpu.idle", ""),
+        ("kernel.all.cpu.intr", ""),
+        ("kernel.all.pswitch", ""),
+        ("kernel.all.sysfork", ""),
+        ("kernel.all.intr", ""),
+        ("kernel.percpu.cpu.user", "cpu0"),
+        ("kernel.percpu.cpu.idle", "cpu0"),
+        ("kernel.percpu.interrupts", "LOC::cpu0"),
+    ];
+    let fixed = [
+        "hinv.ncpu",
+        "hinv.pagesize",
+        "mem.physmem",
+        "kernel.all.boottime",
+    ];
+    let names: Vec<&str> = counters
+        .iter()
+        .map(|c| c.0)
+        .chain(fixed)
+        .chain(["mem.util.free"])
+        .collect();
+    let before = pminfo(&root, &names);
+    let listing = dir.path().join("one.txt");
+    let out = Command::new(common::bin())
+        .args(["record", "--samples", "0", "--listing", "-o"])
+        .arg(&listing)
+        .output()
+        .unwrap();
+    assert_record_ok("listing", &out);
+    let after = pminfo(&root, &names);
+    let l = Listing {
+        text: std::fs::read_to_string(&listing).unwrap(),
+    };
+    // Our instance ids, from the indom lines (`[id "name"]`).
+    let inst_id = |name: &str| -> i64 {
+        let pat = format!("\"{name}\"]");
+        let line = l
+            .text
+            .lines()
+            .find(|x| x.contains(" indom ") && x.contains(&pat));
+        let line = line.unwrap_or_else(|| panic!("no instance {name}"));
+        let i = line.find(&pat).unwrap();
+        let open = line[..i].rfind('[').unwrap();
+        line[open + 1..i].trim().parse().unwrap()
+    };
+    for (m, inst) in counters {
+        let key = (m.to_string(), inst.to_string());
+        let (a, b) = (before[&key], after[&key]);
+        let ours = if inst.is_empty() {
+            l.singular(m)[0]
+        } else {
+            l.values(m, inst_id(inst))[0].1 as f64
+        };
+        assert!(
+            a <= ours && ours <= b,
+            "{m}[{inst}]: pcp {a} .. {b}, ours {ours}"
+        );
+    }
+    for m in fixed {
+        let key = (m.to_string(), String::new());
+        assert_eq!(l.singular(m)[0], before[&key], "{m}");
+    }
+    let free = l.singular("mem.util.free")[0];
+    let pcp = before[&("mem.util.free".to_string(), String::new())];
+    assert!(
+        (free - pcp).abs() <= 0.1 * pcp,
+        "mem.util.free {free} vs {pcp}"
+    );
+}
