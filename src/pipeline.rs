@@ -273,7 +273,7 @@ pub enum Dest<'a> {
 
 /// Stream `reader` into a new output of format `to`.
 pub fn convert(
-    mut reader: Box<dyn TraceReader>,
+    reader: Box<dyn TraceReader>,
     inputs: &[PathBuf],
     to: &dyn Format,
     dest: Dest<'_>,
@@ -283,8 +283,16 @@ pub fn convert(
     if !caps.write {
         return Err(formats::not_implemented(to.id(), "writing"));
     }
+    let mut reader = reader;
     let header = reader.header().clone();
     let mut out = ConvertOutcome::default();
+    // Metric-only targets take events as per-type counters.
+    let mut adapter_loss = None;
+    if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {
+        let ec = EventCounters::wrap(reader);
+        adapter_loss = Some(ec.loss.clone());
+        reader = Box::new(ec);
+    }
     match dest {
         Dest::Stdout => {
             if !caps.text_output {
@@ -315,6 +323,9 @@ pub fn convert(
             }
             out.outputs = staged.commit()?;
         }
+    }
+    if let Some(l) = adapter_loss {
+        out.loss.merge(&l.borrow());
     }
     out.diagnostics = reader.diagnostics().to_vec();
     Ok(out)
@@ -547,4 +558,184 @@ pub fn info(reader: &mut dyn TraceReader) -> Result<Info> {
         }
     }
     Ok(info)
+}
+
+// ------------------------------------------------------- events → counters
+
+/// PCP domain of the `events.<category>.<name>` counters (private-use).
+pub const EVENT_COUNTER_DOMAIN: u32 = 453;
+
+/// For metrics-only writers (PCP archive, MMV): each event type becomes a
+/// counter `events.<category>.<name>` and each event a sample of its running
+/// count (design/model.md §3). The events themselves are consumed; the
+/// adapter's own loss report says so.
+pub struct EventCounters {
+    inner: Box<dyn TraceReader>,
+    counters: BTreeMap<EventTypeId, (MetricId, u64)>,
+    names: BTreeMap<EventTypeId, String>,
+    queue: std::collections::VecDeque<Item>,
+    used_names: std::collections::BTreeSet<String>,
+    /// What the adaptation degraded; shared so `convert` can report it.
+    pub loss: std::rc::Rc<std::cell::RefCell<LossReport>>,
+}
+
+/// A PCP-acceptable metric name component: letters, digits, `_`.
+fn pcp_name_part(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !out.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        out.insert(0, 'e');
+    }
+    out
+}
+
+impl EventCounters {
+    pub fn wrap(inner: Box<dyn TraceReader>) -> EventCounters {
+        EventCounters {
+            inner,
+            counters: BTreeMap::new(),
+            names: BTreeMap::new(),
+            queue: Default::default(),
+            used_names: Default::default(),
+            loss: Default::default(),
+        }
+    }
+}
+
+impl TraceReader for EventCounters {
+    fn header(&self) -> &Header {
+        self.inner.header()
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        loop {
+            if let Some(it) = self.queue.pop_front() {
+                return Ok(Some(it));
+            }
+            let Some(item) = self.inner.next_item()? else {
+                return Ok(None);
+            };
+            match item {
+                Item::EventType(t) => {
+                    let mut name = format!(
+                        "events.{}.{}",
+                        pcp_name_part(&t.category),
+                        pcp_name_part(&t.name)
+                    );
+                    // A second facility version reuses the name: keep them apart.
+                    let base = name.clone();
+                    let mut n = 2;
+                    while self.used_names.contains(&name) {
+                        name = format!("{base}_{n}");
+                        n += 1;
+                    }
+                    self.used_names.insert(name.clone());
+                    self.names.insert(t.id, name);
+                }
+                Item::Event(e) => {
+                    let next_item = self.counters.len() as u32;
+                    let Some(name) = self.names.get(&e.type_id).cloned() else {
+                        self.loss
+                            .borrow_mut()
+                            .drop_item("events", "event of an undefined type");
+                        continue;
+                    };
+                    let entry = self.counters.entry(e.type_id).or_insert_with(|| {
+                        let id = crate::formats::kpi::schema::pmid(
+                            EVENT_COUNTER_DOMAIN,
+                            next_item >> 10,
+                            next_item & 0x3ff,
+                        );
+                        let mut d = MetricDesc::new(
+                            id,
+                            &name,
+                            ValueType::U64,
+                            Semantics::Counter,
+                            Units::count(),
+                        );
+                        d.help_short = Some(format!("number of {name} events so far"));
+                        self.queue.push_back(Item::Metric(std::sync::Arc::new(d)));
+                        (id, 0)
+                    });
+                    entry.1 += 1;
+                    let (id, count) = *entry;
+                    self.loss
+                        .borrow_mut()
+                        .degrade("events", "written as per-type counters events.*");
+                    self.queue.push_back(Item::Sample(Sample {
+                        time: e.time,
+                        raw_clock: e.raw_clock,
+                        metrics: vec![MetricValues {
+                            metric: id,
+                            values: Ok(vec![(PM_IN_NULL, Value::U64(count))]),
+                        }],
+                        extras: Extras::default(),
+                    }));
+                }
+                other => return Ok(Some(other)),
+            }
+        }
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        self.inner.diagnostics()
+    }
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        self.inner.native_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_specs() {
+        assert_eq!(
+            TimeSpec::parse("2026-11-22T03:43:55Z").unwrap(),
+            TimeSpec::At(Timestamp(1_795_319_035_000_000_000))
+        );
+        assert_eq!(
+            TimeSpec::parse("2026-11-22T04:43:55.5+01:00").unwrap(),
+            TimeSpec::At(Timestamp(1_795_319_035_500_000_000))
+        );
+        assert_eq!(
+            TimeSpec::parse("1795319035.25").unwrap(),
+            TimeSpec::At(Timestamp(1_795_319_035_250_000_000))
+        );
+        assert_eq!(
+            TimeSpec::parse("+1m30s").unwrap(),
+            TimeSpec::After(90_000_000_000)
+        );
+        assert_eq!(
+            TimeSpec::parse("+250ms").unwrap(),
+            TimeSpec::After(250_000_000)
+        );
+        for bad in [
+            "",
+            "+",
+            "+5x",
+            "2026-13-01T00:00:00Z",
+            "12:00",
+            "1.2.3",
+            "2026-11-22T03:43:55",
+        ] {
+            assert!(TimeSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn civil_dates_round_trip() {
+        for days in [-719_468i64, -1, 0, 1, 10_957, 20_779, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
 }

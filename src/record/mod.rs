@@ -454,6 +454,29 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
     Ok(outcome)
 }
 
+/// The loss report, one line per reason: a recording to a narrow format
+/// (KPI) drops dozens of system metrics for the same reason.
+pub fn loss_summary(loss: &LossReport) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut lines = vec![loss.to_string().lines().next().unwrap_or("").to_string()];
+    for (verb, map) in [("degraded", &loss.degraded), ("dropped", &loss.dropped)] {
+        let mut by_reason: BTreeMap<&str, (u64, Vec<&str>)> = BTreeMap::new();
+        for ((what, why), n) in map {
+            let e = by_reason.entry(why.as_str()).or_default();
+            e.0 += n;
+            e.1.push(what.as_str());
+        }
+        for (why, (n, whats)) in by_reason {
+            let mut list = whats.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+            if whats.len() > 3 {
+                list += &format!(" and {} more kinds", whats.len() - 3);
+            }
+            lines.push(format!("{verb}: {n} items ({list}): {why}"));
+        }
+    }
+    lines
+}
+
 /// The CLI verb.
 pub fn run(a: &crate::cli::RecordArgs, quiet: bool) -> anyhow::Result<u8> {
     use crate::pipeline::parse_duration;
@@ -494,12 +517,15 @@ pub fn run(a: &crate::cli::RecordArgs, quiet: bool) -> anyhow::Result<u8> {
                 _ => "",
             }
         );
-        for l in outcome.loss.to_string().lines() {
+        for l in loss_summary(&outcome.loss) {
             eprintln!("polytrace: {l}");
         }
     } else if outcome.loss.has_drops() {
-        for ((what, why), n) in &outcome.loss.dropped {
-            eprintln!("polytrace: dropped {n} {what}: {why}");
+        for l in loss_summary(&outcome.loss)
+            .iter()
+            .filter(|l| l.starts_with("dropped"))
+        {
+            eprintln!("polytrace: {l}");
         }
     }
     Ok(if outcome.loss.has_drops() {

@@ -104,15 +104,11 @@ pub struct Sampler {
     last_time: i64,
     kpi_irq_ids: HashMap<(String, u32), InstId>,
     pcp_irq_ids: HashMap<(String, u32), InstId>,
+    next_group: u64,
+    dir: Option<procfs::ProcDir>,
     buf: Vec<u8>,
     buf2: Vec<u8>,
     pub stats: Stats,
-}
-
-fn kind(k: &str) -> Extras {
-    let mut e = Extras::default();
-    e.set(schema::X_KIND, ExtraValue::Str(k.to_string()));
-    e
 }
 
 /// dlt-kpi's rate: busy ms = ticks × 1000 / CLK_TCK, then × 1000 per
@@ -138,10 +134,21 @@ impl Sampler {
             last_time: i64::MIN,
             kpi_irq_ids: HashMap::new(),
             pcp_irq_ids: HashMap::new(),
+            next_group: 0,
+            dir: None,
             buf: Vec::with_capacity(4096),
             buf2: Vec::with_capacity(4096),
             stats: Stats::default(),
         }
+    }
+
+    /// Extras of the next KPI group of kind `k` (`kpi.kind`, `kpi.group`).
+    fn group(&mut self, k: &str) -> Extras {
+        let mut e = Extras::default();
+        e.set(schema::X_KIND, ExtraValue::Str(k.to_string()));
+        e.set(schema::X_GROUP, ExtraValue::U64(self.next_group));
+        self.next_group += 1;
+        e
     }
 
     pub fn config(&self) -> &Config {
@@ -156,11 +163,20 @@ impl Sampler {
         v
     }
 
-    fn path(&self, pid: i32, file: &str) -> PathBuf {
-        let mut p = self.cfg.proc_root.clone();
-        p.push(pid.to_string());
-        p.push(file);
-        p
+    /// Read a /proc file; `pid` None = a top-level file.
+    fn read(&mut self, pid: Option<i32>, file: &str, second: bool) -> bool {
+        let buf = if second {
+            &mut self.buf2
+        } else {
+            &mut self.buf
+        };
+        if self.dir.is_none() {
+            self.dir = procfs::ProcDir::open(&self.cfg.proc_root).ok();
+        }
+        match &mut self.dir {
+            Some(d) => d.read(pid, file, buf, pid.is_some()).is_ok(),
+            None => false,
+        }
     }
 
     /// Scan once, appending the items of this interval to `out`.
@@ -181,21 +197,30 @@ impl Sampler {
         let gen = self.gen;
         self.stats.scans += 1;
 
-        let ev = |type_id, fields, k: &str, stream: Option<&str>| {
+        let ev = |type_id, fields, extras: Extras| {
             Item::Event(Event {
                 time,
                 raw_clock: raw,
                 type_id,
                 cpu: None,
-                stream: stream.map(str::to_string),
+                stream: None,
                 fields,
-                extras: if k.is_empty() {
-                    Extras::default()
-                } else {
-                    kind(k)
-                },
+                extras,
             })
         };
+        if first {
+            // As the KPI reader: both KPI indoms start empty.
+            for id in [schema::PROC_INDOM, schema::IRQ_INDOM] {
+                out.push(Item::Indom(IndomUpdate {
+                    time,
+                    id,
+                    kind: IndomKind::Full,
+                    instances: vec![],
+                    removed: vec![],
+                    extras: Extras::default(),
+                }));
+            }
+        }
 
         // ---- processes
         let mut new: Vec<i32> = Vec::new();
@@ -204,8 +229,7 @@ impl Sampler {
         let mut control_procs: Vec<Item> = Vec::new();
         let pids = self.list_pids();
         for pid in pids {
-            let sp = self.path(pid, "stat");
-            if procfs::read_into(&sp, &mut self.buf).is_err() {
+            if !self.read(Some(pid), "stat", false) {
                 continue; // vanished between readdir and read: not present
             }
             let Some(st) = procfs::parse_stat(&self.buf) else {
@@ -239,7 +263,7 @@ impl Sampler {
                 }
                 other => {
                     // New process, or a reused PID (different start time).
-                    if procfs::read_into(&self.path(pid, "cmdline"), &mut self.buf2).is_err() {
+                    if !self.read(Some(pid), "cmdline", true) {
                         continue; // vanished mid-read: report it next scan if it is back
                     }
                     let mut cmdline = procfs::cmdline_arg0(&self.buf2);
@@ -275,12 +299,14 @@ impl Sampler {
         // ctx and io are only read for the processes ACT lists.
         for a in &mut act {
             let pid = a.0;
-            let ctx = procfs::read_into(&self.path(pid, "status"), &mut self.buf)
-                .ok()
-                .and_then(|_| procfs::status_ctxsw(&self.buf));
-            let io = procfs::read_into(&self.path(pid, "io"), &mut self.buf)
-                .ok()
-                .and_then(|_| procfs::io_bytes(&self.buf));
+            let ctx = self
+                .read(Some(pid), "status", false)
+                .then(|| procfs::status_ctxsw(&self.buf))
+                .flatten();
+            let io = self
+                .read(Some(pid), "io", false)
+                .then(|| procfs::io_bytes(&self.buf))
+                .flatten();
             if let Some(p) = self.procs.get_mut(&pid) {
                 if let Some(c) = ctx {
                     p.ctxsw = c;
@@ -307,41 +333,11 @@ impl Sampler {
         act.sort_unstable_by_key(|a| a.0);
 
         out.extend(control_procs);
-        for pid in &reused {
-            out.push(ev(
-                schema::STP_TYPE,
-                vec![Value::I64(*pid as i64)],
-                "STP",
-                None,
-            ));
-        }
-        for pid in &new {
-            let p = &self.procs[pid];
-            out.push(ev(
-                schema::NEW_TYPE,
-                vec![
-                    Value::I64(*pid as i64),
-                    Value::I64(p.ppid),
-                    Value::Str(p.cmdline.clone()),
-                ],
-                "NEW",
-                None,
-            ));
-        }
-        for pid in &gone {
-            out.push(ev(
-                schema::STP_TYPE,
-                vec![Value::I64(*pid as i64)],
-                "STP",
-                None,
-            ));
-        }
-        self.stats.new += new.len() as u64;
-        self.stats.stp += (gone.len() + reused.len()) as u64;
-        self.stats.events += (new.len() + gone.len() + reused.len()) as u64;
-        if !new.is_empty() || !gone.is_empty() {
-            // A reused PID is re-added under its new name (a rename), not
-            // removed, so the update reads the same in any apply order.
+        // Groups in dlt-kpi's order (NEW, STP, ACT, then IRQ and CHK), each
+        // numbered as the KPI reader numbers BEG..END groups.
+        if !new.is_empty() {
+            // A reused PID is re-added under its new name (a rename), so the
+            // update reads the same whatever order a writer applies it in.
             out.push(Item::Indom(IndomUpdate {
                 time,
                 id: schema::PROC_INDOM,
@@ -353,10 +349,47 @@ impl Sampler {
                         name: schema::proc_instance_name(*pid as i64, &self.procs[pid].cmdline),
                     })
                     .collect(),
+                removed: vec![],
+                extras: Extras::default(),
+            }));
+        }
+        let stp_group = (!gone.is_empty() || !reused.is_empty()).then(|| self.group("STP"));
+        for pid in &reused {
+            let x = stp_group.clone().unwrap_or_default();
+            out.push(ev(schema::STP_TYPE, vec![Value::I64(*pid as i64)], x));
+        }
+        if !new.is_empty() {
+            let x = self.group("NEW");
+            for pid in &new {
+                let p = &self.procs[pid];
+                out.push(ev(
+                    schema::NEW_TYPE,
+                    vec![
+                        Value::I64(*pid as i64),
+                        Value::I64(p.ppid),
+                        Value::Str(p.cmdline.clone()),
+                    ],
+                    x.clone(),
+                ));
+            }
+        }
+        for pid in &gone {
+            let x = stp_group.clone().unwrap_or_default();
+            out.push(ev(schema::STP_TYPE, vec![Value::I64(*pid as i64)], x));
+        }
+        if !gone.is_empty() {
+            out.push(Item::Indom(IndomUpdate {
+                time,
+                id: schema::PROC_INDOM,
+                kind: IndomKind::Delta,
+                instances: vec![],
                 removed: gone.clone(),
                 extras: Extras::default(),
             }));
         }
+        self.stats.new += new.len() as u64;
+        self.stats.stp += (gone.len() + reused.len()) as u64;
+        self.stats.events += (new.len() + gone.len() + reused.len()) as u64;
         if !act.is_empty() {
             let col = |f: &dyn Fn(&Act) -> Value| -> Vec<(InstId, Value)> {
                 act.iter().map(|a| (a.0, f(a))).collect()
@@ -379,18 +412,17 @@ impl Sampler {
                         values: Ok(v),
                     })
                     .collect(),
-                extras: kind("ACT"),
+                extras: self.group("ACT"),
             }));
             self.stats.samples += 1;
         }
 
         // ---- interrupts
-        let irqs =
-            if procfs::read_into(&self.cfg.proc_root.join("interrupts"), &mut self.buf).is_ok() {
-                procfs::parse_interrupts(&self.buf)
-            } else {
-                Vec::new()
-            };
+        let irqs = if self.read(None, "interrupts", false) {
+            procfs::parse_interrupts(&self.buf)
+        } else {
+            Vec::new()
+        };
         if first {
             for r in &irqs {
                 if let Some(n) = procfs::parse_u64(r.name.as_bytes()) {
@@ -401,20 +433,20 @@ impl Sampler {
         self.irq_items(&irqs, time, raw, first, out);
 
         // ---- system metrics
-        let stat = if procfs::read_into(&self.cfg.proc_root.join("stat"), &mut self.buf).is_ok() {
+        let stat = if self.read(None, "stat", false) {
             procfs::parse_proc_stat(&self.buf)
         } else {
             procfs::ProcStat::default()
         };
-        let meminfo =
-            if procfs::read_into(&self.cfg.proc_root.join("meminfo"), &mut self.buf).is_ok() {
-                procfs::meminfo_get(&self.buf, &self.sys.mem_keys)
-            } else {
-                vec![None; self.sys.mem_keys.len()]
-            };
-        let load = procfs::read_into(&self.cfg.proc_root.join("loadavg"), &mut self.buf)
-            .ok()
-            .and_then(|_| procfs::parse_loadavg(&self.buf));
+        let meminfo = if self.read(None, "meminfo", false) {
+            procfs::meminfo_get(&self.buf, &self.sys.mem_keys)
+        } else {
+            vec![None; self.sys.mem_keys.len()]
+        };
+        let load = self
+            .read(None, "loadavg", false)
+            .then(|| procfs::parse_loadavg(&self.buf))
+            .flatten();
         if first {
             out.push(Item::Indom(IndomUpdate {
                 time,
@@ -489,15 +521,17 @@ impl Sampler {
             self.last_chk_mono = Some(mono);
             let mut pids: Vec<i32> = self.procs.keys().copied().collect();
             pids.sort_unstable();
-            for pid in pids {
-                let p = &self.procs[&pid];
-                out.push(ev(
-                    schema::CHK_TYPE,
-                    vec![Value::I64(pid as i64), Value::Str(p.cmdline.clone())],
-                    "CHK",
-                    None,
-                ));
-                self.stats.events += 1;
+            if !pids.is_empty() {
+                let x = self.group("CHK");
+                for pid in pids {
+                    let p = &self.procs[&pid];
+                    out.push(ev(
+                        schema::CHK_TYPE,
+                        vec![Value::I64(pid as i64), Value::Str(p.cmdline.clone())],
+                        x.clone(),
+                    ));
+                    self.stats.events += 1;
+                }
             }
         }
         self.stats.processes = self.procs.len() as u64;
@@ -530,9 +564,10 @@ impl Sampler {
         time: Timestamp,
         raw: Option<u64>,
     ) -> Item {
-        let mut s = match procfs::read_into(&self.path(pid, "status"), &mut self.buf2) {
-            Ok(()) => procfs::parse_status(&self.buf2),
-            Err(_) => procfs::Status::default(),
+        let mut s = if self.read(Some(pid), "status", true) {
+            procfs::parse_status(&self.buf2)
+        } else {
+            procfs::Status::default()
         };
         if s.name.is_empty() {
             s.name = String::from_utf8_lossy(&st.comm).into_owned();
@@ -627,7 +662,7 @@ impl Sampler {
                     metric: schema::IRQ_COUNT,
                     values: Ok(vals),
                 }],
-                extras: kind("IRQ"),
+                extras: self.group("IRQ"),
             }));
             self.stats.samples += 1;
         }

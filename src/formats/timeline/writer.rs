@@ -14,16 +14,16 @@ use super::layout::{
 };
 use crate::error::{Error, Result};
 use crate::model::{
-    Event, EventType, EventTypeId, ExtraValue, FormatId, Header, IndomId, InstId, Item,
-    LossReport, MetricDesc, MetricId, Sample, TraceWriter, Value,
+    Event, EventType, EventTypeId, ExtraValue, FormatId, Header, IndomId, InstId, Item, LossReport,
+    MetricDesc, MetricId, Sample, TraceWriter, Value,
 };
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// Largest ring we build in memory (4 GiB of entries).
-const MAX_ENTRIES: u64 = 1 << 26;
+/// Largest ring we build in memory (1 GiB of entries).
+const MAX_ENTRIES: u64 = 1 << 24;
 /// Largest string table (M: its size is a u32; A: offsets are 16 bits anyway).
 const MAX_STRINGS: u64 = 1 << 28;
 /// Default priority of events that have none: `trace` (occasional events).
@@ -68,10 +68,7 @@ pub struct TimelineWriter {
 }
 
 fn sanitize_word(s: &str) -> String {
-    let w: String = s
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
+    let w: String = s.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
     w
 }
 
@@ -145,7 +142,9 @@ impl TimelineWriter {
             )));
         }
         let sbytes = if preserve {
-            hx.u64(keys::STRINGS_BYTES).unwrap_or(def_s).min(MAX_STRINGS)
+            hx.u64(keys::STRINGS_BYTES)
+                .unwrap_or(def_s)
+                .min(MAX_STRINGS)
         } else {
             def_s
         };
@@ -178,7 +177,8 @@ impl TimelineWriter {
             if let Some(t) = hx.bytes(keys::STRINGS) {
                 let k = t.len().min(sbytes as usize);
                 if k < t.len() {
-                    w.loss.degrade("string table", "longer than its declared size: truncated");
+                    w.loss
+                        .degrade("string table", "longer than its declared size: truncated");
                 }
                 img[strings_start..strings_start + k].copy_from_slice(&t[..k]);
                 w.str_used = k;
@@ -202,7 +202,10 @@ impl TimelineWriter {
         let step = if self.layout == Layout::A2 { 1 } else { 16 };
         let mut off = 0;
         while off < t.len() {
-            let end = t[off..].iter().position(|&b| b == 0).map_or(t.len(), |p| off + p);
+            let end = t[off..]
+                .iter()
+                .position(|&b| b == 0)
+                .map_or(t.len(), |p| off + p);
             if end > off {
                 self.intern.entry(t[off..end].to_vec()).or_insert(off);
             }
@@ -300,10 +303,24 @@ impl TimelineWriter {
         } else {
             fmt
         };
+        if t.extras.str(keys::SPEC).is_some() {
+            self.loss.degrade(
+                "event types",
+                "mainline spec (level, rate, attributes) has no A2 form: category and event kept",
+            );
+        }
+        let known = |p: &str| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p);
+        // A priority that went through M3 comes back from its attribute.
+        let from_attr = t.extras.str(keys::ATTRS).and_then(|a| {
+            a.split_whitespace()
+                .find_map(|kv| kv.strip_prefix("priority="))
+                .and_then(known)
+        });
         let prio = t
             .priority
             .as_deref()
-            .and_then(|p| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p))
+            .and_then(known)
+            .or(from_attr)
             .unwrap_or(DEFAULT_PRIORITY);
         // A type read from this very layout keeps its offsets when the table
         // still holds its strings there.
@@ -327,7 +344,9 @@ impl TimelineWriter {
                 // category shows (Snabb's own define() lost it, spec 3.4).
                 tm.id = ((c as u64) << 40) | ((m as u64) << 16) | (1 << prio);
             }
-            (Some(_), Some(_)) => tm.drop = Some("string offset beyond 64 KiB cannot be packed in msg_id"),
+            (Some(_), Some(_)) => {
+                tm.drop = Some("string offset beyond 64 KiB cannot be packed in msg_id")
+            }
             _ => tm.drop = Some("string table full"),
         }
     }
@@ -336,7 +355,16 @@ impl TimelineWriter {
         let spec: Vec<u8> = match t.extras.str(keys::SPEC) {
             Some(s) => s.as_bytes().to_vec(),
             None => {
-                let mut s = format!("5,9|{}.{}:", sanitize_name(&t.category), event_word(&t.name));
+                let mut s = format!("5,9|{}.{}", sanitize_name(&t.category), event_word(&t.name));
+                // M has no priorities: keep the name as an attribute.
+                if let Some(p) = &t.priority {
+                    let w = sanitize_word(p);
+                    if !w.is_empty() {
+                        s.push_str(" priority=");
+                        s.push_str(&w);
+                    }
+                }
+                s.push(':');
                 for (k, &i) in tm.arg_fields.iter().enumerate() {
                     let w = sanitize_word(&t.fields[i].name);
                     s.push(' ');
@@ -376,8 +404,10 @@ impl TimelineWriter {
             Some(off) if off / 16 < M_UNKNOWN_MSGID as usize => tm.id = (off / 16) as u64,
             _ => {
                 // As Snabb does when its table is full.
-                self.loss
-                    .degrade("event types", "string table full: events written with msgid 0xFFFF");
+                self.loss.degrade(
+                    "event types",
+                    "string table full: events written with msgid 0xFFFF",
+                );
                 tm.id = M_UNKNOWN_MSGID as u64;
             }
         }
@@ -405,13 +435,15 @@ impl TimelineWriter {
         let s = (self.cursor % self.n as u64) as usize;
         self.cursor += 1;
         if self.used[s] {
-            self.loss
-                .drop_item("events", "overwritten: the ring keeps only the newest entries");
+            self.loss.drop_item(
+                "events",
+                "overwritten: the ring keeps only the newest entries",
+            );
         }
         Some(s)
     }
 
-    fn to_u64(&mut self, v: &Value) -> u64 {
+    fn arg_u64(&mut self, v: &Value) -> u64 {
         match *v {
             Value::U64(x) => x,
             Value::I64(x) | Value::Enum(x) => {
@@ -424,7 +456,8 @@ impl TimelineWriter {
             Value::F32(_) | Value::F64(_) => {
                 let f = v.as_f64().unwrap_or(0.0);
                 if f.fract() != 0.0 || !f.is_finite() {
-                    self.loss.degrade("event args", "fraction truncated to an integer");
+                    self.loss
+                        .degrade("event args", "fraction truncated to an integer");
                 }
                 if f < 0.0 {
                     self.loss
@@ -473,23 +506,27 @@ impl TimelineWriter {
                 let mut tsc = raw_clock.unwrap_or(time_ns.max(0) as u64);
                 if tsc == 0 {
                     // tsc 0 marks an unwritten slot.
-                    self.loss.degrade("events", "zero timestamp stored as 1 cycle");
+                    self.loss
+                        .degrade("events", "zero timestamp stored as 1 cycle");
                     tsc = 1;
                 }
                 let mut msg_id = tm.id;
                 if let Some(raw) = ev_extras.u64(keys::MSG_ID) {
-                    if self.preserve
-                        && ((raw >> 40) & 0xffff, (raw >> 16) & 0xffff) == tm.offs
-                    {
+                    if self.preserve && ((raw >> 40) & 0xffff, (raw >> 16) & 0xffff) == tm.offs {
                         msg_id = raw;
                     }
                 }
-                let aux = ev_extras.u64(keys::AUX).map(|a| a as u32).unwrap_or_else(|| {
-                    match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
-                        (Some(c), n) => (c as u32 & 0xfff) | ((n.unwrap_or(0) as u32 & 0xf) << 12),
-                        _ => cpu.unwrap_or(0) & 0xfff,
-                    }
-                });
+                let aux = ev_extras
+                    .u64(keys::AUX)
+                    .map(|a| a as u32)
+                    .unwrap_or_else(|| {
+                        match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
+                            (Some(c), n) => {
+                                (c as u32 & 0xfff) | ((n.unwrap_or(0) as u32 & 0xf) << 12)
+                            }
+                            _ => cpu.unwrap_or(0) & 0xfff,
+                        }
+                    });
                 e[0..8].copy_from_slice(&tsc.to_le_bytes());
                 e[8..16].copy_from_slice(&ev_extras.u64(keys::IP).unwrap_or(0).to_le_bytes());
                 e[16..20].copy_from_slice(&aux.to_le_bytes());
@@ -503,7 +540,7 @@ impl TimelineWriter {
                             _ => 0,
                         },
                         None => match values.get(k) {
-                            Some(v) => self.to_u64(v),
+                            Some(v) => self.arg_u64(v),
                             None => 0,
                         },
                     };
@@ -516,19 +553,29 @@ impl TimelineWriter {
                     _ => {
                         let t = raw_clock.map_or(time_ns.max(0) as f64, |c| c as f64);
                         if t == 0.0 {
-                            self.loss.degrade("events", "zero timestamp stored as 1 cycle");
+                            self.loss
+                                .degrade("events", "zero timestamp stored as 1 cycle");
                             1.0f64.to_bits()
                         } else {
                             t.to_bits()
                         }
                     }
                 };
-                let cn = ev_extras.u64(keys::CORE_NUMA).map(|v| v as u16).unwrap_or_else(|| {
-                    match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
-                        (Some(c), n) => (c as u16 & 0xff) | ((n.unwrap_or(0) as u16 & 0xf) << 12),
-                        _ => (cpu.unwrap_or(0) & 0xff) as u16,
-                    }
-                });
+                if ev_extras.u64(keys::IP).is_some_and(|ip| ip != 0) {
+                    self.loss
+                        .degrade("events", "A2 ip (logger return address) has no M3 field");
+                }
+                let cn = ev_extras
+                    .u64(keys::CORE_NUMA)
+                    .map(|v| v as u16)
+                    .unwrap_or_else(|| {
+                        match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
+                            (Some(c), n) => {
+                                (c as u16 & 0xff) | ((n.unwrap_or(0) as u16 & 0xf) << 12)
+                            }
+                            _ => (cpu.unwrap_or(0) & 0xff) as u16,
+                        }
+                    });
                 e[0..8].copy_from_slice(&tsc_bits.to_le_bytes());
                 e[8..10].copy_from_slice(&(tm.id as u16).to_le_bytes());
                 e[10..12].copy_from_slice(&cn.to_le_bytes());
@@ -557,7 +604,11 @@ impl TimelineWriter {
             self.loss.drop_item("events", "event type never defined");
             return;
         };
-        let vals: Vec<&Value> = tm.arg_fields.iter().filter_map(|&i| ev.fields.get(i)).collect();
+        let vals: Vec<&Value> = tm
+            .arg_fields
+            .iter()
+            .filter_map(|&i| ev.fields.get(i))
+            .collect();
         self.put_entry(&tm, &vals, &ev.extras, ev.raw_clock, ev.time.0, ev.cpu);
     }
 
@@ -567,7 +618,8 @@ impl TimelineWriter {
             let vals = match &mv.values {
                 Ok(v) => v,
                 Err(_) => {
-                    self.loss.drop_item("sample values", "PCP error code has no timeline form");
+                    self.loss
+                        .drop_item("sample values", "PCP error code has no timeline form");
                     continue;
                 }
             };
@@ -581,7 +633,10 @@ impl TimelineWriter {
                     Some(t) => t.clone(),
                     None => {
                         let desc = self.metrics.get(&mv.metric);
-                        let mname = desc.map_or_else(|| format!("metric{}", mv.metric), |d| d.name().to_string());
+                        let mname = desc.map_or_else(
+                            || format!("metric{}", mv.metric),
+                            |d| d.name().to_string(),
+                        );
                         let iname = desc
                             .and_then(|d| d.indom)
                             .and_then(|ix| self.inst_names.get(&(ix, *inst)).cloned())
@@ -591,7 +646,12 @@ impl TimelineWriter {
                             None => mname.clone(),
                         };
                         let ty = crate::model::FieldType::Float(8);
-                        let mut t = EventType::new(0, "metric", &label, vec![crate::model::Field::new("value", ty)]);
+                        let mut t = EventType::new(
+                            0,
+                            "metric",
+                            &label,
+                            vec![crate::model::Field::new("value", ty)],
+                        );
                         t.format = Some(format!("{label} $value"));
                         t.priority = Some("app".into());
                         let tm = self.map_type(&t);
@@ -599,7 +659,14 @@ impl TimelineWriter {
                         tm
                     }
                 };
-                self.put_entry(&tm, &[v], &crate::model::Extras::default(), s.raw_clock, s.time.0, None);
+                self.put_entry(
+                    &tm,
+                    &[v],
+                    &crate::model::Extras::default(),
+                    s.raw_clock,
+                    s.time.0,
+                    None,
+                );
             }
         }
     }
