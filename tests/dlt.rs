@@ -1046,3 +1046,38 @@ fn message_counter_gaps_are_reported() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("KPI counter gaps               0"), "{out}");
 }
+
+#[test]
+fn kpi_items_keep_tmsp_and_storage_time() {
+    use polytrace::formats;
+    use polytrace::input::Input;
+    use polytrace::model::{FormatId, Item};
+    use polytrace::options::ReadOptions;
+    let p = kpi_dir().join("B-buf400.dlt");
+    let want = std::fs::read_to_string(kpi_dir().join("B-buf400.convert-a.txt")).unwrap();
+    let line_of = |needle: &str| -> (i64, u64) {
+        let l = want.lines().find(|l| l.contains(needle)).unwrap();
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (parse_utc(f[1], f[2]), f[3].parse().unwrap())
+    };
+    let (new_storage, new_tmsp) = line_of("[NEW 1;0;");
+    let (irq_storage, irq_tmsp) = line_of("[IRQ BEG]");
+    let input = Input::resolve(&p).unwrap();
+    let mut r = formats::get(FormatId::Dlt)
+        .open(&input, &ReadOptions::default())
+        .unwrap();
+    let (mut ev, mut sa) = (None, None);
+    while let Some(it) = r.next_item().unwrap() {
+        match it {
+            Item::Event(e) if ev.is_none() => ev = Some(e),
+            Item::Sample(s) if sa.is_none() => sa = Some(s),
+            _ => {}
+        }
+    }
+    let (ev, sa) = (ev.unwrap(), sa.unwrap());
+    assert_eq!(ev.raw_clock, Some(new_tmsp));
+    assert_eq!(ev.extras.i64("dlt.storage_ns"), Some(new_storage));
+    assert_eq!(sa.raw_clock, Some(irq_tmsp));
+    assert_eq!(sa.extras.i64("dlt.storage_ns"), Some(irq_storage));
+    assert!(ev.time.0 <= new_storage && sa.time.0 <= irq_storage);
+}

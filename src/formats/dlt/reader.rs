@@ -32,6 +32,9 @@ pub const X_MSIN: &str = "dlt.msin";
 pub const X_TMSP: &str = "dlt.tmsp";
 /// The whole original record (storage header included).
 pub const X_RAW: &str = "dlt.raw";
+/// KPI events and samples: the storage-header time (ns) of the message the
+/// event came from, or of the group's BEG message for a sample.
+pub const X_STORAGE: &str = "dlt.storage_ns";
 /// Header: the offset (ns) added to tmsp × 100 µs for the first segment.
 pub const X_OFFSET: &str = "dlt.time_offset_ns";
 
@@ -90,6 +93,8 @@ struct State {
     last_mcnt: Option<(u8, Option<u32>)>,
     mcnt_gaps: u64,
     lost_msgs: u64,
+    /// Storage time of the last BEG per KPI type.
+    beg_storage: std::collections::HashMap<&'static str, i64>,
 }
 
 impl State {
@@ -138,9 +143,18 @@ impl State {
                 }
                 self.kpi_msgs += 1;
                 self.check_mcnt(idx, m);
+                let stored = storage_ns(m);
+                if args.len() == 2 && args[1] == b"BEG" {
+                    if let Some(k) = Kind::parse(args[0]) {
+                        self.beg_storage.insert(k.name(), stored);
+                    }
+                }
                 let mut out = Vec::new();
                 if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
                     self.warn(m.offset, idx, e);
+                }
+                for it in &mut out {
+                    self.mark_storage(it, Some(stored));
                 }
                 self.queue.extend(out);
                 for w in std::mem::take(&mut self.asm.warnings) {
@@ -204,6 +218,28 @@ impl State {
         self.last_mcnt = Some((m.mcnt, m.session));
     }
 
+    /// Attach the storage time: the message's for events, the group BEG's
+    /// for samples (the assembler emits them at END).
+    fn mark_storage(&self, it: &mut Item, event_storage: Option<i64>) {
+        match it {
+            Item::Event(e) => {
+                if let Some(t) = event_storage {
+                    e.extras.set(X_STORAGE, ExtraValue::I64(t));
+                }
+            }
+            Item::Sample(s) => {
+                let beg = s
+                    .extras
+                    .str(crate::formats::kpi::schema::X_KIND)
+                    .and_then(|k| self.beg_storage.get(k));
+                if let Some(t) = beg {
+                    s.extras.set(X_STORAGE, ExtraValue::I64(*t));
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn warn(&mut self, offset: u64, idx: u64, msg: String) {
         // Data warnings can be many; keep the first 100.
         if self.warned < 100 {
@@ -218,6 +254,9 @@ impl State {
     fn finish(&mut self) {
         let mut out = Vec::new();
         self.asm.finish(&mut out);
+        for it in &mut out {
+            self.mark_storage(it, None);
+        }
         self.queue.extend(out);
         for w in std::mem::take(&mut self.asm.warnings) {
             self.warn(0, 0, w);
@@ -294,6 +333,7 @@ impl DltReader {
                 last_mcnt: None,
                 mcnt_gaps: 0,
                 lost_msgs: 0,
+                beg_storage: Default::default(),
             },
             idx: 0,
             done: false,
