@@ -164,7 +164,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("a.meta");
         std::fs::write(&input, b"in").unwrap();
-        let s = Staged::new(&dir.path().join("a"), &[input.clone()], true).unwrap();
+        let s = Staged::new(&dir.path().join("a"), std::slice::from_ref(&input), true).unwrap();
         std::fs::write(s.path().with_extension("meta"), b"out").unwrap();
         let err = s.commit().unwrap_err().to_string();
         assert!(err.contains("refusing to overwrite an input"), "{err}");

@@ -503,8 +503,10 @@ impl<W: Write> KpiTextWriter<W> {
             ctx: pad(opts.ctx_id.as_deref().unwrap_or("PROC")),
             line: Vec::with_capacity(2048),
             payload_max: opts.dlt_payload_max.unwrap_or(DEFAULT_PAYLOAD_MAX),
-            // DLT and KPI sources carry tmsp (0.1 ms ticks) as their raw clock.
-            tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt),
+            // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
+            // clock; the recorder (source kpi too) carries a TSC.
+            tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt)
+                && header.extras.get(crate::record::X_CLOCK).is_none(),
             first_time: None,
         }
     }
