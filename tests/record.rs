@@ -96,7 +96,12 @@ fn check_output(f: FormatId, path: &Path) {
                     String::from_utf8_lossy(&out.stdout),
                     String::from_utf8_lossy(&out.stderr),
                 );
-                assert!(out.status.success(), "{what}: pmdumplog exit {:?} signal {:?}\n{e}", out.status.code(), std::os::unix::process::ExitStatusExt::signal(&out.status));
+                assert!(
+                    out.status.success(),
+                    "{what}: pmdumplog exit {:?} signal {:?}\n{e}",
+                    out.status.code(),
+                    std::os::unix::process::ExitStatusExt::signal(&out.status)
+                );
                 // libpcp reports indom trouble on stderr only ("Botch: …").
                 assert!(e.trim().is_empty(), "{what}: pmdumplog says\n{e}");
                 assert!(o.contains("kernel.all.cpu.user"), "{what}: {o}");
