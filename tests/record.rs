@@ -750,3 +750,31 @@ fn system_metrics_agree_with_pcp_linux_pmda() {
         "mem.util.free {free} vs {pcp}"
     );
 }
+
+/// With no buffer the writer starts at once: the header has only the start
+/// calibration and the end values come in a final annotation.
+#[test]
+fn streaming_mode_puts_end_calibration_in_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.txt");
+    let out = Command::new(common::bin())
+        .args(["record", "--samples", "1", "--interval", "200ms"])
+        .args(["--buffer", "0", "--listing", "-o"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_record_ok("streaming", &out);
+    let l = Listing {
+        text: std::fs::read_to_string(&p).unwrap(),
+    };
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        hz_ok(&l, "record.tsc_hz_start");
+        assert_eq!(l.extra("record.tsc_hz_end"), None);
+        let note = l.text.lines().last().unwrap();
+        assert!(
+            note.contains(" note \"recording ended (samples); counter rate"),
+            "{note}"
+        );
+    }
+    assert_eq!(l.singular("kernel.all.pswitch").len(), 2, "2 scans");
+}
