@@ -209,3 +209,42 @@ fn thin_binaries_run_the_same_code() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("event kpi.STP pid=42"));
 }
+
+#[test]
+fn batch_groups_archive_members_into_one_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    for ext in ["0", "meta", "index"] {
+        for (name, sub) in [("live_v2", "sub"), ("live_v3", "")] {
+            std::fs::copy(
+                common::corpus().join(format!("pcp/{name}.{ext}")),
+                src.join(sub).join(format!("{name}.{ext}")),
+            )
+            .unwrap();
+        }
+    }
+    let out_dir = dir.path().join("out");
+    let out = pt()
+        .args(["convert", "--to", "pcp", "-o"])
+        .arg(&out_dir)
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // Three member files each, one input each.
+    assert!(
+        err.contains("2 ok, 0 salvaged, 0 failed, 0 skipped"),
+        "{err}"
+    );
+    assert!(err.contains("ok         sub/live_v2\n"), "{err}");
+    for f in [
+        "sub/live_v2.meta",
+        "sub/live_v2.0",
+        "live_v3.meta",
+        "live_v3.0",
+    ] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+}

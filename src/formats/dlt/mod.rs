@@ -59,6 +59,12 @@ impl Format for DltFormat {
             100
         } else if p.starts_with(&layout::PATTERN) || p.starts_with(&layout::PATTERN_V2) {
             80
+        } else if (1..p.len().saturating_sub(layout::MIN_RECORD))
+            .any(|i| p[i..].starts_with(&layout::PATTERN) && layout::check_headers(&p[i..]).is_ok())
+        {
+            // Damaged start (garbage before the first record): --salvage
+            // reads it.
+            50
         } else {
             0
         }

@@ -32,6 +32,9 @@ pub const X_MSIN: &str = "dlt.msin";
 pub const X_TMSP: &str = "dlt.tmsp";
 /// The whole original record (storage header included).
 pub const X_RAW: &str = "dlt.raw";
+/// KPI events and samples: the storage-header time (ns) of the message the
+/// event came from, or of the group's BEG message for a sample.
+pub const X_STORAGE: &str = "dlt.storage_ns";
 /// Header: the offset (ns) added to tmsp × 100 µs for the first segment.
 pub const X_OFFSET: &str = "dlt.time_offset_ns";
 
@@ -86,6 +89,12 @@ struct State {
     bad_kpi: u64,
     warned: usize,
     text: Vec<u8>,
+    /// Last KPI message counter and session (spec §9.1: gaps mean loss).
+    last_mcnt: Option<(u8, Option<u32>)>,
+    mcnt_gaps: u64,
+    lost_msgs: u64,
+    /// Storage time of the last BEG per KPI type.
+    beg_storage: std::collections::HashMap<&'static str, i64>,
 }
 
 impl State {
@@ -133,9 +142,19 @@ impl State {
                     }
                 }
                 self.kpi_msgs += 1;
+                self.check_mcnt(idx, m);
+                let stored = storage_ns(m);
+                if args.len() == 2 && args[1] == b"BEG" {
+                    if let Some(k) = Kind::parse(args[0]) {
+                        self.beg_storage.insert(k.name(), stored);
+                    }
+                }
                 let mut out = Vec::new();
                 if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
                     self.warn(m.offset, idx, e);
+                }
+                for it in &mut out {
+                    self.mark_storage(it, Some(stored));
                 }
                 self.queue.extend(out);
                 for w in std::mem::take(&mut self.asm.warnings) {
@@ -177,6 +196,50 @@ impl State {
         }));
     }
 
+    /// dlt-kpi's messages share one 8-bit counter per context: a jump
+    /// means messages were lost (a new session restarts the count).
+    fn check_mcnt(&mut self, idx: u64, m: &Msg) {
+        if let Some((last, sess)) = self.last_mcnt {
+            let expect = last.wrapping_add(1);
+            if sess == m.session && m.mcnt != expect {
+                let lost = m.mcnt.wrapping_sub(expect) as u64;
+                self.mcnt_gaps += 1;
+                self.lost_msgs += lost;
+                self.warn(
+                    m.offset,
+                    idx,
+                    format!(
+                        "KPI message counter jumps from {last} to {}: about {lost} messages lost",
+                        m.mcnt
+                    ),
+                );
+            }
+        }
+        self.last_mcnt = Some((m.mcnt, m.session));
+    }
+
+    /// Attach the storage time: the message's for events, the group BEG's
+    /// for samples (the assembler emits them at END).
+    fn mark_storage(&self, it: &mut Item, event_storage: Option<i64>) {
+        match it {
+            Item::Event(e) => {
+                if let Some(t) = event_storage {
+                    e.extras.set(X_STORAGE, ExtraValue::I64(t));
+                }
+            }
+            Item::Sample(s) => {
+                let beg = s
+                    .extras
+                    .str(crate::formats::kpi::schema::X_KIND)
+                    .and_then(|k| self.beg_storage.get(k));
+                if let Some(t) = beg {
+                    s.extras.set(X_STORAGE, ExtraValue::I64(*t));
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn warn(&mut self, offset: u64, idx: u64, msg: String) {
         // Data warnings can be many; keep the first 100.
         if self.warned < 100 {
@@ -191,6 +254,9 @@ impl State {
     fn finish(&mut self) {
         let mut out = Vec::new();
         self.asm.finish(&mut out);
+        for it in &mut out {
+            self.mark_storage(it, None);
+        }
         self.queue.extend(out);
         for w in std::mem::take(&mut self.asm.warnings) {
             self.warn(0, 0, w);
@@ -264,6 +330,10 @@ impl DltReader {
                 bad_kpi: 0,
                 warned: 0,
                 text: Vec::with_capacity(4096),
+                last_mcnt: None,
+                mcnt_gaps: 0,
+                lost_msgs: 0,
+                beg_storage: Default::default(),
             },
             idx: 0,
             done: false,
@@ -321,6 +391,8 @@ impl TraceReader for DltReader {
             .collect();
         v.push(("KPI messages".into(), self.st.kpi_msgs));
         v.push(("other messages".into(), self.st.other_msgs));
+        v.push(("KPI counter gaps".into(), self.st.mcnt_gaps));
+        v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
         v
     }
 }

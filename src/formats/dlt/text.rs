@@ -447,11 +447,43 @@ fn read_string(t: &mut Text, r: &mut Rd, length: u16) -> Option<()> {
         return None;
     }
     let s = r.take(length)?;
-    let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-    for &b in &s[..n] {
-        t.out.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+    // Fast path (every KPI string): one NUL at the end, no CR/LF. The
+    // reduction is branch-free so it vectorises.
+    let body = &s[..length - 1];
+    if s[length - 1] == 0 && !has_nul_cr_lf(body) {
+        t.out.extend_from_slice(body);
+        return Some(());
+    }
+    let n = s.iter().position(|&b| b == 0).unwrap_or(length);
+    let at = t.out.len();
+    t.out.extend_from_slice(&s[..n]);
+    // dlt_clean_string: CR and LF become spaces.
+    for b in &mut t.out[at..] {
+        if *b == b'\r' || *b == b'\n' {
+            *b = b' ';
+        }
     }
     Some(())
+}
+
+/// Does `b` contain a NUL, CR or LF? Eight bytes at a time (SWAR).
+fn has_nul_cr_lf(b: &[u8]) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(LO) & !x & HI != 0;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(c);
+        let x = u64::from_le_bytes(a);
+        if zero(x) || zero(x ^ (LO * 0x0d)) || zero(x ^ (LO * 0x0a)) {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&c| c == 0 || c == b'\r' || c == b'\n')
 }
 
 fn skip_vari_name(r: &mut Rd) -> Option<()> {
@@ -633,5 +665,25 @@ mod tests {
         push_padded(&mut v, 5050694, 10, b' ');
         push_padded(&mut v, 7, 3, b'0');
         assert_eq!(v, b"   5050694007");
+    }
+}
+
+#[cfg(test)]
+mod swar_tests {
+    use super::has_nul_cr_lf;
+
+    #[test]
+    fn finds_specials_anywhere() {
+        let base = vec![b'x'; 37];
+        assert!(!has_nul_cr_lf(&base));
+        for i in 0..base.len() {
+            for c in [0u8, b'\r', b'\n'] {
+                let mut v = base.clone();
+                v[i] = c;
+                assert!(has_nul_cr_lf(&v), "{i} {c}");
+            }
+        }
+        // Bytes next to the special values are not special.
+        assert!(!has_nul_cr_lf(&[1, 9, 11, 12, 14, 0x80, 0xff, 0x8d, 0x8a]));
     }
 }

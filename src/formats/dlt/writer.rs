@@ -5,8 +5,9 @@
 //! msin 0x41, one 8-bit message counter over all KPI messages.
 //!
 //! - Storage header time: the group's item time. tmsp: the item's raw
-//!   clock when the source is DLT or KPI (it is tmsp there), else derived
-//!   as 0.1 ms ticks since the first item.
+//!   clock when the source is DLT or KPI text (it is tmsp there), else
+//!   derived as 0.1 ms ticks since the first item (also for the recorder,
+//!   whose raw clock is a TSC).
 //! - Annotations read from a `.dlt` (they carry `dlt.raw`) are written back
 //!   verbatim; other annotations become one-string-argument log messages
 //!   (APID/CTID from their extras, else `POLY`/`NOTE`).
@@ -84,7 +85,11 @@ impl<W: Write> DltWriter<W> {
                 .dlt_payload_max
                 .unwrap_or(DEFAULT_PAYLOAD_MAX)
                 .clamp(TYPE_ARG + 8, PAYLOAD_HARD_MAX),
-            tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt),
+            // DLT and KPI-text sources carry tmsp as their raw clock; the
+            // recorder (source Kpi) says when its raw clock is a TSC instead.
+            tmsp_from_raw: header.source == FormatId::Dlt
+                || (header.source == FormatId::Kpi
+                    && header.extras.get(crate::record::X_CLOCK).is_none()),
             first_time: None,
             notes: Vec::new(),
             payload: Vec::with_capacity(DEFAULT_PAYLOAD_MAX),

@@ -1,6 +1,6 @@
 //! The one-line-per-event listing of spec 5.15.
 
-use super::layout::{self, ID_BLOCK_END, ID_BLOCK_START, ID_HEARTBEAT};
+use super::layout::{self, ID_BLOCK_END, ID_BLOCK_START, ID_FACILITY_LOAD, ID_HEARTBEAT};
 use super::reader::{Merge, Trace};
 use crate::error::{Diagnostic, Error, Result};
 use crate::model::Timestamp;
@@ -25,7 +25,13 @@ pub fn dump(t: &Trace, no_framing: bool, out: &mut dyn Write) -> Result<Vec<Diag
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let io = |e: std::io::Error| Error::io("<output>", e);
     while let Some((ci, ev)) = merge.next(t, &mut diags) {
-        if no_framing && matches!(ev.id, ID_BLOCK_START | ID_BLOCK_END | ID_HEARTBEAT) {
+        let fi = merge.cursors[ci].file_idx;
+        // facility_load in control/facilities is bookkeeping a writer
+        // regenerates, so it goes with the framing.
+        if no_framing
+            && (matches!(ev.id, ID_BLOCK_START | ID_BLOCK_END | ID_HEARTBEAT)
+                || (ev.id == ID_FACILITY_LOAD && fi == 0 && t.files[0].rel == "control/facilities"))
+        {
             continue;
         }
         let Some(&idx) = t.table.get(ev.id as usize) else {
@@ -35,7 +41,6 @@ pub fn dump(t: &Trace, no_framing: bool, out: &mut dyn Write) -> Result<Vec<Diag
             continue;
         };
         let cur = &merge.cursors[ci];
-        let fi = cur.file_idx;
         line.clear();
         line.extend_from_slice(&names[idx as usize]);
         let _ = write!(line, "{}", Timestamp(ev.time));

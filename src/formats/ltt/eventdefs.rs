@@ -487,7 +487,12 @@ struct Walk<'a> {
     types: &'a HashMap<String, TypeNode>,
     stack: Vec<&'a str>,
     steps: usize,
+    depth: usize,
 }
+
+/// Deepest resolved type accepted (typeref chains can nest deeper than the
+/// XML itself); keeps every recursive walk over a type well within the stack.
+pub const MAX_TYPE_DEPTH: usize = 64;
 
 impl<'a> Walk<'a> {
     /// Follow typerefs to a concrete node, rejecting unknown and recursive ones.
@@ -518,6 +523,16 @@ impl<'a> Walk<'a> {
 
     fn hash(&mut self, crc: u32, t: &'a TypeNode) -> Result<u32, String> {
         self.step()?;
+        self.depth += 1;
+        let r = self.hash_in(crc, t);
+        self.depth -= 1;
+        r
+    }
+
+    fn hash_in(&mut self, crc: u32, t: &'a TypeNode) -> Result<u32, String> {
+        if self.depth > MAX_TYPE_DEPTH {
+            return Err("types nested too deeply".into());
+        }
         let (t, pushed) = self.deref(t)?;
         let class: String = match &t.kind {
             Kind::Int(s) => s.int_class(false).into(),
@@ -574,6 +589,7 @@ pub fn checksum(f: &Facility) -> Result<u32, String> {
         types: &f.types,
         stack: Vec::new(),
         steps: 0,
+        depth: 0,
     };
     let mut crc = crc32(f.name.as_bytes());
     for e in &f.events {
@@ -683,6 +699,7 @@ pub fn resolve(f: &Facility, t: &TypeNode, arch: Arch) -> Result<Ty, String> {
         types: &f.types,
         stack: Vec::new(),
         steps: 0,
+        depth: 0,
     };
     resolve_in(&mut w, t, arch)
 }
@@ -694,6 +711,16 @@ fn int_size(s: SizeTok, arch: Arch) -> Result<u8, String> {
 
 fn resolve_in<'a>(w: &mut Walk<'a>, t: &'a TypeNode, arch: Arch) -> Result<Ty, String> {
     w.step()?;
+    w.depth += 1;
+    let r = resolve_inner(w, t, arch);
+    w.depth -= 1;
+    r
+}
+
+fn resolve_inner<'a>(w: &mut Walk<'a>, t: &'a TypeNode, arch: Arch) -> Result<Ty, String> {
+    if w.depth > MAX_TYPE_DEPTH {
+        return Err("types nested too deeply".into());
+    }
     let (t, pushed) = w.deref(t)?;
     let fields = |w: &mut Walk<'a>, fs: &'a [FieldDef]| -> Result<Vec<(String, Ty)>, String> {
         fs.iter()
@@ -773,6 +800,20 @@ mod tests {
             "t",
         );
         assert!(r.unwrap_err().msg.contains("unknown"));
+    }
+
+    #[test]
+    fn deep_typeref_chains_are_bounded() {
+        let mut s = String::from("<facility name=f><event name=e><typeref name=t0/></event>");
+        for i in 0..5000 {
+            s += &format!(
+                "<type name=t{i}><struct><field name=a><typeref name=t{}/></field></struct></type>",
+                i + 1
+            );
+        }
+        s += "<type name=t5000><uint size=1/></type></facility>";
+        let e = parse_file(s.as_bytes(), "t").unwrap_err();
+        assert!(e.msg.contains("deeply"), "{}", e.msg);
     }
 
     #[test]

@@ -168,6 +168,14 @@ fn same_layout(a: &Ty, b: &Ty) -> bool {
 impl Trace {
     pub fn open(dir: &Path) -> Result<Trace> {
         let mut diags = Vec::new();
+        let info_dir = dir.join("info");
+        if !std::fs::symlink_metadata(&info_dir).is_ok_and(|m| m.file_type().is_dir()) {
+            return Err(fmt_err(
+                &info_dir,
+                None,
+                "missing info/ directory (symlinks are not followed)",
+            ));
+        }
         let sys_path = dir.join("info/system.xml");
         if std::fs::symlink_metadata(&sys_path).is_err() {
             return Err(fmt_err(&sys_path, None, "missing info/system.xml"));
@@ -671,6 +679,9 @@ impl Cursor {
         self.evs.clear();
         self.next = 0;
         if self.block >= self.nblocks {
+            // Done with this file: give its block buffer back.
+            self.buf = Vec::new();
+            self.file = None;
             return false;
         }
         let tf = &t.files[self.file_idx];

@@ -482,6 +482,26 @@ impl LttWriter {
                 )
             })?;
             let Some(mut fac) = fs.pop() else { continue };
+            // The same definitions again (a re-issued type): reuse the
+            // facility, since a (name, checksum) pair is loaded only once.
+            if let Some(fi) = self
+                .facs
+                .iter()
+                .position(|f| f.fac.name == fac.name && f.fac.checksum == fac.checksum)
+            {
+                for (i, p) in ps.iter().enumerate() {
+                    let f = &self.facs[fi];
+                    self.map.insert(
+                        p.key,
+                        Target::Event {
+                            id: (f.base as usize + i) as u16,
+                            ty: f.tys[i].clone(),
+                            name: format!("{}.{}", cat, f.fac.events[i].name),
+                        },
+                    );
+                }
+                continue;
+            }
             let versions = self.facs.iter().filter(|f| f.fac.name == cat).count()
                 + self
                     .copied
@@ -546,6 +566,7 @@ impl LttWriter {
         };
         let (id, ty, name) = match target {
             Target::Framing => return Ok(()),
+            Target::FacilityLoad if stream == Some("control/facilities") => return Ok(()),
             Target::FacilityLoad => {
                 self.loss.drop_item(
                     "events",
@@ -731,7 +752,7 @@ fn append(
     if !f.open {
         start_block(f, counter, bo);
     }
-    while counter - f.cur >= 1 << 32 {
+    while counter.saturating_sub(f.cur) >= 1 << 32 {
         if !room(f, HEARTBEAT) {
             close_block(f, bo, cfg)?;
             start_block(f, counter, bo);
@@ -837,7 +858,8 @@ impl TraceWriter for LttWriter {
         }
         drop(std::mem::take(&mut self.files));
         if let Some(tmp) = &self.tar_tmp {
-            write_tar_gz(tmp.path(), &self.dir, &self.target)?;
+            write_tar_gz(&self.dir, &self.target)?;
+            let _ = tmp;
         }
         Ok(std::mem::take(&mut self.loss))
     }
@@ -845,7 +867,7 @@ impl TraceWriter for LttWriter {
 
 /// Pack `dir` (inside `root`) into a .tar.gz at `target`, deterministically
 /// (sorted names, zero mtimes) so that a second write is byte-identical.
-fn write_tar_gz(root: &Path, dir: &Path, target: &Path) -> Result<()> {
+fn write_tar_gz(dir: &Path, target: &Path) -> Result<()> {
     let out = File::create(target).map_err(|e| Error::io(target, e))?;
     let gz = flate2::write::GzEncoder::new(BufWriter::new(out), flate2::Compression::default());
     let mut ar = tar::Builder::new(gz);
@@ -857,7 +879,12 @@ fn write_tar_gz(root: &Path, dir: &Path, target: &Path) -> Result<()> {
         .collect();
     entries.sort();
     for p in entries {
-        let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
+        // Entries at the top level of the archive, so its bytes do not
+        // depend on the archive's own name.
+        let rel = p.strip_prefix(dir).unwrap_or(&p).to_path_buf();
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
         let md = std::fs::metadata(&p).map_err(|e| Error::io(&p, e))?;
         let mut h = tar::Header::new_gnu();
         h.set_mtime(0);

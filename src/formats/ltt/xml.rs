@@ -235,9 +235,17 @@ impl Parser<'_> {
     fn peek(&self) -> Option<u8> {
         self.s.get(self.i).copied()
     }
+    /// Whitespace inside a tag; `/* */` comments count as whitespace there.
     fn ws(&mut self) {
-        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
-            self.i += 1;
+        loop {
+            while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+                self.i += 1;
+            }
+            let rest = &self.s[self.i.min(self.s.len())..];
+            match rest.starts_with(b"/*").then(|| find(rest, b"*/")).flatten() {
+                Some(end) => self.i += end + 2,
+                None => return,
+            }
         }
     }
     fn name(&mut self) -> Option<String> {

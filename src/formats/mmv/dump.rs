@@ -489,9 +489,8 @@ impl D<'_, '_> {
                 self.raw(&iname)?;
                 self.w("\"]")?;
             }
-            if !self.value(off, i, idx, ty, now)? {
-                return Ok(());
-            }
+            // mmvdump ignores dump_value's status and goes on.
+            self.value(off, i, idx, ty, now)?;
         }
         Ok(())
     }

@@ -55,6 +55,9 @@ pub mod keys {
     /// Sample: [offset, metric offset, instance offset, raw value, extra] per
     /// VALUES entry in file order.
     pub const VALUES: &str = "mmv.values";
+    /// Sample: [metric id, instance, extra] for each ELAPSED value whose
+    /// `extra` is not 0 (an interval still open), independent of layout.
+    pub const ELAPSED_EXTRA: &str = "mmv.elapsed_extra";
 }
 
 pub struct MmvFormat;

@@ -436,6 +436,7 @@ pub fn to_model(
         per_metric.push((id, Vec::new()));
     }
     let mut raw_values = Vec::new();
+    let mut elapsed_extra = Vec::new();
     for v in &f.values {
         raw_values.push(ExtraValue::List(vec![
             ExtraValue::U64(v.off),
@@ -499,12 +500,22 @@ pub fn to_model(
             }
             _ => continue,
         };
+        if m.mtype == TYPE_ELAPSED && v.extra != 0 {
+            elapsed_extra.push(ExtraValue::List(vec![
+                ExtraValue::U64(metric_ids[&m.off] as u64),
+                ExtraValue::I64(inst as i64),
+                ExtraValue::I64(v.extra),
+            ]));
+        }
         if let Some(&k) = slot.get(&metric_ids[&m.off]) {
             per_metric[k].1.push((inst, val));
         }
     }
     let mut extras = Extras::default();
     extras.set(VALUES, ExtraValue::List(raw_values));
+    if !elapsed_extra.is_empty() {
+        extras.set(ELAPSED_EXTRA, ExtraValue::List(elapsed_extra));
+    }
     items.push(Item::Sample(Sample {
         time,
         raw_clock: None,

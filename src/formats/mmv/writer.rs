@@ -142,7 +142,9 @@ impl TraceWriter for MmvWriter {
                 for mv in &s.metrics {
                     self.values.insert(mv.metric, mv.values.clone());
                 }
-                self.value_extras = s.extras.get(VALUES).is_some().then(|| s.extras.clone());
+                self.value_extras = (s.extras.get(VALUES).is_some()
+                    || s.extras.get(ELAPSED_EXTRA).is_some())
+                .then(|| s.extras.clone());
                 self.snap_time = Some(s.time);
             }
             Item::Event(_) => self
@@ -209,12 +211,14 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(g2) = first.get_mut(16..24) {
         g2.fill(0);
     }
+    // Readers on this host map the page cache, which sees the writes in
+    // program order: no fsync is needed for the ordering (and the CLI renames
+    // the staged file into place afterwards anyway).
     f.write_all(&first).map_err(io)?;
-    f.sync_data().map_err(io)?;
     f.seek(SeekFrom::Start(16)).map_err(io)?;
     f.write_all(bytes.get(16..24).unwrap_or_default())
         .map_err(io)?;
-    f.sync_data().map_err(io)?;
+    f.flush().map_err(io)?;
     Ok(())
 }
 
@@ -546,6 +550,22 @@ impl MmvWriter {
                 }
             }
         }
+        let mut open: HashMap<(MetricId, InstId), i64> = HashMap::new();
+        if let Some(ExtraValue::List(l)) = self
+            .value_extras
+            .as_ref()
+            .and_then(|e| e.get(ELAPSED_EXTRA))
+        {
+            for v in l {
+                if let ExtraValue::List(f) = v {
+                    if let [ExtraValue::U64(m), ExtraValue::I64(i), ExtraValue::I64(x)] =
+                        f.as_slice()
+                    {
+                        open.insert((*m as MetricId, *i as InstId), *x);
+                    }
+                }
+            }
+        }
         let mut values = Vec::new();
         let mut missing = 0u64;
         for (mi, (d, _)) in chosen
@@ -572,15 +592,17 @@ impl MmvWriter {
                 None => vec![(None, PM_IN_NULL)],
             };
             let mut taken = vec![false; vals.len()];
+            // Singular metrics take their first value whatever its instance.
+            let key = |i: InstId| if m.indom.is_some() { i } else { PM_IN_NULL };
+            let mut by_inst: HashMap<InstId, std::collections::VecDeque<usize>> = HashMap::new();
+            for (k, (i, _)) in vals.iter().enumerate() {
+                by_inst.entry(key(*i)).or_default().push_back(k);
+            }
             for (pos, inst) in slots {
-                let found = vals
-                    .iter()
-                    .enumerate()
-                    .find(|(k, (i, _))| !taken[*k] && (m.indom.is_none() || *i == inst));
-                let v = match found {
-                    Some((k, (_, v))) => {
+                let v = match by_inst.get_mut(&key(inst)).and_then(|q| q.pop_front()) {
+                    Some(k) => {
                         taken[k] = true;
-                        Some(v)
+                        vals.get(k).map(|(_, v)| v)
                     }
                     None => None,
                 };
@@ -624,7 +646,12 @@ impl MmvWriter {
                             cv.string = Some(Vec::new());
                         }
                     }
-                    Some(v) => fill_value(&mut cv, m.mtype, v, loss),
+                    Some(v) => {
+                        fill_value(&mut cv, m.mtype, v, loss);
+                        if m.mtype == TYPE_ELAPSED {
+                            cv.extra = open.get(&(d.id, inst)).copied().unwrap_or(0);
+                        }
+                    }
                 }
                 // Keep the producer's raw bytes where they mean the same value.
                 if let Some((r, x)) = src {

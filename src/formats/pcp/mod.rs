@@ -2,7 +2,9 @@
 //! listing and structural check. Layout: see `docs/pcp.md` and the spec.
 
 pub mod archive;
+pub mod check;
 pub mod data;
+pub mod dump;
 pub mod layout;
 pub mod meta;
 pub mod reader;
@@ -58,6 +60,11 @@ impl Format for PcpFormat {
                         return 100;
                     }
                 }
+                // A damaged archive (bad or empty .meta label) is still
+                // ours when named by its base: report the damage positioned.
+                if input.kind == InputKind::ArchiveBase {
+                    return 60;
+                }
             }
         }
         0
@@ -79,6 +86,9 @@ impl Format for PcpFormat {
             )),
         }
     }
+    fn check(&self, input: &Input, opts: &ReadOptions) -> Result<Vec<Diagnostic>> {
+        check::check(reader::members_of(input)?, opts.salvage)
+    }
     fn dump(
         &self,
         input: &Input,
@@ -86,10 +96,10 @@ impl Format for PcpFormat {
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        let mut r = self.open(input, ropts)?;
         if dopts.values {
+            let mut r = self.open(input, ropts)?;
             return values::write_values(r.as_mut(), out);
         }
-        values::write_values(r.as_mut(), out)
+        dump::native_dump(reader::members_of(input)?, ropts.salvage, out)
     }
 }

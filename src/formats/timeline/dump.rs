@@ -4,13 +4,12 @@
 use super::layout::{
     parse_mspec, placeholders, u16_at, u32_at, u64_at, Layout, Snapshot, M_UNKNOWN_MSGID,
 };
-use super::numfmt::{g14_f64, g14_u64, push_u64};
+use super::numfmt::{g14_f64, g14_u64, push_u64, u64_digits};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::options::DumpOptions;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
-use std::rc::Rc;
 
 pub const HEADER_FINAL: &[u8] = b"numa core       cycles category         message\n";
 pub const HEADER_NEWEST: &[u8] = b"numa core      -cycles category         message\n";
@@ -51,6 +50,8 @@ fn template(fmt: &[u8], nargs: usize) -> Template {
 /// The output buffer with its flush policy.
 struct Out<'w> {
     buf: Vec<u8>,
+    /// Where the row being rendered starts in `buf`.
+    row_start: usize,
     w: &'w mut dyn Write,
 }
 
@@ -66,6 +67,7 @@ impl Out<'_> {
             .write_all(&self.buf)
             .map_err(|e| Error::io("<output>", e))?;
         self.buf.clear();
+        self.row_start = 0;
         Ok(())
     }
 }
@@ -123,12 +125,17 @@ pub fn dump(
 ) -> Result<()> {
     let mut o = Out {
         buf: Vec::with_capacity(FLUSH_AT + 64 * 1024),
+        row_start: 0,
         w: out,
     };
     let r = match snap.layout {
         Layout::A2 => dump_a(path, snap, dopts, &mut o, diags),
         _ => dump_m(path, snap, dopts, &mut o, diags),
     };
+    if r.is_err() {
+        // Drop the partial row the damaged entry started.
+        o.buf.truncate(o.row_start);
+    }
     match r {
         Ok(()) => {}
         Err(e @ Error::Format { .. }) if salvage => {
@@ -152,11 +159,16 @@ pub fn dump(
 struct ACtx<'s, 'a> {
     snap: &'s Snapshot<'a>,
     path: &'s Path,
-    cats: Vec<Option<Rc<Vec<u8>>>>,
-    msgs: Vec<Option<Rc<Template>>>,
+    /// String offset → index into the arenas (u32::MAX: not loaded yet).
+    cat_idx: Vec<u32>,
+    msg_idx: Vec<u32>,
+    cats: Vec<Vec<u8>>,
+    msgs: Vec<Template>,
     overflow: BTreeSet<usize>,
     tmp: Vec<u8>,
 }
+
+const NONE: u32 = u32::MAX;
 
 impl ACtx<'_, '_> {
     fn bad_string(&self, slot: usize, off: usize, what: &str) -> Error {
@@ -173,54 +185,89 @@ impl ACtx<'_, '_> {
         )
     }
 
+    fn cat(&mut self, slot: usize, off: usize) -> Result<usize> {
+        if self.cat_idx[off] == NONE {
+            let s = self
+                .snap
+                .cstr(off)
+                .ok_or_else(|| self.bad_string(slot, off, "category"))?;
+            let mut v = Vec::with_capacity(s.len().max(16) + 1);
+            left16(s, &mut v);
+            self.cat_idx[off] = self.cats.len() as u32;
+            self.cats.push(v);
+        }
+        Ok(self.cat_idx[off] as usize)
+    }
+
+    fn msg(&mut self, slot: usize, off: usize) -> Result<usize> {
+        if self.msg_idx[off] == NONE {
+            let s = self
+                .snap
+                .cstr(off)
+                .ok_or_else(|| self.bad_string(slot, off, "message"))?;
+            let t = template(s, 4);
+            if t.overflow {
+                self.overflow.insert(off);
+            }
+            self.msg_idx[off] = self.msgs.len() as u32;
+            self.msgs.push(t);
+        }
+        Ok(self.msg_idx[off] as usize)
+    }
+
     fn row(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>) -> Result<()> {
         let e = self.snap.entry(slot);
         let aux = u32_at(e, 16);
         let msg_id = u64_at(e, 24);
-        pad_left_int(((aux >> 12) & 0xf) as u64, buf);
-        pad_left_int((aux & 0xff) as u64, buf);
-        cycles_field(&cyc, &mut self.tmp);
-        right12(&self.tmp, buf);
-        let coff = ((msg_id >> 40) & 0xffff) as usize;
-        let moff = ((msg_id >> 16) & 0xffff) as usize;
-        if self.cats[coff].is_none() {
-            let s = self
-                .snap
-                .cstr(coff)
-                .ok_or_else(|| self.bad_string(slot, coff, "category"))?;
-            let mut v = Vec::with_capacity(s.len().max(16) + 1);
-            left16(s, &mut v);
-            self.cats[coff] = Some(Rc::new(v));
+        let ci = self.cat(slot, ((msg_id >> 40) & 0xffff) as usize)?;
+        let mi = self.msg(slot, ((msg_id >> 16) & 0xffff) as usize)?;
+        // Fixed columns "%-4d %-4d %12s " built on the stack.
+        let mut pre = [b' '; 64];
+        let mut d = [0u8; 20];
+        let i = u64_digits(((aux >> 12) & 0xf) as u64, &mut d);
+        pre[..20 - i].copy_from_slice(&d[i..]);
+        let i = u64_digits((aux & 0xff) as u64, &mut d);
+        pre[5..5 + 20 - i].copy_from_slice(&d[i..]);
+        let mut len = 10;
+        match cyc {
+            Cycles::U(v) if v < 100_000_000_000_000 => {
+                let i = u64_digits(v, &mut d);
+                let w = 20 - i;
+                // Right-aligned in 12 columns; wider values overflow it.
+                len += 12usize.saturating_sub(w);
+                pre[len..len + w].copy_from_slice(&d[i..]);
+                len += w;
+            }
+            c => {
+                cycles_field(&c, &mut self.tmp);
+                let w = self.tmp.len().min(40);
+                len += 12usize.saturating_sub(w);
+                pre[len..len + w].copy_from_slice(&self.tmp[..w]);
+                len += w;
+            }
         }
-        if let Some(c) = &self.cats[coff] {
-            buf.extend_from_slice(c);
-        }
-        if self.msgs[moff].is_none() {
-            let s = self
-                .snap
-                .cstr(moff)
-                .ok_or_else(|| self.bad_string(slot, moff, "message"))?;
-            self.msgs[moff] = Some(Rc::new(template(s, 4)));
-        }
-        let t = self.msgs[moff]
-            .clone()
-            .unwrap_or_else(|| Rc::new(template(b"", 4)));
-        for p in &t.pieces {
+        len += 1;
+        buf.extend_from_slice(&pre[..len]);
+        buf.extend_from_slice(&self.cats[ci]);
+        for p in &self.msgs[mi].pieces {
             match p {
                 Piece::Lit(l) => buf.extend_from_slice(l),
                 Piece::Arg(name, k) => {
                     buf.extend_from_slice(name);
                     if *k < 4 {
-                        g14_u64(u64_at(e, 32 + 8 * k), buf);
+                        let v = u64_at(e, 32 + 8 * k);
+                        if v < 100_000_000_000_000 {
+                            let i = u64_digits(v, &mut d);
+                            buf.extend_from_slice(&d[i..]);
+                        } else {
+                            g14_u64(v, buf);
+                        }
                     } else {
                         buf.push(b'?');
                     }
                     buf.push(b')');
                 }
             }
-        }
-        if t.overflow {
-            self.overflow.insert(moff);
         }
         buf.push(b'\n');
         Ok(())
@@ -238,8 +285,10 @@ fn dump_a(
     let mut cx = ACtx {
         snap,
         path,
-        cats: vec![None; 65536],
-        msgs: vec![None; 65536],
+        cat_idx: vec![NONE; 65536],
+        msg_idx: vec![NONE; 65536],
+        cats: Vec::new(),
+        msgs: Vec::new(),
         overflow: BTreeSet::new(),
         tmp: Vec::with_capacity(32),
     };
@@ -264,6 +313,7 @@ fn dump_a(
                 } else {
                     Cycles::U(t.wrapping_sub(prev(i)))
                 };
+                o.row_start = o.buf.len();
                 cx.row(i, c, &mut o.buf)?;
                 rows += 1;
                 o.maybe_flush()?;
@@ -284,6 +334,7 @@ fn dump_a(
                 if dopts.max.is_some_and(|m| rows > m) {
                     break;
                 }
+                o.row_start = o.buf.len();
                 cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut o.buf)?;
                 rows += 1;
                 o.maybe_flush()?;
@@ -367,6 +418,7 @@ fn dump_m(
             break;
         }
         let slot = slot as usize;
+        o.row_start = o.buf.len();
         let e = snap.entry(slot);
         let msgid = u16_at(e, 8);
         let cn = u16_at(e, 10);

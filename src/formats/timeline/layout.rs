@@ -226,7 +226,7 @@ impl<'a> Snapshot<'a> {
                 format!("header next = {} is outside the ring of {n} slots", h.next),
             ));
         }
-        Ok(Snapshot {
+        let snap = Snapshot {
             data,
             layout: Layout::A2,
             n: n as usize,
@@ -234,7 +234,25 @@ impl<'a> Snapshot<'a> {
             strings_end: data.len(),
             a: Some(h),
             m: None,
-        })
+        };
+        if let Some(slot) = snap.looks_a1() {
+            diags.push(Diagnostic::warning(
+                Position::at(path, snap.entry_offset(slot), Some(slot as u64)),
+                "entry shape of the A1 layout (msg_id at offset 16 with a plain priority number); read as A2 as Snabb's final dump would",
+            ));
+        }
+        Ok(snap)
+    }
+
+    /// Spec 5.3: A1 cannot be told from A2 by the header; in the first written
+    /// slot A2 has a one-hot priority bit in msg_id (offset 24) while A1 has a
+    /// plain priority number 1–9 in the low bits of offset 16.
+    fn looks_a1(&self) -> Option<usize> {
+        let slot = (0..self.n.min(4096)).find(|&i| self.tsc_raw(i) != 0)?;
+        let e = self.entry(slot);
+        let a2_prio = u64_at(e, 24) & 0xfe;
+        let a1_prio = u64_at(e, 16) & 0xff;
+        (a2_prio == 0 && (1..=9).contains(&a1_prio)).then_some(slot)
     }
 
     #[inline]

@@ -133,18 +133,38 @@ fn u128_digits(mut v: u128, buf: &mut [u8; 40]) -> usize {
     n
 }
 
-/// Decimal digits of `v`.
-pub fn push_u64(mut v: u64, out: &mut Vec<u8>) {
-    let mut tmp = [0u8; 20];
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Decimal digits of `v` into the end of `tmp`; returns the start index.
+#[inline]
+pub fn u64_digits(mut v: u64, tmp: &mut [u8; 20]) -> usize {
     let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+    while v >= 100 {
+        let r = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
     }
+    if v >= 10 {
+        let r = v as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
+    } else {
+        i -= 1;
+        tmp[i] = b'0' + v as u8;
+    }
+    i
+}
+
+/// Decimal digits of `v`.
+#[inline]
+pub fn push_u64(v: u64, out: &mut Vec<u8>) {
+    let mut tmp = [0u8; 20];
+    let i = u64_digits(v, &mut tmp);
     out.extend_from_slice(&tmp[i..]);
 }
 

@@ -22,8 +22,8 @@ use crate::output::OutTarget;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// Largest ring we build in memory (4 GiB of entries).
-const MAX_ENTRIES: u64 = 1 << 26;
+/// Largest ring we build in memory (1 GiB of entries).
+const MAX_ENTRIES: u64 = 1 << 24;
 /// Largest string table (M: its size is a u32; A: offsets are 16 bits anyway).
 const MAX_STRINGS: u64 = 1 << 28;
 /// Default priority of events that have none: `trace` (occasional events).
@@ -303,10 +303,24 @@ impl TimelineWriter {
         } else {
             fmt
         };
+        if t.extras.str(keys::SPEC).is_some() {
+            self.loss.degrade(
+                "event types",
+                "mainline spec (level, rate, attributes) has no A2 form: category and event kept",
+            );
+        }
+        let known = |p: &str| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p);
+        // A priority that went through M3 comes back from its attribute.
+        let from_attr = t.extras.str(keys::ATTRS).and_then(|a| {
+            a.split_whitespace()
+                .find_map(|kv| kv.strip_prefix("priority="))
+                .and_then(known)
+        });
         let prio = t
             .priority
             .as_deref()
-            .and_then(|p| PRIORITIES.iter().position(|&n| !n.is_empty() && n == p))
+            .and_then(known)
+            .or(from_attr)
             .unwrap_or(DEFAULT_PRIORITY);
         // A type read from this very layout keeps its offsets when the table
         // still holds its strings there.
@@ -341,11 +355,16 @@ impl TimelineWriter {
         let spec: Vec<u8> = match t.extras.str(keys::SPEC) {
             Some(s) => s.as_bytes().to_vec(),
             None => {
-                let mut s = format!(
-                    "5,9|{}.{}:",
-                    sanitize_name(&t.category),
-                    event_word(&t.name)
-                );
+                let mut s = format!("5,9|{}.{}", sanitize_name(&t.category), event_word(&t.name));
+                // M has no priorities: keep the name as an attribute.
+                if let Some(p) = &t.priority {
+                    let w = sanitize_word(p);
+                    if !w.is_empty() {
+                        s.push_str(" priority=");
+                        s.push_str(&w);
+                    }
+                }
+                s.push(':');
                 for (k, &i) in tm.arg_fields.iter().enumerate() {
                     let w = sanitize_word(&t.fields[i].name);
                     s.push(' ');
@@ -424,7 +443,7 @@ impl TimelineWriter {
         Some(s)
     }
 
-    fn to_u64(&mut self, v: &Value) -> u64 {
+    fn arg_u64(&mut self, v: &Value) -> u64 {
         match *v {
             Value::U64(x) => x,
             Value::I64(x) | Value::Enum(x) => {
@@ -521,7 +540,7 @@ impl TimelineWriter {
                             _ => 0,
                         },
                         None => match values.get(k) {
-                            Some(v) => self.to_u64(v),
+                            Some(v) => self.arg_u64(v),
                             None => 0,
                         },
                     };
@@ -542,6 +561,10 @@ impl TimelineWriter {
                         }
                     }
                 };
+                if ev_extras.u64(keys::IP).is_some_and(|ip| ip != 0) {
+                    self.loss
+                        .degrade("events", "A2 ip (logger return address) has no M3 field");
+                }
                 let cn = ev_extras
                     .u64(keys::CORE_NUMA)
                     .map(|v| v as u16)
