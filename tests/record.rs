@@ -91,8 +91,21 @@ fn check_output(f: FormatId, path: &Path) {
                 assert!(out.trim().is_empty(), "{what}: pmlogcheck says\n{out}");
             }
             if let Some(t) = common::peer("pmdumplog") {
-                let out = run_ok(Command::new(t).arg("-a").arg(path), &what);
-                assert!(out.contains("kernel.all.cpu.user"), "{what}: {out}");
+                let out = Command::new(t).arg("-a").arg(path).output().unwrap();
+                let (o, e) = (
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr),
+                );
+                assert!(
+                    out.status.success(),
+                    "{what}: pmdumplog exit {:?} signal {:?}\n{e}",
+                    out.status.code(),
+                    std::os::unix::process::ExitStatusExt::signal(&out.status)
+                );
+                // libpcp reports indom trouble on stderr only ("Botch: …").
+                assert!(e.trim().is_empty(), "{what}: pmdumplog says\n{e}");
+                assert!(o.contains("kernel.all.cpu.user"), "{what}: {o}");
+                assert!(o.contains("events.kpi.NEW"), "{what}: {o}");
             }
         }
         FormatId::Mmv => {
@@ -736,4 +749,32 @@ fn system_metrics_agree_with_pcp_linux_pmda() {
         (free - pcp).abs() <= 0.1 * pcp,
         "mem.util.free {free} vs {pcp}"
     );
+}
+
+/// With no buffer the writer starts at once: the header has only the start
+/// calibration and the end values come in a final annotation.
+#[test]
+fn streaming_mode_puts_end_calibration_in_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.txt");
+    let out = Command::new(common::bin())
+        .args(["record", "--samples", "1", "--interval", "200ms"])
+        .args(["--buffer", "0", "--listing", "-o"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_record_ok("streaming", &out);
+    let l = Listing {
+        text: std::fs::read_to_string(&p).unwrap(),
+    };
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        hz_ok(&l, "record.tsc_hz_start");
+        assert_eq!(l.extra("record.tsc_hz_end"), None);
+        let note = l.text.lines().last().unwrap();
+        assert!(
+            note.contains(" note \"recording ended (samples); counter rate"),
+            "{note}"
+        );
+    }
+    assert_eq!(l.singular("kernel.all.pswitch").len(), 2, "2 scans");
 }

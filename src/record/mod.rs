@@ -18,8 +18,11 @@ use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::{OutTarget, Staged};
 use sampler::{Config, Sampler, Stats};
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Header extras keys (namespace `record.`).
@@ -212,7 +215,71 @@ fn build_header(cfg: &Config, opts: &RecordOptions, cal: &Calib) -> Header {
 /// Where items go: held back until the header is complete, then a writer.
 enum Sink {
     Pending { items: Vec<Item>, bytes: usize },
-    Live(Box<dyn TraceWriter>),
+    Live(Live),
+}
+
+/// A started writer, fed through the same adapters `convert` uses (events
+/// become per-type counters for the metric-only PCP and MMV writers).
+struct Live {
+    writer: Box<dyn TraceWriter>,
+    queue: Rc<RefCell<VecDeque<Item>>>,
+    chain: Box<dyn TraceReader>,
+    adapter_loss: Option<Rc<RefCell<LossReport>>>,
+}
+
+/// A reader over items pushed in by the recorder; empty = `None` for now.
+struct QueueReader {
+    header: Header,
+    queue: Rc<RefCell<VecDeque<Item>>>,
+}
+
+impl TraceReader for QueueReader {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        Ok(self.queue.borrow_mut().pop_front())
+    }
+}
+
+impl Live {
+    fn new(writer: Box<dyn TraceWriter>, header: Header, to: FormatId, listing: bool) -> Live {
+        let queue: Rc<RefCell<VecDeque<Item>>> = Rc::default();
+        let reader = Box::new(QueueReader {
+            header,
+            queue: queue.clone(),
+        });
+        let (chain, adapter_loss): (Box<dyn TraceReader>, _) =
+            if !listing && matches!(to, FormatId::Pcp | FormatId::Mmv) {
+                let ec = crate::pipeline::EventCounters::wrap(reader);
+                let loss = ec.loss.clone();
+                (Box::new(ec), Some(loss))
+            } else {
+                (reader, None)
+            };
+        Live {
+            writer,
+            queue,
+            chain,
+            adapter_loss,
+        }
+    }
+
+    fn feed(&mut self, items: impl IntoIterator<Item = Item>) -> Result<()> {
+        self.queue.borrow_mut().extend(items);
+        while let Some(it) = self.chain.next_item()? {
+            self.writer.write_item(&it)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<LossReport> {
+        let mut loss = self.writer.finish()?;
+        if let Some(l) = self.adapter_loss {
+            loss.merge(&l.borrow());
+        }
+        Ok(loss)
+    }
 }
 
 struct Out {
@@ -226,15 +293,14 @@ impl Out {
         if let Sink::Pending { items, .. } = &mut self.sink {
             let items = std::mem::take(items);
             let header = build_header(cfg, opts, cal);
-            let mut w: Box<dyn TraceWriter> = if opts.listing {
-                Box::new(ListingWriter::new(&self.target, header)?)
+            let w: Box<dyn TraceWriter> = if opts.listing {
+                Box::new(ListingWriter::new(&self.target, header.clone())?)
             } else {
                 formats::get(opts.to).create(&self.target, &header, &opts.wopts)?
             };
-            for it in &items {
-                w.write_item(it)?;
-            }
-            self.sink = Sink::Live(w);
+            let mut live = Live::new(w, header, opts.to, opts.listing);
+            live.feed(items)?;
+            self.sink = Sink::Live(live);
         }
         Ok(())
     }
@@ -254,11 +320,7 @@ impl Out {
                     self.start(cfg, opts, cal)?;
                 }
             }
-            Sink::Live(w) => {
-                for it in items.drain(..) {
-                    w.write_item(&it)?;
-                }
-            }
+            Sink::Live(live) => live.feed(items.drain(..))?,
         }
         Ok(())
     }
@@ -437,10 +499,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
     } else {
         out.start(&cfg, opts, &cal)?;
     }
-    let Sink::Live(w) = out.sink else {
+    let Sink::Live(live) = out.sink else {
         unreachable!("started above")
     };
-    outcome.loss = w.finish()?;
+    outcome.loss = live.finish()?;
     outcome.stats = sampler.stats.clone();
     if let Some(staged) = out.staged {
         if opts.wopts.strict && outcome.loss.has_loss() {

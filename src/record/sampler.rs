@@ -208,20 +208,6 @@ impl Sampler {
                 extras,
             })
         };
-        if first {
-            // As the KPI reader: both KPI indoms start empty.
-            for id in [schema::PROC_INDOM, schema::IRQ_INDOM] {
-                out.push(Item::Indom(IndomUpdate {
-                    time,
-                    id,
-                    kind: IndomKind::Full,
-                    instances: vec![],
-                    removed: vec![],
-                    extras: Extras::default(),
-                }));
-            }
-        }
-
         // ---- processes
         let mut new: Vec<i32> = Vec::new();
         let mut reused: Vec<i32> = Vec::new();
@@ -335,13 +321,21 @@ impl Sampler {
         out.extend(control_procs);
         // Groups in dlt-kpi's order (NEW, STP, ACT, then IRQ and CHK), each
         // numbered as the KPI reader numbers BEG..END groups.
-        if !new.is_empty() {
-            // A reused PID is re-added under its new name (a rename), so the
+        if !new.is_empty() || !gone.is_empty() || first {
+            // The first membership is a full one (libpcp needs a full indom
+            // record before any delta); later ones are one delta per scan
+            // with additions and removals together (two indom records with
+            // one timestamp crash libpcp 6's pmdumplog). A reused PID is
+            // re-added under its new name (a rename), never removed, so the
             // update reads the same whatever order a writer applies it in.
             out.push(Item::Indom(IndomUpdate {
                 time,
                 id: schema::PROC_INDOM,
-                kind: IndomKind::Delta,
+                kind: if first {
+                    IndomKind::Full
+                } else {
+                    IndomKind::Delta
+                },
                 instances: new
                     .iter()
                     .map(|pid| Instance {
@@ -349,7 +343,7 @@ impl Sampler {
                         name: schema::proc_instance_name(*pid as i64, &self.procs[pid].cmdline),
                     })
                     .collect(),
-                removed: vec![],
+                removed: gone.clone(),
                 extras: Extras::default(),
             }));
         }
@@ -376,16 +370,6 @@ impl Sampler {
         for pid in &gone {
             let x = stp_group.clone().unwrap_or_default();
             out.push(ev(schema::STP_TYPE, vec![Value::I64(*pid as i64)], x));
-        }
-        if !gone.is_empty() {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: schema::PROC_INDOM,
-                kind: IndomKind::Delta,
-                instances: vec![],
-                removed: gone.clone(),
-                extras: Extras::default(),
-            }));
         }
         self.stats.new += new.len() as u64;
         self.stats.stp += (gone.len() + reused.len()) as u64;
@@ -630,11 +614,15 @@ impl Sampler {
                 }
             }
         }
-        if !kpi_new.is_empty() {
+        if !kpi_new.is_empty() || first {
             out.push(Item::Indom(IndomUpdate {
                 time,
                 id: schema::IRQ_INDOM,
-                kind: IndomKind::Delta,
+                kind: if first {
+                    IndomKind::Full
+                } else {
+                    IndomKind::Delta
+                },
                 instances: kpi_new,
                 removed: Vec::new(),
                 extras: Extras::default(),
