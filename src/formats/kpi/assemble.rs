@@ -152,6 +152,7 @@ impl Assembler {
             (o.group, o.time, o.raw)
         };
         let mut adds: Vec<Instance> = Vec::new();
+        let mut irq_adds: Vec<Instance> = Vec::new();
         let mut removed: Vec<InstId> = Vec::new();
         let mut events: Vec<Item> = Vec::new();
         for ds in parsed {
@@ -225,17 +226,10 @@ impl Assembler {
                         if !self.irq_ids.contains_key(&key) {
                             let id = self.irq_ids.len() as InstId;
                             self.irq_ids.insert(key, id);
-                            out.push(Item::Indom(IndomUpdate {
-                                time,
-                                id: schema::IRQ_INDOM,
-                                kind: IndomKind::Delta,
-                                instances: vec![Instance {
-                                    id,
-                                    name: schema::irq_instance_name(&name, *cpu),
-                                }],
-                                removed: vec![],
-                                extras: Extras::default(),
-                            }));
+                            irq_adds.push(Instance {
+                                id,
+                                name: schema::irq_instance_name(&name, *cpu),
+                            });
                         }
                     }
                     if let Some(o) = self.open.get_mut(&kind) {
@@ -243,6 +237,18 @@ impl Assembler {
                     }
                 }
             }
+        }
+        // One update per indom and message: PCP wants no two records for
+        // one indom at one time.
+        if !irq_adds.is_empty() {
+            out.push(Item::Indom(IndomUpdate {
+                time,
+                id: schema::IRQ_INDOM,
+                kind: IndomKind::Delta,
+                instances: irq_adds,
+                removed: vec![],
+                extras: Extras::default(),
+            }));
         }
         if !adds.is_empty() {
             out.push(Item::Indom(IndomUpdate {
