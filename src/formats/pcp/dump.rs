@@ -107,6 +107,9 @@ fn civil(sec: i64) -> (String, String, i64) {
     )
 }
 
+/// (record index, inst -> position, position of the last hit).
+type InstCache = (usize, HashMap<i32, usize>, usize);
+
 /// Instance list (id, name) of one indom at one time.
 type InstList = Vec<(i32, String)>;
 
@@ -116,6 +119,8 @@ struct Ctx {
     descs: HashMap<u32, Desc>,
     /// Per indom: records in time order (full instance lists, sorted).
     indoms: HashMap<u32, Vec<(Stamp, InstList)>>,
+    inst_cache: HashMap<u32, InstCache>,
+    name_cache: HashMap<u32, String>,
 }
 
 impl Ctx {
@@ -144,14 +149,40 @@ impl Ctx {
             _ => "<noname>".into(),
         }
     }
-    fn inst_name(&self, indom: u32, t: Stamp, inst: i32) -> Option<&str> {
+    /// Name of `inst` in the indom record in force at `t`. A per-indom
+    /// lookup table of the current record is cached (results come in time
+    /// order, so it rarely changes).
+    fn inst_name(&mut self, indom: u32, t: Stamp, inst: i32) -> Option<&str> {
         let recs = self.indoms.get(&indom)?;
-        let idx = recs.iter().rposition(|(s, _)| *s <= t).unwrap_or(0);
-        recs.get(idx)?
-            .1
-            .iter()
-            .find(|(i, _)| *i == inst)
-            .map(|(_, n)| n.as_str())
+        let idx = recs.partition_point(|(s, _)| *s <= t).saturating_sub(1);
+        let list = &recs.get(idx)?.1;
+        // Values usually follow the indom's own order: try the slot after
+        // the previous hit before hashing.
+        if let Some((i, _, last)) = self.inst_cache.get_mut(&indom) {
+            if *i == idx {
+                let k = last.wrapping_add(1);
+                if list.get(k).is_some_and(|(x, _)| *x == inst) {
+                    *last = k;
+                    return list.get(k).map(|(_, n)| n.as_str());
+                }
+            }
+        }
+        let hit = matches!(self.inst_cache.get(&indom), Some((i, _, _)) if *i == idx);
+        if !hit {
+            let map: HashMap<i32, usize> = recs
+                .get(idx)?
+                .1
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(k, (i, _))| (*i, k))
+                .collect();
+            self.inst_cache.insert(indom, (idx, map, usize::MAX));
+        }
+        let e = self.inst_cache.get_mut(&indom)?;
+        let k = *e.1.get(&inst)?;
+        e.2 = k;
+        list.get(k).map(|(_, n)| n.as_str())
     }
 }
 
@@ -634,11 +665,17 @@ fn archive_end(m: &Members, v: Version, index: &[(Stamp, i32, u64, u64)]) -> Opt
                 continue;
             }
         }
-        let Ok(mut rr) = RecordReader::open(path) else {
+        let Ok(mut rr) = RecordReader::open_opt(path, true) else {
             continue;
         };
         if rr.label().is_err() {
             continue;
+        }
+        // Start at the last index entry of this volume, as libpcp does.
+        if let Some((fv, off)) = from {
+            if fv == *vol as i32 && rr.skip_to(off).is_err() {
+                continue;
+            }
         }
         let mut buf = Vec::new();
         while let Ok(Rec::Ok) = rr.next(&mut buf) {
@@ -695,6 +732,8 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         start: mf.label.start,
         descs: HashMap::new(),
         indoms: HashMap::new(),
+        inst_cache: HashMap::new(),
+        name_cache: HashMap::new(),
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
@@ -1042,7 +1081,11 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         }
         for vs in &r.vsets {
             let p = pmid_str(vs.pmid);
-            let names = c.names(vs.pmid);
+            if !c.name_cache.contains_key(&vs.pmid) {
+                let n = c.names(vs.pmid);
+                c.name_cache.insert(vs.pmid, n);
+            }
+            let names = c.name_cache[&vs.pmid].clone();
             if vs.numval == 0 {
                 let _ = writeln!(o, "    {p} ({names}): No values returned!");
                 continue;
