@@ -107,8 +107,32 @@ fn civil(sec: i64) -> (String, String, i64) {
     )
 }
 
+/// A multiply-shift hasher for the small integer keys of the listing's hot
+/// lookups (SipHash showed up in profiles).
+#[derive(Default, Clone, Copy)]
+pub struct IntHasher(u64);
+
+impl std::hash::Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i32(&mut self, i: i32) {
+        self.write_u32(i as u32);
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+
 /// (record index, inst -> position, position of the last hit).
-type InstCache = (usize, HashMap<i32, usize>, usize);
+type InstCache = (usize, IntMap<i32, usize>, usize);
 
 /// Instance list (id, name) of one indom at one time.
 type InstList = Vec<(i32, String)>;
@@ -116,11 +140,11 @@ type InstList = Vec<(i32, String)>;
 struct Ctx {
     v: Version,
     start: Stamp,
-    descs: HashMap<u32, Desc>,
+    descs: IntMap<u32, Desc>,
     /// Per indom: records in time order (full instance lists, sorted).
-    indoms: HashMap<u32, Vec<(Stamp, InstList)>>,
-    inst_cache: HashMap<u32, InstCache>,
-    name_cache: HashMap<u32, String>,
+    indoms: IntMap<u32, Vec<(Stamp, InstList)>>,
+    inst_cache: IntMap<u32, InstCache>,
+    name_cache: IntMap<u32, String>,
 }
 
 impl Ctx {
@@ -169,7 +193,7 @@ impl Ctx {
         }
         let hit = matches!(self.inst_cache.get(&indom), Some((i, _, _)) if *i == idx);
         if !hit {
-            let map: HashMap<i32, usize> = recs
+            let map: IntMap<i32, usize> = recs
                 .get(idx)?
                 .1
                 .iter()
@@ -730,10 +754,10 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     let mut c = Ctx {
         v,
         start: mf.label.start,
-        descs: HashMap::new(),
-        indoms: HashMap::new(),
-        inst_cache: HashMap::new(),
-        name_cache: HashMap::new(),
+        descs: IntMap::default(),
+        indoms: IntMap::default(),
+        inst_cache: IntMap::default(),
+        name_cache: IntMap::default(),
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
