@@ -963,6 +963,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
             stamp,
             indom,
             entries,
+            ..
         }) = r
         {
             let _ = write!(o, "{} InDom: {}", c.stamp(*stamp), indom_str(*indom));
