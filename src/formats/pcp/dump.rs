@@ -681,8 +681,13 @@ fn raw_params(p: &[u8], highres: bool) -> Vec<Vec<(u32, u8, &[u8])>> {
 /// Time of the last record (for "ending"), scanning from the last index
 /// entry when there is one.
 fn archive_end(m: &Members, v: Version, index: &[(Stamp, i32, u64, u64)]) -> Option<Stamp> {
+    // The last index entry may point past the last record (at end of file):
+    // then scan the whole archive.
+    scan_end(m, v, index.last().map(|e| (e.1, e.3))).or_else(|| scan_end(m, v, None))
+}
+
+fn scan_end(m: &Members, v: Version, from: Option<(i32, u64)>) -> Option<Stamp> {
     let mut end = None;
-    let from = index.last().map(|e| (e.1, e.3));
     for (vol, path) in &m.volumes {
         if let Some((fv, _)) = from {
             if (*vol as i32) < fv {

@@ -114,7 +114,9 @@ pub fn parse(
                     o += 4;
                     let s = rec.get(o..o + l).filter(|_| o + l <= body_end);
                     let s = s.ok_or_else(trunc)?;
-                    names.push(String::from_utf8_lossy(s).into_owned());
+                    // libpcp treats names as C strings: stop at a NUL.
+                    let e = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+                    names.push(String::from_utf8_lossy(&s[..e]).into_owned());
                     o += l;
                 }
             }
