@@ -231,7 +231,7 @@ fn parallel(sets: &[&'static str], f: fn(&str) -> Option<String>) -> Vec<String>
 
 /// Every compressed (except the three giants, which run in the full sweep),
 /// multi-volume, v3, event-record and no-index set, plus a few oddities.
-const DEFAULT_SETS: [&str; 43] = [
+const DEFAULT_SETS: [&str; 44] = [
     // compressed (xz, one bz2), some with compressed .meta / .index
     "20190628.04.03",
     "20190628.06.31",
@@ -280,6 +280,8 @@ const DEFAULT_SETS: [&str; 43] = [
     "rattle",
     "count-mark",
     "20180102",
+    // instance names that are not UTF-8
+    "procpid-encode2",
 ];
 
 /// Compressed sets whose full value listing takes pmdumplog 15-80 s: the

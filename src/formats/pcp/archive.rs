@@ -107,10 +107,21 @@ pub fn resolve(base: &Path) -> Result<Members> {
 
 /// Open a member, decompressing by its suffix (streamed).
 pub fn open_member(path: &Path) -> Result<Box<dyn Read>> {
+    open_member_opt(path, false)
+}
+
+/// As [`open_member`]; `fast` skips xz integrity checks (for the quick
+/// pre-scan that only looks for the last timestamp).
+pub fn open_member_opt(path: &Path, fast: bool) -> Result<Box<dyn Read>> {
     let f = File::open(path).map_err(|e| Error::io(path, e))?;
     let f = BufReader::with_capacity(1 << 16, f);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if name.ends_with(".xz") {
+    if name.ends_with(".xz") && fast {
+        // 0x08 CONCATENATED | 0x10 IGNORE_CHECK (liblzma flag values).
+        let s = liblzma::stream::Stream::new_stream_decoder(u64::MAX, 0x08 | 0x10)
+            .map_err(|e| Error::io(path, std::io::Error::other(e)))?;
+        Ok(Box::new(liblzma::read::XzDecoder::new_stream(f, s)))
+    } else if name.ends_with(".xz") {
         Ok(Box::new(liblzma::read::XzDecoder::new_multi_decoder(f)))
     } else if name.ends_with(".lzma") {
         let s = liblzma::stream::Stream::new_lzma_decoder(u64::MAX)
@@ -150,10 +161,14 @@ pub enum Rec {
 
 impl RecordReader {
     pub fn open(path: &Path) -> Result<RecordReader> {
+        RecordReader::open_opt(path, false)
+    }
+
+    pub fn open_opt(path: &Path, fast: bool) -> Result<RecordReader> {
         let name = path.to_string_lossy();
         Ok(RecordReader {
             path: path.to_path_buf(),
-            inner: open_member(path)?,
+            inner: open_member_opt(path, fast)?,
             pos: 0,
             recno: 0,
             compressed: strip_compression(&name) != name,
@@ -255,6 +270,20 @@ impl RecordReader {
         self.pos = version.label_len() as u64;
         self.recno = 1;
         Ok(l)
+    }
+
+    /// Skip forward to offset `to` (seeking is not possible through a
+    /// decompressor, so the bytes are read and dropped).
+    pub fn skip_to(&mut self, to: u64) -> Result<()> {
+        if to > self.pos {
+            let n = std::io::copy(
+                &mut (&mut self.inner).take(to - self.pos),
+                &mut std::io::sink(),
+            )
+            .map_err(|e| Error::io(&self.path, e))?;
+            self.pos += n;
+        }
+        Ok(())
     }
 
     /// Read the rest of the member as raw bytes (for the index).

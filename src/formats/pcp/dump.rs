@@ -107,15 +107,44 @@ fn civil(sec: i64) -> (String, String, i64) {
     )
 }
 
+/// A multiply-shift hasher for the small integer keys of the listing's hot
+/// lookups (SipHash showed up in profiles).
+#[derive(Default, Clone, Copy)]
+pub struct IntHasher(u64);
+
+impl std::hash::Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i32(&mut self, i: i32) {
+        self.write_u32(i as u32);
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+
+/// (record index, inst -> position, position of the last hit).
+type InstCache = (usize, IntMap<i32, usize>, usize);
+
 /// Instance list (id, name) of one indom at one time.
 type InstList = Vec<(i32, String)>;
 
 struct Ctx {
     v: Version,
     start: Stamp,
-    descs: HashMap<u32, Desc>,
+    descs: IntMap<u32, Desc>,
     /// Per indom: records in time order (full instance lists, sorted).
-    indoms: HashMap<u32, Vec<(Stamp, InstList)>>,
+    indoms: IntMap<u32, Vec<(Stamp, InstList)>>,
+    inst_cache: IntMap<u32, InstCache>,
+    name_cache: IntMap<u32, String>,
 }
 
 impl Ctx {
@@ -144,14 +173,40 @@ impl Ctx {
             _ => "<noname>".into(),
         }
     }
-    fn inst_name(&self, indom: u32, t: Stamp, inst: i32) -> Option<&str> {
+    /// Name of `inst` in the indom record in force at `t`. A per-indom
+    /// lookup table of the current record is cached (results come in time
+    /// order, so it rarely changes).
+    fn inst_name(&mut self, indom: u32, t: Stamp, inst: i32) -> Option<&str> {
         let recs = self.indoms.get(&indom)?;
-        let idx = recs.iter().rposition(|(s, _)| *s <= t).unwrap_or(0);
-        recs.get(idx)?
-            .1
-            .iter()
-            .find(|(i, _)| *i == inst)
-            .map(|(_, n)| n.as_str())
+        let idx = recs.partition_point(|(s, _)| *s <= t).saturating_sub(1);
+        let list = &recs.get(idx)?.1;
+        // Values usually follow the indom's own order: try the slot after
+        // the previous hit before hashing.
+        if let Some((i, _, last)) = self.inst_cache.get_mut(&indom) {
+            if *i == idx {
+                let k = last.wrapping_add(1);
+                if list.get(k).is_some_and(|(x, _)| *x == inst) {
+                    *last = k;
+                    return list.get(k).map(|(_, n)| n.as_str());
+                }
+            }
+        }
+        let hit = matches!(self.inst_cache.get(&indom), Some((i, _, _)) if *i == idx);
+        if !hit {
+            let map: IntMap<i32, usize> = recs
+                .get(idx)?
+                .1
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(k, (i, _))| (*i, k))
+                .collect();
+            self.inst_cache.insert(indom, (idx, map, usize::MAX));
+        }
+        let e = self.inst_cache.get_mut(&indom)?;
+        let k = *e.1.get(&inst)?;
+        e.2 = k;
+        list.get(k).map(|(_, n)| n.as_str())
     }
 }
 
@@ -626,19 +681,30 @@ fn raw_params(p: &[u8], highres: bool) -> Vec<Vec<(u32, u8, &[u8])>> {
 /// Time of the last record (for "ending"), scanning from the last index
 /// entry when there is one.
 fn archive_end(m: &Members, v: Version, index: &[(Stamp, i32, u64, u64)]) -> Option<Stamp> {
+    // The last index entry may point past the last record (at end of file):
+    // then scan the whole archive.
+    scan_end(m, v, index.last().map(|e| (e.1, e.3))).or_else(|| scan_end(m, v, None))
+}
+
+fn scan_end(m: &Members, v: Version, from: Option<(i32, u64)>) -> Option<Stamp> {
     let mut end = None;
-    let from = index.last().map(|e| (e.1, e.3));
     for (vol, path) in &m.volumes {
         if let Some((fv, _)) = from {
             if (*vol as i32) < fv {
                 continue;
             }
         }
-        let Ok(mut rr) = RecordReader::open(path) else {
+        let Ok(mut rr) = RecordReader::open_opt(path, true) else {
             continue;
         };
         if rr.label().is_err() {
             continue;
+        }
+        // Start at the last index entry of this volume, as libpcp does.
+        if let Some((fv, off)) = from {
+            if fv == *vol as i32 && rr.skip_to(off).is_err() {
+                continue;
+            }
         }
         let mut buf = Vec::new();
         while let Ok(Rec::Ok) = rr.next(&mut buf) {
@@ -693,8 +759,10 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     let mut c = Ctx {
         v,
         start: mf.label.start,
-        descs: HashMap::new(),
-        indoms: HashMap::new(),
+        descs: IntMap::default(),
+        indoms: IntMap::default(),
+        inst_cache: IntMap::default(),
+        name_cache: IntMap::default(),
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
@@ -900,6 +968,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
             stamp,
             indom,
             entries,
+            ..
         }) = r
         {
             let _ = write!(o, "{} InDom: {}", c.stamp(*stamp), indom_str(*indom));
@@ -1042,7 +1111,11 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         }
         for vs in &r.vsets {
             let p = pmid_str(vs.pmid);
-            let names = c.names(vs.pmid);
+            if !c.name_cache.contains_key(&vs.pmid) {
+                let n = c.names(vs.pmid);
+                c.name_cache.insert(vs.pmid, n);
+            }
+            let names = c.name_cache[&vs.pmid].clone();
             if vs.numval == 0 {
                 let _ = writeln!(o, "    {p} ({names}): No values returned!");
                 continue;

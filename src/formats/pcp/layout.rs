@@ -40,6 +40,9 @@ pub const X_START: &str = "pcp.label.start_ns";
 pub const X_VOLUMES: &str = "pcp.volumes";
 /// Indom extras: on-disk order of a delta record's entries (instance ids).
 pub const X_DELTA_ORDER: &str = "pcp.indom.delta_order";
+/// Indom extras: raw bytes of the instance names (in `instances` order) when
+/// some name is not valid UTF-8.
+pub const X_RAW_NAMES: &str = "pcp.indom.raw_names";
 /// Sample extras: pmids whose value blocks carry type byte 0 (v1 conversions).
 pub const X_VTYPE0: &str = "pcp.block_vtype0";
 /// Sample extras: stored types of the event parameters in the sample

@@ -22,6 +22,8 @@ pub struct InDomRec {
     pub indom: u32,
     /// (instance, name); name None = deleted (delta only).
     pub entries: Vec<(i32, Option<String>)>,
+    /// Raw bytes of every name, in entry order, when some name is not UTF-8.
+    pub raw_names: Option<Vec<Vec<u8>>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +114,9 @@ pub fn parse(
                     o += 4;
                     let s = rec.get(o..o + l).filter(|_| o + l <= body_end);
                     let s = s.ok_or_else(trunc)?;
-                    names.push(String::from_utf8_lossy(s).into_owned());
+                    // libpcp treats names as C strings: stop at a NUL.
+                    let e = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+                    names.push(String::from_utf8_lossy(&s[..e]).into_owned());
                     o += l;
                 }
             }
@@ -160,6 +164,8 @@ pub fn parse(
             }
             let strtab = &rec[str_at..body_end];
             let mut entries = Vec::with_capacity(n);
+            let mut raw: Vec<Vec<u8>> = Vec::new();
+            let mut non_utf8 = false;
             for i in 0..n {
                 let inst = bei32(rec, insts_at + 4 * i).ok_or_else(trunc)?;
                 let sidx = bei32(rec, insts_at + 4 * n + 4 * i).ok_or_else(trunc)?;
@@ -187,6 +193,8 @@ pub fn parse(
                 }
                 let s = &strtab[sidx as usize..];
                 let e = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+                non_utf8 |= std::str::from_utf8(&s[..e]).is_err();
+                raw.push(s[..e].to_vec());
                 entries.push((inst, Some(String::from_utf8_lossy(&s[..e]).into_owned())));
             }
             Ok(MetaRec::InDom(InDomRec {
@@ -194,6 +202,7 @@ pub fn parse(
                 stamp,
                 indom,
                 entries,
+                raw_names: non_utf8.then_some(raw),
             }))
         }
         TYPE_LABEL_V2 | TYPE_LABEL => {

@@ -112,6 +112,12 @@ pub fn meta_items(r: &MetaRec) -> Vec<Item> {
                     None => removed.push(*id),
                 }
             }
+            if let Some(raw) = &i.raw_names {
+                extras.set(
+                    X_RAW_NAMES,
+                    ExtraValue::List(raw.iter().map(|b| ExtraValue::Bytes(b.clone())).collect()),
+                );
+            }
             if delta {
                 extras.set(
                     X_DELTA_ORDER,

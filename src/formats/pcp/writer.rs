@@ -298,12 +298,28 @@ impl PcpWriter {
         for (i, _) in &entries {
             b.extend_from_slice(&i.to_be_bytes());
         }
+        // Names that were not UTF-8 in the source are written back as bytes.
+        let mut raw: HashMap<i32, &[u8]> = HashMap::new();
+        if let Some(ExtraValue::List(l)) = u.extras.get(X_RAW_NAMES) {
+            if l.len() == u.instances.len() {
+                for (inst, x) in u.instances.iter().zip(l) {
+                    if let ExtraValue::Bytes(bytes) = x {
+                        raw.insert(inst.id, bytes);
+                    }
+                }
+            }
+        }
         let mut strtab = Vec::new();
-        for (_, n) in &entries {
+        for (id, n) in &entries {
             match n {
                 Some(n) => {
                     b.extend_from_slice(&(strtab.len() as u32).to_be_bytes());
-                    strtab.extend_from_slice(n.as_bytes());
+                    match raw.get(id) {
+                        Some(bytes) if raw.len() == u.instances.len() => {
+                            strtab.extend_from_slice(bytes)
+                        }
+                        _ => strtab.extend_from_slice(n.as_bytes()),
+                    }
                     strtab.push(0);
                 }
                 None => b.extend_from_slice(&(-1i32).to_be_bytes()),
