@@ -3,7 +3,11 @@
 //! This walks the raw bytes the way mmvdump does (its quirks included, e.g.
 //! v2 instance offsets printed with the v1 stride), but every read is bounds
 //! checked: where mmvdump would read past the mapping we stop with an error.
-//! Returns `Some(msg)` when mmvdump would exit 1 or we had to stop early.
+//! The status is `Err((offset, msg))` when mmvdump would exit 1 or we had to
+//! stop early.
+
+// The format strings mirror mmvdump's printf calls, newlines included.
+#![allow(clippy::write_with_newline)]
 
 use super::layout::*;
 use std::io::{self, Write};
