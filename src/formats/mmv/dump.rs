@@ -3,7 +3,11 @@
 //! This walks the raw bytes the way mmvdump does (its quirks included, e.g.
 //! v2 instance offsets printed with the v1 stride), but every read is bounds
 //! checked: where mmvdump would read past the mapping we stop with an error.
-//! Returns `Some(msg)` when mmvdump would exit 1 or we had to stop early.
+//! The status is `Err((offset, msg))` when mmvdump would exit 1 or we had to
+//! stop early.
+
+// The format strings mirror mmvdump's printf calls, newlines included.
+#![allow(clippy::write_with_newline)]
 
 use super::layout::*;
 use std::io::{self, Write};
@@ -191,39 +195,41 @@ impl D<'_, '_> {
     fn help(&mut self, off: u64, label: &str, err: &str) -> io::Result<bool> {
         if off != 0 {
             if self.short(off, STRING_SIZE) {
-                self.w(&format!("{err}\n"))?;
+                write!(self.out, "{err}\n")?;
                 self.fail(off, err.to_string());
                 return Ok(false);
             }
             let s = self.buf(off).to_vec();
-            self.w(&format!("       {label}="))?;
+            write!(self.out, "       {label}=")?;
             self.raw(&s)?;
             self.w("\n")?;
         } else {
-            self.w(&format!("       (no {label})\n"))?;
+            write!(self.out, "       (no {label})\n")?;
         }
         Ok(true)
     }
 
     fn indoms(&mut self, idx: u64, base: u64, offset: u64, count: i32) -> io::Result<()> {
-        self.w(&format!(
+        write!(
+            self.out,
             "\nTOC[{idx}]: offset {base}, indoms offset {offset} ({count} entries)\n"
-        ))?;
+        )?;
         for i in 0..count.max(0) as u64 {
             let off = offset.wrapping_add(i * INDOM_SIZE);
             if self.short(off, INDOM_SIZE) || !self.need(off, INDOM_SIZE, "indom") {
                 let m = format!("Bad file size: too small for toc[{idx}] indom[{i}]");
-                self.w(&format!("{m}\n"))?;
+                write!(self.out, "{m}\n")?;
                 self.fail(off, m);
                 return Ok(());
             }
             let serial = self.b.u32(off).unwrap_or(0);
             let cnt = self.b.i32(off + 4).unwrap_or(0);
             let first = self.b.i64(off + 8).unwrap_or(0);
-            self.w(&format!(
+            write!(
+                self.out,
                 "  [{serial}/{}] {cnt} instances, starting at offset {first}\n",
                 off as i64
-            ))?;
+            )?;
             let st = self.b.u64(off + 16).unwrap_or(0);
             let ht = self.b.u64(off + 24).unwrap_or(0);
             if !self.help(
@@ -242,16 +248,17 @@ impl D<'_, '_> {
     }
 
     fn insts(&mut self, idx: u64, base: u64, offset: u64, count: i32, v: i32) -> io::Result<()> {
-        self.w(&format!(
+        write!(
+            self.out,
             "\nTOC[{idx}]: offset {base}, instances offset {} ({count} entries)\n",
             offset as i64
-        ))?;
+        )?;
         let isz = inst_size(v);
         for i in 0..count.max(0) as u64 {
             let off = offset.wrapping_add(i * isz);
             if self.short(off, isz) || !self.need(off, isz, "instance") {
                 let m = format!("Bad file size: too small for toc[{idx}] inst[{i}]");
-                self.w(&format!("\n{m}\n"))?;
+                write!(self.out, "\n{m}\n")?;
                 self.fail(off, m);
                 return Ok(());
             }
@@ -262,7 +269,7 @@ impl D<'_, '_> {
                 } else {
                     format!("Bad file size: too small for toc[{idx}] inst[{i}] indom")
                 };
-                self.w(&format!("\n{m}\n"))?;
+                write!(self.out, "\n{m}\n")?;
                 self.fail(io, m);
                 return Ok(());
             }
@@ -274,12 +281,12 @@ impl D<'_, '_> {
                 let no = self.b.u64(off + 16).unwrap_or(0);
                 if self.short(no, STRING_SIZE) {
                     let m = format!("Bad file size: too small for toc[{idx}] inst[{i}] name");
-                    self.w(&format!("\n{m}\n"))?;
+                    write!(self.out, "\n{m}\n")?;
                     self.fail(off + 16, m);
                     return Ok(());
                 } else if no == 0 {
                     let m = format!("Bad file: invalid offset for toc[{idx}] inst[{i}] name");
-                    self.w(&format!("\n{m}\n"))?;
+                    write!(self.out, "\n{m}\n")?;
                     self.fail(off + 16, m);
                     return Ok(());
                 }
@@ -287,9 +294,10 @@ impl D<'_, '_> {
             };
             // mmvdump prints v2 instance offsets with the v1 entry size.
             let shown = offset.wrapping_add(i * INST1_SIZE) as i64;
-            self.w(&format!(
+            write!(
+                self.out,
                 "  [{serial}/{shown}] instance = [{internal} or \""
-            ))?;
+            )?;
             self.raw(&name)?;
             self.w("\"]\n")?;
         }
@@ -297,16 +305,17 @@ impl D<'_, '_> {
     }
 
     fn metrics(&mut self, idx: u64, base: u64, offset: u64, count: i32, v: i32) -> io::Result<()> {
-        self.w(&format!(
+        write!(
+            self.out,
             "\nTOC[{idx}]: toc offset {base}, metrics offset {} ({count} entries)\n",
             offset as i64
-        ))?;
+        )?;
         let msz = metric_size(v);
         for i in 0..count.max(0) as u64 {
             let off = offset.wrapping_add(i * msz);
             if self.short(off, msz) || !self.need(off, msz, "metric") {
                 let m = format!("Bad file size: too small for toc[{idx}] metric[{i}]");
-                self.w(&format!("{m}\n"))?;
+                write!(self.out, "{m}\n")?;
                 self.fail(off, m);
                 return Ok(());
             }
@@ -316,12 +325,12 @@ impl D<'_, '_> {
                 let no = self.b.u64(off).unwrap_or(0);
                 if self.short(no, STRING_SIZE) {
                     let m = format!("Bad file size: too small for toc[{idx}] metric[{i}] name");
-                    self.w(&format!("{m}\n"))?;
+                    write!(self.out, "{m}\n")?;
                     self.fail(off, m);
                     return Ok(());
                 } else if no == 0 {
                     let m = format!("Bad file: invalid offset for toc[{idx}] metric[{i}] name");
-                    self.w(&format!("{m}\n"))?;
+                    write!(self.out, "{m}\n")?;
                     self.fail(off, m);
                     return Ok(());
                 }
@@ -333,19 +342,20 @@ impl D<'_, '_> {
             let dim = self.b.u32(fb + 12).unwrap_or(0);
             let indom = self.b.i32(fb + 16).unwrap_or(0);
             let pad = self.b.u32(fb + 20).unwrap_or(0);
-            self.w(&format!("  [{item}/{}] ", off as i64))?;
+            write!(self.out, "  [{item}/{}] ", off as i64)?;
             self.raw(&name)?;
             self.w("\n")?;
-            self.w(&format!(
+            write!(
+                self.out,
                 "       type={} (0x{:x}), sem={} (0x{:x}), pad=0x{pad:x}\n",
                 metrictype(ty),
                 ty as u32,
                 metricsem(sem),
                 sem as u32
-            ))?;
-            self.w(&format!("       units={}\n", units_str(dim)))?;
+            )?;
+            write!(self.out, "       units={}\n", units_str(dim))?;
             if indom != -1 && indom != 0 {
-                self.w(&format!("       indom={indom}\n"))?;
+                write!(self.out, "       indom={indom}\n")?;
             } else {
                 self.w("       (no indom)\n")?;
             }
@@ -370,21 +380,22 @@ impl D<'_, '_> {
         let raw = self.b.u64(off).unwrap_or(0);
         let extra = self.b.i64(off + 8).unwrap_or(0);
         match ty {
-            TYPE_I32 => self.w(&format!(" = {}", raw as u32 as i32))?,
-            TYPE_U32 => self.w(&format!(" = {}", raw as u32))?,
-            TYPE_I64 => self.w(&format!(" = {}", raw as i64))?,
-            TYPE_U64 => self.w(&format!(" = {raw}"))?,
-            TYPE_FLOAT => self.w(&format!(
+            TYPE_I32 => write!(self.out, " = {}", raw as u32 as i32)?,
+            TYPE_U32 => write!(self.out, " = {}", raw as u32)?,
+            TYPE_I64 => write!(self.out, " = {}", raw as i64)?,
+            TYPE_U64 => write!(self.out, " = {raw}")?,
+            TYPE_FLOAT => write!(
+                self.out,
                 " = {}",
                 c_double(f32::from_bits(raw as u32) as f64)
-            ))?,
-            TYPE_DOUBLE => self.w(&format!(" = {}", c_double(f64::from_bits(raw))))?,
+            )?,
+            TYPE_DOUBLE => write!(self.out, " = {}", c_double(f64::from_bits(raw)))?,
             TYPE_STRING => {
                 let so = extra as u64;
                 if self.short(so, STRING_SIZE) {
                     self.w(" = ?\n")?;
                     let m = format!("Bad file size: toc[{idx}] str value[{i}] extra");
-                    self.w(&format!("{m}\n"))?;
+                    write!(self.out, "{m}\n")?;
                     self.fail(off + 8, m);
                     return Ok(false);
                 }
@@ -399,21 +410,22 @@ impl D<'_, '_> {
                     // mmvdump does this sum in double precision.
                     t = (t as f64 + (now_us + extra as f64)) as i64;
                 }
-                self.w(&format!(" = {t} (value={}/extra={extra})", raw as i64))?;
+                write!(self.out, " = {t} (value={}/extra={extra})", raw as i64)?;
                 if extra > 0 {
                     self.w("\nBad (positive) ELAPSED 'extra' value found!")?;
                 }
             }
-            _ => self.w(&format!("Unknown type {ty}"))?,
+            _ => write!(self.out, "Unknown type {ty}")?,
         }
         self.w("\n")?;
         Ok(true)
     }
 
     fn values(&mut self, idx: u64, base: u64, offset: u64, count: i32, v: i32) -> io::Result<()> {
-        self.w(&format!(
+        write!(
+            self.out,
             "\nTOC[{idx}]: offset {base}, values offset {offset} ({count} entries)\n"
-        ))?;
+        )?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as f64 * 1e6 + d.subsec_micros() as f64)
@@ -423,14 +435,14 @@ impl D<'_, '_> {
             let off = offset.wrapping_add(i * VALUE_SIZE);
             if self.short(off, VALUE_SIZE) || !self.need(off, VALUE_SIZE, "value") {
                 let m = format!("Bad file size: too small for toc[{idx}] value[{i}]");
-                self.w(&format!("{m}\n"))?;
+                write!(self.out, "{m}\n")?;
                 self.fail(off, m);
                 return Ok(());
             }
             let moff = self.b.u64(off + 16).unwrap_or(0);
             if self.short(moff, msz) || !self.need(moff, msz, "metric") {
                 let m = format!("Bad file size: toc[{idx}] value[{i}] metric offset");
-                self.w(&format!("{m}\n"))?;
+                write!(self.out, "{m}\n")?;
                 self.fail(off + 16, m);
                 return Ok(());
             }
@@ -440,12 +452,12 @@ impl D<'_, '_> {
                 let no = self.b.u64(moff).unwrap_or(0);
                 if self.short(no, STRING_SIZE) {
                     let m = format!("Bad file size: too small for toc[{idx}] value[{i}] mname");
-                    self.w(&format!("{m}\n"))?;
+                    write!(self.out, "{m}\n")?;
                     self.fail(moff, m);
                     return Ok(());
                 } else if no == 0 {
                     let m = format!("Bad file: invalid offset for toc[{idx}] value[{i}] mname");
-                    self.w(&format!("{m}\n"))?;
+                    write!(self.out, "{m}\n")?;
                     self.fail(moff, m);
                     return Ok(());
                 }
@@ -454,7 +466,7 @@ impl D<'_, '_> {
             let item = self.b.u32(fb).unwrap_or(0);
             let ty = self.b.i32(fb + 4).unwrap_or(0);
             let indom = self.b.i32(fb + 16).unwrap_or(0);
-            self.w(&format!("  [{item}/{off}] "))?;
+            write!(self.out, "  [{item}/{off}] ")?;
             self.raw(&name)?;
             if indom != 0 && indom != -1 {
                 let io = self.b.u64(off + 24).unwrap_or(0);
@@ -462,7 +474,7 @@ impl D<'_, '_> {
                 if self.short(io, isz) || !self.need(io, isz, "instance") {
                     self.w("\n")?;
                     let m = format!("Bad file size: toc[{idx}] value[{i}] inst offset");
-                    self.w(&format!("{m}\n"))?;
+                    write!(self.out, "{m}\n")?;
                     self.fail(off + 24, m);
                     return Ok(());
                 }
@@ -473,19 +485,19 @@ impl D<'_, '_> {
                     let no = self.b.u64(io + 16).unwrap_or(0);
                     if self.short(no, STRING_SIZE) {
                         let m = format!("Bad file size: too small for toc[{idx}] value[{i}] iname");
-                        self.w(&format!("{m}\n"))?;
+                        write!(self.out, "{m}\n")?;
                         self.fail(io + 16, m);
                         return Ok(());
                     } else if no == 0 {
                         let m =
                             format!("Bad file: invalid offset for toc[{idx}] metric[{i}] iname");
-                        self.w(&format!("{m}\n"))?;
+                        write!(self.out, "{m}\n")?;
                         self.fail(io + 16, m);
                         return Ok(());
                     }
                     self.buf(no).to_vec()
                 };
-                self.w(&format!("[{internal} or \""))?;
+                write!(self.out, "[{internal} or \"")?;
                 self.raw(&iname)?;
                 self.w("\"]")?;
             }
@@ -496,16 +508,17 @@ impl D<'_, '_> {
     }
 
     fn strings(&mut self, idx: u64, base: u64, offset: u64, count: i32) -> io::Result<()> {
-        self.w(&format!(
+        write!(
+            self.out,
             "\nTOC[{idx}]: offset {base}, string offset {offset} ({count} entries)\n"
-        ))?;
+        )?;
         for i in 0..count.max(0) as u64 {
             // mmvdump checks the size with the 32-byte value stride.
             let chk = offset.wrapping_add(i * VALUE_SIZE);
             let off = offset.wrapping_add(i * STRING_SIZE);
             if self.short(chk, STRING_SIZE) {
                 let m = format!("Bad file size: toc[{idx}] string[{i}]");
-                self.w(&format!("{m}\n"))?;
+                write!(self.out, "{m}\n")?;
                 self.fail(chk, m);
                 return Ok(());
             }
@@ -516,7 +529,7 @@ impl D<'_, '_> {
                 );
             }
             let s = self.cstr(off).to_vec();
-            self.w(&format!("  [{}/{off}] ", i + 1))?;
+            write!(self.out, "  [{}/{off}] ", i + 1)?;
             self.raw(&s)?;
             self.w("\n")?;
         }
@@ -524,31 +537,34 @@ impl D<'_, '_> {
     }
 
     fn labels(&mut self, idx: u64, base: u64, offset: u64, count: i32) -> io::Result<()> {
-        self.w(&format!(
+        write!(
+            self.out,
             "\nTOC[{idx}]: offset {base}, labels offset {} ({count} entries)\n",
             offset as i64
-        ))?;
+        )?;
         for i in 0..count.max(0) as u64 {
             let off = offset.wrapping_add(i * LABEL_SIZE);
             if self.short(off, LABEL_SIZE) || !self.need(off, LABEL_SIZE, "label") {
                 let m = format!("Bad file size: too small for toc[{idx}] metric[{i}]");
-                self.w(&format!("{m}\n"))?;
+                write!(self.out, "{m}\n")?;
                 self.fail(off, m);
                 return Ok(());
             }
             let s = self.cstr(off + 12).to_vec();
-            self.w(&format!("  [{}/{off}] ", i + 1))?;
+            write!(self.out, "  [{}/{off}] ", i + 1)?;
             self.raw(&s)?;
             self.w("\n")?;
-            self.w(&format!(
+            write!(
+                self.out,
                 "        flags=0x{:x}, identity=0x{:x}\n",
                 self.b.u32(off).unwrap_or(0),
                 self.b.u32(off + 4).unwrap_or(0)
-            ))?;
-            self.w(&format!(
+            )?;
+            write!(
+                self.out,
                 "        internal=0x{:x}\n",
                 self.b.u32(off + 8).unwrap_or(0)
-            ))?;
+            )?;
         }
         Ok(())
     }
@@ -564,7 +580,7 @@ pub fn mmvdump(name: &str, data: &[u8], out: &mut dyn Write) -> io::Result<DumpS
     let b = d.b;
     if b.len() < HDR_SIZE {
         let m = "Bad file size: too small for a header";
-        d.w(&format!("{m}\n"))?;
+        write!(d.out, "{m}\n")?;
         return Ok(Err((0, m.into())));
     }
     let magic = b.slice(0, 4).unwrap_or_default();
@@ -577,46 +593,43 @@ pub fn mmvdump(name: &str, data: &[u8], out: &mut dyn Write) -> io::Result<DumpS
     }
     let version = b.i32(4).unwrap_or(0);
     if !(1..=3).contains(&version) {
-        d.w(&format!("Version {version} not supported\n"))?;
+        write!(d.out, "Version {version} not supported\n")?;
         return Ok(Err((4, format!("version {version} not supported"))));
     }
     let g1 = b.u64(8).unwrap_or(0);
     let g2 = b.u64(16).unwrap_or(0);
-    d.w(&format!("MMV file   = {name}\n"))?;
-    d.w(&format!("Version    = {version}\n"))?;
-    d.w(&format!("Generated  = {g1}\n"))?;
+    write!(d.out, "MMV file   = {name}\n")?;
+    write!(d.out, "Version    = {version}\n")?;
+    write!(d.out, "Generated  = {g1}\n")?;
     if g1 != g2 {
-        d.w(&format!("Generated2 = {g2}\n"))?;
-        d.w(&format!("Mismatched generation numbers ({g1}/{g2})\n"))?;
+        write!(d.out, "Generated2 = {g2}\n")?;
+        write!(d.out, "Mismatched generation numbers ({g1}/{g2})\n")?;
         return Ok(Err((
             8,
             format!("mismatched generation numbers ({g1}/{g2})"),
         )));
     }
     let tocs = b.i32(24).unwrap_or(0);
-    d.w(&format!("TOC count  = {}\n", tocs as u32))?;
+    write!(d.out, "TOC count  = {}\n", tocs as u32)?;
     if tocs < 2 {
-        d.w(&format!(
+        write!(
+            d.out,
             "Bad tocs: invalid table of contents count ({tocs})\n"
-        ))?;
+        )?;
         return Ok(Err((24, format!("invalid TOC count {tocs}"))));
     }
     let cluster = b.i32(36).unwrap_or(0);
-    d.w(&format!("Cluster    = {}\n", cluster as u32))?;
+    write!(d.out, "Cluster    = {}\n", cluster as u32)?;
     if !(0..=4095).contains(&cluster) {
-        d.w(&format!(
-            "Bad cluster: {cluster} is not a valid cluster ID\n"
-        ))?;
+        write!(d.out, "Bad cluster: {cluster} is not a valid cluster ID\n")?;
         return Ok(Err((36, format!("{cluster} is not a valid cluster ID"))));
     }
-    d.w(&format!("Process    = {}\n", b.i32(32).unwrap_or(0)))?;
+    write!(d.out, "Process    = {}\n", b.i32(32).unwrap_or(0))?;
     let flags = b.u32(28).unwrap_or(0);
-    d.w(&format!("Flags      = 0x{flags:x} ({})\n", flagstr(flags)))?;
+    write!(d.out, "Flags      = 0x{flags:x} ({})\n", flagstr(flags))?;
     let toc_bytes = (tocs as u64) * TOC_SIZE;
     if b.len() < HDR_SIZE + toc_bytes {
-        d.w(&format!(
-            "Bad file size: too small for {tocs} TOC entries\n"
-        ))?;
+        write!(d.out, "Bad file size: too small for {tocs} TOC entries\n")?;
         return Ok(Err((24, format!("file too small for {tocs} TOC entries"))));
     }
     for i in 0..tocs as u64 {
@@ -625,7 +638,7 @@ pub fn mmvdump(name: &str, data: &[u8], out: &mut dyn Write) -> io::Result<DumpS
         let count = b.i32(base + 4).unwrap_or(0);
         let offset = b.u64(base + 8).unwrap_or(0);
         if count == 0 {
-            d.w(&format!("Bad TOC[{i}]: invalid entry count {count}\n"))?;
+            write!(d.out, "Bad TOC[{i}]: invalid entry count {count}\n")?;
             continue;
         }
         match ty {
@@ -637,7 +650,7 @@ pub fn mmvdump(name: &str, data: &[u8], out: &mut dyn Write) -> io::Result<DumpS
             TOC_LABELS => d.labels(i, base, offset, count)?,
             _ => {
                 let m = format!("Unrecognised TOC[{i}] type: 0x{:x}", ty as u32);
-                d.w(&format!("{m}\n"))?;
+                write!(d.out, "{m}\n")?;
                 d.fail(base, m);
             }
         }
