@@ -70,6 +70,12 @@ pub struct PcpWriter {
     helps: HashSet<(HelpTarget, bool)>,
     /// Current membership per indom (ordered as stored), for v2 deltas.
     members: HashMap<u32, Vec<(i32, String)>>,
+    /// Non-PCP sources: indoms changed since the last result, with the time
+    /// of the latest change. Written as one full record each before the
+    /// next result, because libpcp rejects deltas without a full record
+    /// before them and several records for one indom at one time.
+    pending_indoms: std::collections::BTreeMap<u32, Timestamp>,
+    from_pcp: bool,
     labels: Vec<LabelSet>,
     first: Option<Stamp>,
     last: Option<Stamp>,
@@ -131,6 +137,8 @@ impl PcpWriter {
         index.extend_from_slice(&encode_label(&label));
         Ok(PcpWriter {
             base: base.to_path_buf(),
+            pending_indoms: Default::default(),
+            from_pcp,
             v,
             meta_mark: v.label_len() as u64,
             label,
@@ -230,7 +238,48 @@ impl PcpWriter {
         Ok(())
     }
 
+    /// Write the pending full indom records (non-PCP sources).
+    fn flush_indoms(&mut self) -> Result<()> {
+        for (id, time) in std::mem::take(&mut self.pending_indoms) {
+            let instances = self.members.get(&id).map_or_else(Vec::new, |m| {
+                m.iter()
+                    .map(|(i, n)| Instance {
+                        id: *i,
+                        name: n.clone(),
+                    })
+                    .collect()
+            });
+            self.write_indom_record(&IndomUpdate {
+                time,
+                id,
+                kind: IndomKind::Full,
+                instances,
+                removed: vec![],
+                extras: Extras::default(),
+            })?;
+        }
+        Ok(())
+    }
+
     fn write_indom(&mut self, u: &IndomUpdate) -> Result<()> {
+        if self.from_pcp {
+            return self.write_indom_record(u);
+        }
+        let cur = self.members.entry(u.id).or_default();
+        if u.kind == IndomKind::Full {
+            cur.clear();
+        }
+        let gone: HashSet<i32> = u.removed.iter().copied().collect();
+        cur.retain(|(i, _)| !gone.contains(i));
+        for i in &u.instances {
+            cur.retain(|(x, _)| *x != i.id);
+            cur.push((i.id, i.name.clone()));
+        }
+        self.pending_indoms.insert(u.id, u.time);
+        Ok(())
+    }
+
+    fn write_indom_record(&mut self, u: &IndomUpdate) -> Result<()> {
         let cur = self.members.entry(u.id).or_default();
         // Entries to store: (inst, Some(name)) or (inst, None) for deletions.
         let mut entries: Vec<(i32, Option<String>)>;
@@ -728,10 +777,12 @@ impl TraceWriter for PcpWriter {
                 self.labels.push(l.clone());
             }
             Item::Sample(s) => {
+                self.flush_indoms()?;
                 self.write_result(Stamp::from_ns(s.time.0), Some(s))?;
                 self.loss.wrote("results", 1);
             }
             Item::Mark(m) => {
+                self.flush_indoms()?;
                 self.write_result(Stamp::from_ns(m.time.0), None)?;
                 self.loss.wrote("marks", 1);
             }
@@ -750,6 +801,7 @@ impl TraceWriter for PcpWriter {
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.flush_labels()?;
+        self.flush_indoms()?;
         if self.vols.is_empty() {
             // PCP needs at least one volume, even without results.
             self.volume(0)?;
