@@ -132,3 +132,29 @@ fn ltt_events_become_counters_in_an_archive() {
     }
     assert_eq!(last.values().sum::<u64>(), 173_157, "{last:?}");
 }
+
+#[test]
+fn instance_names_survive_in_an_ltt_trace() {
+    // Indom membership travels as indom.indom_<id> events, so a KPI capture
+    // written as LTT keeps its process names and drops nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("kpi.ltt");
+    let src = common::corpus().join("kpi/kpi-capture.convert-a.txt");
+    let (code, err) = run(Command::new(common::bin())
+        .args(["convert", "--to", "ltt", "-o"])
+        .arg(&out)
+        .arg(&src));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("polytrace: dropped:"), "{err}");
+    let o = Command::new(common::bin())
+        .args(["dump", "--no-framing"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("indom.")
+            && l.contains("instance = 14466, present = 1, name = \"14466 perl-title; with spaces;and;semis 1\"")),
+        "no indom event for pid 14466"
+    );
+}

@@ -174,6 +174,8 @@ enum Target {
 enum Key {
     Type(u32),
     Metric(u32),
+    /// Membership changes of an instance domain (`indom.indom_<id>` events).
+    Indom(u32),
 }
 
 /// A generated event type not yet given an id.
@@ -430,6 +432,43 @@ impl LttWriter {
             description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
             fields: vec![("instance".into(), FieldType::Int(4)), ("value".into(), vt)],
         });
+    }
+
+    /// Instance domains travel as events `indom.indom_<id>` {instance,
+    /// present, name}: one per instance added (present = 1) or removed (0),
+    /// so instance names survive in an LTT trace.
+    fn write_indom(&mut self, u: &crate::model::IndomUpdate) -> Result<()> {
+        let key = Key::Indom(u.id);
+        if !self.map.contains_key(&key) && !self.pending.iter().any(|p| p.key == key) {
+            self.pending.push(Pending {
+                key,
+                category: "indom".into(),
+                name: format!("indom_{}", u.id),
+                description: format!("membership of instance domain {}", u.id),
+                fields: vec![
+                    ("instance".into(), FieldType::Int(4)),
+                    ("present".into(), FieldType::Uint(1)),
+                    ("name".into(), FieldType::String),
+                ],
+            });
+        }
+        for i in &u.instances {
+            let fields = [
+                Value::I64(i.id as i64),
+                Value::U64(1),
+                Value::Str(i.name.clone()),
+            ];
+            self.write_event(key, u.time.0, None, Some(0), &fields)?;
+        }
+        for r in &u.removed {
+            let fields = [
+                Value::I64(*r as i64),
+                Value::U64(0),
+                Value::Str(String::new()),
+            ];
+            self.write_event(key, u.time.0, None, Some(0), &fields)?;
+        }
+        Ok(())
     }
 
     /// Turn pending types into facilities (one per category, a new version
@@ -788,9 +827,7 @@ impl TraceWriter for LttWriter {
                 &e.fields,
             )?,
             Item::Sample(s) => self.write_sample(s)?,
-            Item::Indom(_) => self
-                .loss
-                .drop_item("instance domains", "not representable in LTT"),
+            Item::Indom(u) => self.write_indom(u)?,
             Item::Help(_) => self
                 .loss
                 .drop_item("help texts", "not representable in LTT"),
