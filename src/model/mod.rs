@@ -400,6 +400,68 @@ impl Units {
             ..Units::NONE
         }
     }
+    /// The text PCP's `pmUnitsStr` gives (pmdumplog and mmvdump print it).
+    pub fn pcp_str(self) -> String {
+        let space = match self.scale_space {
+            0 => "byte".to_string(),
+            1 => "Kbyte".into(),
+            2 => "Mbyte".into(),
+            3 => "Gbyte".into(),
+            4 => "Tbyte".into(),
+            5 => "Pbyte".into(),
+            6 => "Ebyte".into(),
+            7 => "Zbyte".into(),
+            8 => "Ybyte".into(),
+            n => format!("space-{n}"),
+        };
+        let time = match self.scale_time {
+            0 => "nanosec".to_string(),
+            1 => "microsec".into(),
+            2 => "millisec".into(),
+            3 => "sec".into(),
+            4 => "min".into(),
+            5 => "hour".into(),
+            n => format!("time-{n}"),
+        };
+        let count = match self.scale_count {
+            0 => "count".to_string(),
+            1 => "count x 10".into(),
+            n => format!("count x 10^{n}"),
+        };
+        let dims = [
+            (self.dim_space, &space),
+            (self.dim_time, &time),
+            (self.dim_count, &count),
+        ];
+        let term = |s: &str, d: i8| {
+            if d.abs() == 1 {
+                s.to_string()
+            } else {
+                format!("{s}^{}", d.abs())
+            }
+        };
+        let mut parts: Vec<String> = dims
+            .iter()
+            .filter(|(d, _)| *d > 0)
+            .map(|(d, s)| term(s, *d))
+            .collect();
+        if dims.iter().any(|(d, _)| *d < 0) {
+            parts.push("/".into());
+            parts.extend(
+                dims.iter()
+                    .filter(|(d, _)| *d < 0)
+                    .map(|(d, s)| term(s, *d)),
+            );
+        }
+        if parts.is_empty() {
+            return match self.scale_count {
+                0 => String::new(),
+                1 => "x 10".into(),
+                n => format!("x 10^{n}"),
+            };
+        }
+        parts.join(" ")
+    }
     /// Time dimension with a PCP time scale (0 ns, 1 µs, 2 ms, 3 s, …).
     pub fn time(scale: u8) -> Units {
         Units {
@@ -547,6 +609,23 @@ pub struct Annotation {
     pub raw_clock: Option<u64>,
     pub text: String,
     pub extras: Extras,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Units;
+
+    #[test]
+    fn units_text_like_pmunitsstr() {
+        let u = |w| Units::from_word(w).pcp_str();
+        assert_eq!(u(0x1001_0000), "Kbyte");
+        assert_eq!(u(0x0010_0000), "count");
+        assert_eq!(u(0x0100_1000), "microsec");
+        assert_eq!(u(0), "");
+        assert_eq!(u(0x1f00_3000), "byte / sec");
+        assert_eq!(u(0x0000_0100), "x 10");
+        assert_eq!(u(0x0010_0f00), "count x 10^-1");
+    }
 }
 
 // ---------------------------------------------------------------- streams

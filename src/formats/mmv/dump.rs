@@ -41,75 +41,6 @@ fn c_double(x: f64) -> String {
     }
 }
 
-/// `pmUnitsStr` of PCP 6.0.3 for a packed pmUnits word.
-pub fn units_str(w: u32) -> String {
-    let u = crate::model::Units::from_word(w);
-    let space = match u.scale_space {
-        0 => "byte".to_string(),
-        1 => "Kbyte".into(),
-        2 => "Mbyte".into(),
-        3 => "Gbyte".into(),
-        4 => "Tbyte".into(),
-        5 => "Pbyte".into(),
-        6 => "Ebyte".into(),
-        7 => "Zbyte".into(),
-        8 => "Ybyte".into(),
-        n => format!("space-{n}"),
-    };
-    let time = match u.scale_time {
-        0 => "nanosec".to_string(),
-        1 => "microsec".into(),
-        2 => "millisec".into(),
-        3 => "sec".into(),
-        4 => "min".into(),
-        5 => "hour".into(),
-        n => format!("time-{n}"),
-    };
-    let count = match u.scale_count {
-        0 => "count".to_string(),
-        1 => "count x 10".into(),
-        n => format!("count x 10^{n}"),
-    };
-    let mut parts: Vec<String> = Vec::new();
-    let term = |s: &str, d: i8| {
-        if d.abs() == 1 {
-            s.to_string()
-        } else {
-            format!("{s}^{}", d.abs())
-        }
-    };
-    for (d, s) in [
-        (u.dim_space, &space),
-        (u.dim_time, &time),
-        (u.dim_count, &count),
-    ] {
-        if d > 0 {
-            parts.push(term(s, d));
-        }
-    }
-    if u.dim_space < 0 || u.dim_time < 0 || u.dim_count < 0 {
-        parts.push("/".into());
-        for (d, s) in [
-            (u.dim_space, &space),
-            (u.dim_time, &time),
-            (u.dim_count, &count),
-        ] {
-            if d < 0 {
-                parts.push(term(s, d));
-            }
-        }
-    }
-    if parts.is_empty() {
-        match u.scale_count {
-            0 => String::new(),
-            1 => "x 10".into(),
-            n => format!("x 10^{n}"),
-        }
-    } else {
-        parts.join(" ")
-    }
-}
-
 fn flagstr(flags: u32) -> String {
     let mut s = String::new();
     if flags == 0 {
@@ -353,7 +284,11 @@ impl D<'_, '_> {
                 metricsem(sem),
                 sem as u32
             )?;
-            write!(self.out, "       units={}\n", units_str(dim))?;
+            write!(
+                self.out,
+                "       units={}\n",
+                crate::model::Units::from_word(dim).pcp_str()
+            )?;
             if indom != -1 && indom != 0 {
                 write!(self.out, "       indom={indom}\n")?;
             } else {
@@ -664,18 +599,6 @@ pub fn mmvdump(name: &str, data: &[u8], out: &mut dyn Write) -> io::Result<DumpS
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn units_strings_match_pcp() {
-        assert_eq!(units_str(0x10010000), "Kbyte");
-        assert_eq!(units_str(0x00100000), "count");
-        assert_eq!(units_str(0x01001000), "microsec");
-        assert_eq!(units_str(0), "");
-        // byte / sec
-        assert_eq!(units_str(0x1f003000), "byte / sec");
-        assert_eq!(units_str(0x00000100), "x 10");
-        assert_eq!(units_str(0x00100f00), "count x 10^-1");
-    }
 
     #[test]
     fn flags_like_mmvdump() {

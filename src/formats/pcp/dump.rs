@@ -236,74 +236,6 @@ fn sem_str(s: u32) -> &'static str {
     }
 }
 
-/// pmUnitsStr.
-pub fn units_str(w: u32) -> String {
-    let u = crate::model::Units::from_word(w);
-    let space = match u.scale_space {
-        0 => "byte".to_string(),
-        1 => "Kbyte".into(),
-        2 => "Mbyte".into(),
-        3 => "Gbyte".into(),
-        4 => "Tbyte".into(),
-        5 => "Pbyte".into(),
-        6 => "Ebyte".into(),
-        7 => "Zbyte".into(),
-        8 => "Ybyte".into(),
-        n => format!("space-{n}"),
-    };
-    let time = match u.scale_time {
-        0 => "nanosec".to_string(),
-        1 => "microsec".into(),
-        2 => "millisec".into(),
-        3 => "sec".into(),
-        4 => "min".into(),
-        5 => "hour".into(),
-        n => format!("time-{n}"),
-    };
-    let count = match u.scale_count {
-        0 => "count".to_string(),
-        1 => "count x 10".into(),
-        n => format!("count x 10^{n}"),
-    };
-    let mut parts: Vec<String> = Vec::new();
-    let one = |name: &str, d: i8| {
-        if d.abs() == 1 {
-            name.to_string()
-        } else {
-            format!("{name}^{}", d.abs())
-        }
-    };
-    for (d, n) in [
-        (u.dim_space, &space),
-        (u.dim_time, &time),
-        (u.dim_count, &count),
-    ] {
-        if d > 0 {
-            parts.push(one(n, d));
-        }
-    }
-    if u.dim_space < 0 || u.dim_time < 0 || u.dim_count < 0 {
-        parts.push("/".into());
-        for (d, n) in [
-            (u.dim_space, &space),
-            (u.dim_time, &time),
-            (u.dim_count, &count),
-        ] {
-            if d < 0 {
-                parts.push(one(n, d));
-            }
-        }
-    }
-    if parts.is_empty() {
-        return match u.scale_count {
-            0 => String::new(),
-            1 => "x 10".into(),
-            n => format!("x 10^{n}"),
-        };
-    }
-    parts.join(" ")
-}
-
 /// pmErrStr for the codes archives carry.
 pub fn err_str(code: i32) -> String {
     let m = match -code - 12345 {
@@ -886,7 +818,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         if ss == "???" {
             let _ = write!(o, " ({})", d.sem as i32);
         }
-        let us = units_str(d.units);
+        let us = crate::model::Units::from_word(d.units).pcp_str();
         let _ = writeln!(o, "  Units: {}", if us.is_empty() { "none" } else { &us });
     }
     wr(out, &o)?;
@@ -1202,13 +1134,5 @@ mod tests {
         assert_eq!(fmt_g(1.25e-7, 8), "1.25e-07");
         assert_eq!(fmt_g(123456789.0, 8), "1.2345679e+08");
         assert_eq!(fmt_g(0.8333333333333334, 16), "0.8333333333333334");
-    }
-    #[test]
-    fn units_like_pcp() {
-        assert_eq!(units_str(0x1001_0000), "Kbyte");
-        assert_eq!(units_str(0x0010_0000), "count");
-        assert_eq!(units_str(0x0100_1000), "microsec");
-        assert_eq!(units_str(0), "");
-        assert_eq!(units_str(0x1f00_3000), "byte / sec");
     }
 }
