@@ -101,18 +101,7 @@ impl Assembler {
                     ));
                     self.close(kind, out);
                 }
-                let group = self.next_group;
-                self.next_group += 1;
-                self.open.insert(
-                    kind,
-                    Open {
-                        time,
-                        raw: raw_clock,
-                        group,
-                        act: vec![],
-                        irq: vec![],
-                    },
-                );
+                self.open_group(kind, time, raw_clock);
             } else if self.open.contains_key(&kind) {
                 self.close(kind, out);
             } else {
@@ -123,29 +112,20 @@ impl Assembler {
         }
         // Parse every dataset first so a bad one leaves no half-applied state.
         let mut parsed = Vec::with_capacity(args.len() - 1);
+        let mut truncated = 0;
         for arg in &args[1..] {
             if arg.ends_with(TRUNCATED_MARKER) {
-                self.truncated += 1;
+                truncated += 1;
                 continue;
             }
             parsed.push(Dataset::parse(kind, arg)?);
         }
+        self.truncated += truncated;
         // Data outside a group (bare lines without sync messages) forms a
         // group of its own.
         let implicit = !self.open.contains_key(&kind);
         if implicit {
-            let group = self.next_group;
-            self.next_group += 1;
-            self.open.insert(
-                kind,
-                Open {
-                    time,
-                    raw: raw_clock,
-                    group,
-                    act: vec![],
-                    irq: vec![],
-                },
-            );
+            self.open_group(kind, time, raw_clock);
         }
         let (group, beg_time, beg_raw) = {
             let o = &self.open[&kind];
@@ -275,6 +255,22 @@ impl Assembler {
             self.close(kind, out);
         }
         Ok(())
+    }
+
+    /// Start a group of `kind` (numbered in order of opening).
+    fn open_group(&mut self, kind: Kind, time: Timestamp, raw: Option<u64>) {
+        let group = self.next_group;
+        self.next_group += 1;
+        self.open.insert(
+            kind,
+            Open {
+                time,
+                raw,
+                group,
+                act: vec![],
+                irq: vec![],
+            },
+        );
     }
 
     fn add_proc(&mut self, pid: i64, cmdline: &[u8], adds: &mut Vec<Instance>) {
