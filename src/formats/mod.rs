@@ -23,8 +23,6 @@ pub struct Caps {
     pub dump: bool,
     /// The writer writes text and may go to stdout.
     pub text_output: bool,
-    /// The writer produces a directory (LTT) rather than a file.
-    pub dir_output: bool,
 }
 
 /// One format: reader, writer and native listing.

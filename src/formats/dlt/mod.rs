@@ -47,7 +47,6 @@ impl Format for DltFormat {
             write: true,
             dump: true,
             text_output: false,
-            dir_output: false,
         }
     }
     fn describe(&self) -> &'static str {

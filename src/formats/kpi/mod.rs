@@ -41,7 +41,6 @@ impl Format for KpiFormat {
             write: true,
             dump: true,
             text_output: true,
-            dir_output: false,
         }
     }
     fn describe(&self) -> &'static str {

@@ -80,7 +80,6 @@ impl Format for LttFormat {
             write: true,
             dump: true,
             text_output: false,
-            dir_output: true,
         }
     }
     fn describe(&self) -> &'static str {

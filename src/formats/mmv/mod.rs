@@ -92,7 +92,6 @@ impl Format for MmvFormat {
             write: true,
             dump: true,
             text_output: false,
-            dir_output: false,
         }
     }
     fn describe(&self) -> &'static str {

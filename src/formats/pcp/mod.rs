@@ -36,7 +36,6 @@ impl Format for PcpFormat {
             write: true,
             dump: true,
             text_output: false,
-            dir_output: false,
         }
     }
     fn describe(&self) -> &'static str {

@@ -115,7 +115,6 @@ impl Format for TimelineFormat {
             write: true,
             dump: true,
             text_output: false,
-            dir_output: false,
         }
     }
     fn describe(&self) -> &'static str {
