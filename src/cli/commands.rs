@@ -17,12 +17,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Dump(a) => dump(a),
         Command::Info(a) => info(a),
         Command::Check(a) => check(a, quiet),
-        Command::Record(a) => crate::cli::commands::record(a, quiet),
+        Command::Record(a) => crate::record::run(&a, quiet),
     }
-}
-
-fn record(a: super::RecordArgs, quiet: bool) -> Result<u8> {
-    crate::record::run(&a, quiet)
 }
 
 fn formats_table() -> Result<u8> {

@@ -227,25 +227,14 @@ impl KpiTextReader {
                 }
             }
         };
-        let mut header = Header::new(
-            FormatId::Kpi,
-            if style == Style::Bare {
-                "bare"
-            } else {
-                "dlt-convert"
-            },
-        );
-        header.extras.set(
-            X_STYLE,
-            ExtraValue::Str(
-                if style == Style::Bare {
-                    "bare"
-                } else {
-                    "dlt-convert"
-                }
-                .into(),
-            ),
-        );
+        let style_name = match style {
+            Style::Bare => "bare",
+            Style::Convert => "dlt-convert",
+        };
+        let mut header = Header::new(FormatId::Kpi, style_name);
+        header
+            .extras
+            .set(X_STYLE, ExtraValue::Str(style_name.into()));
         header.extras.set(
             super::schema::X_PAGE_SIZE,
             ExtraValue::U64(opts.page_size.unwrap_or(4096)),
