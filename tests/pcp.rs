@@ -74,6 +74,37 @@ fn any_member_name_resolves_the_archive() {
     }
 }
 
+/// Per-metric error codes print with PCP's own messages: every code that
+/// `pmerr -l` knows, and the errno range, against `pmerr CODE`.
+#[test]
+fn error_messages_match_pmerr() {
+    let Some(pmerr) = common::peer("pmerr") else {
+        return;
+    };
+    let list = Proc::new(&pmerr).arg("-l").output().unwrap();
+    let mut codes: Vec<i32> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(codes.len() > 60, "pmerr -l listed {} codes", codes.len());
+    codes.extend(-133..0);
+    let args: Vec<String> = codes.iter().map(|c| c.to_string()).collect();
+    let out = Proc::new(&pmerr).args(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once(" Text: ").map(|x| x.1))
+        .collect();
+    assert_eq!(want.len(), codes.len(), "pmerr output:\n{text}");
+    for (code, want) in codes.iter().zip(want) {
+        assert_eq!(
+            polytrace::formats::pcp::dump::err_str(*code),
+            want,
+            "code {code}"
+        );
+    }
+}
+
 /// Copy live_v3 with members compressed in every way we support.
 #[test]
 fn compressed_and_mixed_members() {

@@ -16,6 +16,8 @@ pub struct Members {
     pub index: Option<PathBuf>,
     /// (volume number, path), ascending.
     pub volumes: Vec<(u32, PathBuf)>,
+    /// Members being decompressed once into temporary files.
+    pub spools: Vec<(PathBuf, std::sync::Arc<Spool>)>,
 }
 
 /// Resolve the base name from the input (base, any member, compressed or not).
@@ -102,6 +104,7 @@ pub fn resolve(base: &Path) -> Result<Members> {
         meta,
         index: index.map(|x| x.1),
         volumes,
+        spools: Vec::new(),
     })
 }
 
@@ -210,13 +213,20 @@ impl RecordReader {
         }
         buf.clear();
         buf.extend_from_slice(&hdr);
-        // take() + read_to_end grows the buffer only with data really present,
-        // so a huge bogus length cannot drive a huge allocation.
         let want = len as u64 - 4;
-        let got = (&mut self.inner)
-            .take(want)
-            .read_to_end(buf)
-            .map_err(|e| Error::io(&self.path, e))? as u64;
+        let got = if want <= 1 << 20 {
+            buf.resize(len as usize, 0);
+            let n = self.read_full(&mut buf[4..])?;
+            buf.truncate(4 + n);
+            n as u64
+        } else {
+            // take() + read_to_end grows the buffer only with data really
+            // present, so a huge bogus length cannot drive a huge allocation.
+            (&mut self.inner)
+                .take(want)
+                .read_to_end(buf)
+                .map_err(|e| Error::io(&self.path, e))? as u64
+        };
         if got < want {
             return Err(self.err(
                 start,
@@ -236,6 +246,21 @@ impl RecordReader {
         self.pos += len as u64;
         self.recno += 1;
         Ok(Rec::Ok)
+    }
+
+    /// Open `path`, from its spooled copy when `m` has one (positions still
+    /// name `path`).
+    pub fn open_in(m: &Members, path: &Path, fast: bool) -> Result<RecordReader> {
+        match m.spools.iter().find(|(p, _)| p == path) {
+            Some((_, sp)) => Ok(RecordReader {
+                path: path.to_path_buf(),
+                inner: Box::new(std::io::BufReader::with_capacity(1 << 16, sp.reader())),
+                pos: 0,
+                recno: 0,
+                compressed: true,
+            }),
+            None => RecordReader::open_opt(path, fast),
+        }
     }
 
     /// Read and parse the label (record 0).
@@ -309,4 +334,137 @@ pub fn plain_size(path: &Path) -> Option<u64> {
 
 pub fn version_of_label(l: &LogLabel) -> Version {
     l.version
+}
+
+/// A decompressed copy of one compressed member, written by a background
+/// thread to an unlinked temporary file, so that a listing decodes each
+/// volume once (the "ending" time needs the last record before anything is
+/// printed) and decoding overlaps formatting. Readers may run while the copy
+/// grows: they wait for data, and meet the decoder's error, if any, at the
+/// offset where it happened.
+pub struct Spool {
+    file: File,
+    state: std::sync::Mutex<SpoolState>,
+    grown: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SpoolState {
+    len: u64,
+    done: bool,
+    err: Option<(std::io::ErrorKind, String)>,
+}
+
+impl std::fmt::Debug for Spool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Spool")
+    }
+}
+
+impl Spool {
+    /// Start decoding `path` into a temporary file; None when no temporary
+    /// file can be made (the caller then decodes in place).
+    pub fn start(path: &Path) -> Option<std::sync::Arc<Spool>> {
+        let file = tempfile::tempfile().ok()?;
+        let sp = std::sync::Arc::new(Spool {
+            file,
+            state: Default::default(),
+            grown: Default::default(),
+        });
+        // The thread holds only a weak reference: once every reader is gone
+        // it stops instead of decoding for nobody.
+        let w = std::sync::Arc::downgrade(&sp);
+        let path = path.to_path_buf();
+        std::thread::spawn(move || match open_member(&path) {
+            Ok(src) => Spool::fill(w, src, &path),
+            Err(e) => {
+                if let Some(sp) = w.upgrade() {
+                    sp.publish(0, Some((std::io::ErrorKind::Other, e.to_string())), true);
+                }
+            }
+        });
+        Some(sp)
+    }
+
+    fn fill(w: std::sync::Weak<Spool>, mut src: Box<dyn Read>, path: &Path) {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; 1 << 18];
+        let mut len = 0u64;
+        loop {
+            let r = src.read(&mut buf);
+            let Some(sp) = w.upgrade() else {
+                return;
+            };
+            let err = match r {
+                Ok(0) => None,
+                Ok(n) => match sp.file.write_all_at(&buf[..n], len) {
+                    Ok(()) => {
+                        len += n as u64;
+                        sp.publish(len, None, false);
+                        continue;
+                    }
+                    Err(e) => Some((
+                        e.kind(),
+                        format!(
+                            "cannot write the temporary decompressed copy of {} (set TMPDIR elsewhere): {e}",
+                            path.display()
+                        ),
+                    )),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Some((e.kind(), e.to_string())),
+            };
+            sp.publish(len, err, true);
+            return;
+        }
+    }
+
+    fn publish(&self, len: u64, err: Option<(std::io::ErrorKind, String)>, done: bool) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.len = len;
+        st.done = done;
+        st.err = err;
+        self.grown.notify_all();
+    }
+
+    /// Whether the decoder has finished (the copy is complete or failed).
+    pub fn finished(&self) -> bool {
+        self.state.lock().map(|s| s.done).unwrap_or(true)
+    }
+
+    /// A reader from the start of the copy.
+    pub fn reader(self: &std::sync::Arc<Self>) -> SpoolReader {
+        SpoolReader {
+            spool: self.clone(),
+            pos: 0,
+        }
+    }
+}
+
+/// Reads a [`Spool`] from the start, waiting for the decoder as needed.
+pub struct SpoolReader {
+    spool: std::sync::Arc<Spool>,
+    pos: u64,
+}
+
+impl Read for SpoolReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let sp = &self.spool;
+        let mut st = sp.state.lock().unwrap_or_else(|e| e.into_inner());
+        while st.len <= self.pos && !st.done {
+            st = sp.grown.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if st.len <= self.pos {
+            return match &st.err {
+                Some((k, m)) => Err(std::io::Error::new(*k, m.clone())),
+                None => Ok(0),
+            };
+        }
+        let avail = (st.len - self.pos).min(buf.len() as u64) as usize;
+        drop(st);
+        let n = sp.file.read_at(&mut buf[..avail], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
 }

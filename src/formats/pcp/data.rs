@@ -25,9 +25,65 @@ pub struct RawResult<'a> {
     pub vsets: Vec<RawVset<'a>>,
 }
 
+/// One value set of a result; its values sit in a shared list so that a
+/// listing can reuse two scratch vectors instead of allocating per set.
+#[derive(Debug, Clone, Copy)]
+pub struct FlatVset {
+    pub pmid: u32,
+    pub numval: i32,
+    pub valfmt: i32,
+    /// Index of the set's first value in the shared list.
+    pub first: usize,
+}
+
+/// A stored value as offsets into the record (no borrow, so scratch lists
+/// outlive the record buffer).
+#[derive(Debug, Clone, Copy)]
+pub enum FlatVal {
+    Insitu(u32),
+    /// Block type byte and payload range within the record.
+    Block(u8, u32, u32),
+}
+
+impl FlatVal {
+    pub fn raw<'a>(&self, rec: &'a [u8]) -> RawVal<'a> {
+        match *self {
+            FlatVal::Insitu(w) => RawVal::Insitu(w),
+            FlatVal::Block(t, a, b) => RawVal::Block(t, &rec[a as usize..b as usize]),
+        }
+    }
+}
+
 /// Parse a whole result record (len words included). Errors are messages;
 /// the caller positions them.
 pub fn parse_result(v: Version, rec: &[u8]) -> Result<RawResult<'_>, String> {
+    let (mut sets, mut vals) = (Vec::new(), Vec::new());
+    let stamp = parse_result_flat(v, rec, &mut sets, &mut vals)?;
+    let vsets = sets
+        .iter()
+        .map(|s| RawVset {
+            pmid: s.pmid,
+            numval: s.numval,
+            valfmt: s.valfmt,
+            vals: vals[s.first..s.first + s.numval.max(0) as usize]
+                .iter()
+                .map(|(i, x)| (*i, x.raw(rec)))
+                .collect(),
+        })
+        .collect();
+    Ok(RawResult { stamp, vsets })
+}
+
+/// [`parse_result`] into caller-owned lists (cleared first); returns the
+/// record's timestamp.
+pub fn parse_result_flat(
+    v: Version,
+    rec: &[u8],
+    vsets: &mut Vec<FlatVset>,
+    vals: &mut Vec<(i32, FlatVal)>,
+) -> Result<Stamp, String> {
+    vsets.clear();
+    vals.clear();
     let end = rec.len().saturating_sub(4);
     let ts = v.ts_len();
     let stamp = get_stamp(v, rec, 4)
@@ -45,16 +101,16 @@ pub fn parse_result(v: Version, rec: &[u8]) -> Result<RawResult<'_>, String> {
         return Err(format!("negative metric count {numpmid}"));
     }
     // Each value set takes at least 8 bytes: cap the allocation by the record.
-    let mut vsets = Vec::with_capacity((numpmid as usize).min(end / 8));
+    vsets.reserve((numpmid as usize).min(end / 8));
     for _ in 0..numpmid {
         let pmid = g(o)?;
         let numval = g(o + 4)? as i32;
         o += 8;
-        let mut vs = RawVset {
+        let mut vs = FlatVset {
             pmid,
             numval,
             valfmt: 0,
-            vals: Vec::new(),
+            first: vals.len(),
         };
         if numval > 0 {
             let valfmt = g(o)? as i32;
@@ -72,13 +128,13 @@ pub fn parse_result(v: Version, rec: &[u8]) -> Result<RawResult<'_>, String> {
                     pmid_str(pmid)
                 ));
             }
-            vs.vals.reserve(numval as usize);
+            vals.reserve(numval as usize);
             for _ in 0..numval {
                 let inst = g(o)? as i32;
                 let w = g(o + 4)?;
                 o += 8;
                 if valfmt == VALFMT_INSITU {
-                    vs.vals.push((inst, RawVal::Insitu(w)));
+                    vals.push((inst, FlatVal::Insitu(w)));
                 } else {
                     // DPTR word offset is counted from a virtual 12-byte PDU
                     // header that precedes the len word.
@@ -98,14 +154,16 @@ pub fn parse_result(v: Version, rec: &[u8]) -> Result<RawResult<'_>, String> {
                             pmid_str(pmid)
                         ));
                     }
-                    vs.vals
-                        .push((inst, RawVal::Block(vt, &rec[at + 4..at + vlen])));
+                    vals.push((
+                        inst,
+                        FlatVal::Block(vt, (at + 4) as u32, (at + vlen) as u32),
+                    ));
                 }
             }
         }
         vsets.push(vs);
     }
-    Ok(RawResult { stamp, vsets })
+    Ok(stamp)
 }
 
 fn f32_of(b: &[u8]) -> Option<f32> {

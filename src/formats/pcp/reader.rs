@@ -246,7 +246,7 @@ impl VolumeWalker {
                     self.done = true;
                     return Ok(false);
                 };
-                let mut rr = RecordReader::open(&path)?;
+                let mut rr = RecordReader::open_in(&self.members, &path, false)?;
                 let l = rr.label()?;
                 if l.version != self.version {
                     return Err(Error::format(
@@ -291,6 +291,16 @@ impl VolumeWalker {
                 }
             }
         }
+    }
+
+    /// As [`VolumeWalker::parse`] into reusable lists; returns the timestamp.
+    pub fn parse_flat(
+        &self,
+        sets: &mut Vec<data::FlatVset>,
+        vals: &mut Vec<(i32, data::FlatVal)>,
+    ) -> Result<Stamp> {
+        data::parse_result_flat(self.version, &self.buf, sets, vals)
+            .map_err(|m| Error::format(Position::at(self.path(), self.at.0, Some(self.at.2)), m))
     }
 
     pub fn parse(&self) -> Result<RawResult<'_>> {
