@@ -189,7 +189,11 @@ impl RecordReader {
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
+                // Positioned, so that --salvage can name where the good
+                // prefix ends (a damaged compressed stream lands here).
+                Err(e) => {
+                    return Err(self.err(self.pos, format!("cannot read this record: {e}")));
+                }
             }
         }
         Ok(n)
@@ -388,7 +392,9 @@ impl Spool {
 
     fn fill(w: std::sync::Weak<Spool>, mut src: Box<dyn Read>, path: &Path) {
         use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; 1 << 18];
+        // Small reads: liblzma's reader drops the output of the call that
+        // meets damage, and --salvage should lose as little as possible.
+        let mut buf = vec![0u8; 1 << 16];
         let mut len = 0u64;
         loop {
             let r = src.read(&mut buf);
