@@ -2,6 +2,7 @@
 # Benchmark: `polytrace dump` (pmdumplog-style listing) against `pmdumplog -a`
 # on the two large testsuite archives; prints wall time, ratio and peak RSS.
 # Usage: scripts/bench-pcp.sh [RUNS]   (default 1 run each; median if more)
+# pmdumplog -a on pcp-pidstat-process-args takes minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-1}
@@ -31,6 +32,12 @@ for set in bozo-20170904 pcp-pidstat-process-args; do
     ratio=$(awk -v p="$pt" -v o="$ot" -v pc="$pc" -v oc="$oc" \
         'BEGIN { printf "%.1fx/%.1fx", (o > 0 ? p / o : 0), (oc > 0 ? pc / oc : 0) }')
     printf '%-26s %8ss/%7ss %8ss/%7ss %14s %8s kB %8s kB\n' "$set" "$pt" "$pc" "$ot" "$oc" "$ratio" "$pm" "$om"
+done
+# The floor: decoding the xz data volume alone (`xz -dc`), which any listing
+# of these archives must do once.
+for set in bozo-20170904 pcp-pidstat-process-args; do
+    read -r xt xm xc <<<"$(measure xz -dc "$TS/$set.0.xz")"
+    printf '%-26s xz -dc of the data volume: %ss wall, %ss cpu\n' "$set" "$xt" "$xc"
 done
 # Values-only listing for reference (one line per value).
 for set in bozo-20170904 pcp-pidstat-process-args; do

@@ -5,7 +5,7 @@
 use super::archive::{plain_size, Members, Rec, RecordReader, Spool};
 use super::data::{self, RawVal};
 use super::layout::*;
-use super::meta::{Desc, InDomRec, LabelRec, MetaRec};
+use super::meta::{Desc, InDomRec, LabelRec, MetaRec, TextRec};
 use super::reader::{load_meta, VolumeWalker};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::pipeline::civil_from_days;
@@ -773,7 +773,11 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
-    let mut raw_seen: HashMap<(u32, Stamp), Vec<&InDomRec>> = HashMap::new();
+    // Per (indom, time): the records seen, with a serial that `tags` holds
+    // at the same position as the record's reconstructed list.
+    let mut raw_seen: HashMap<(u32, Stamp), Vec<(&InDomRec, usize)>> = HashMap::new();
+    let mut tags: IntMap<u32, Vec<usize>> = IntMap::default();
+    let mut dropped = 0usize;
     for (_, r) in &mf.recs {
         match r {
             MetaRec::Desc(d) => {
@@ -799,14 +803,22 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                 if !c.indoms.contains_key(&i.indom) {
                     indom_keys.push(i.indom);
                 }
-                // libpcp drops a record identical (sorted) to another one
-                // with the same timestamp.
+                // A record identical (sorted) to an earlier one with the same
+                // timestamp replaces it: libpcp unlinks the old one and links
+                // the new one as the latest of that time.
+                let serial = tags.values().map(Vec::len).sum::<usize>() + dropped;
                 let same = raw_seen.entry((i.indom, i.stamp)).or_default();
-                if same.iter().any(|o| indom_key(o) == indom_key(i)) {
-                    continue;
-                }
-                same.push(i);
                 let list = c.indoms.entry(i.indom).or_default();
+                let tag = tags.entry(i.indom).or_default();
+                if let Some(k) = same.iter().position(|o| indom_key(o.0) == indom_key(i)) {
+                    let old = same.remove(k).1;
+                    if let Some(at) = tag.iter().position(|t| *t == old) {
+                        tag.remove(at);
+                        list.remove(at);
+                        dropped += 1;
+                    }
+                }
+                same.push((i, serial));
                 let mut cur: InstList<'_> = if i.rtype == TYPE_INDOM_DELTA {
                     let mut cur = list.last().map(|x| x.1.clone()).unwrap_or_default();
                     for (id, n) in &i.entries {
@@ -825,10 +837,12 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                 cur.sort_by_key(|x| x.0);
                 let pos = list.partition_point(|(s, _)| *s <= i.stamp);
                 list.insert(pos, (i.stamp, cur));
+                tag.insert(pos, serial);
             }
             _ => {}
         }
     }
+    order_names(&mf.recs, &mut c.descs);
     let mut o = String::new();
     o.push_str("Note: timezone set to \"TZ=UTC\"\n\n");
     // Label.
@@ -932,7 +946,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     out.flush(&mut o, false)?;
     // Help text: PMID then InDom, by ident, one-line before full.
     o.push_str("\nMetric Help Text in the Log ...\n");
-    let mut texts: Vec<(i32, u32, i32, &str)> = mf
+    let mut texts: Vec<(i32, u32, i32, &TextRec)> = mf
         .recs
         .iter()
         .filter_map(|(_, r)| match r {
@@ -940,24 +954,29 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                 if t.ttype & PM_TEXT_INDOM != 0 { 1 } else { 0 },
                 t.ident,
                 if t.ttype & PM_TEXT_ONELINE != 0 { 0 } else { 1 },
-                t.text.as_str(),
+                t,
             )),
             _ => None,
         })
         .collect();
     texts.sort_by_key(|x| (x.0, x.1, x.2));
     texts.dedup_by_key(|x| (x.0, x.1, x.2));
-    for (kind, ident, class, text) in texts {
+    for (kind, ident, class, t) in texts {
         if kind == 0 {
             let _ = write!(o, "PMID: {}", pmid_str(ident));
         } else {
             let _ = write!(o, "InDom: {}", indom_str(ident));
         }
-        if class == 0 {
-            let _ = writeln!(o, " [{text}]");
-        } else {
-            let _ = writeln!(o, "\n{text}");
+        o.push_str(if class == 0 { " [" } else { "\n" });
+        match &t.raw {
+            // Text that is not UTF-8 goes out as stored, as pmdumplog does.
+            Some(raw) => {
+                out.flush(&mut o, false)?;
+                out.put(raw.clone())?;
+            }
+            None => o.push_str(&t.text),
         }
+        o.push_str(if class == 0 { "]\n" } else { "\n" });
     }
     out.flush(&mut o, false)?;
     // On-disk instance domains, in file order.
@@ -1128,7 +1147,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                 continue;
             };
             written += 1;
-            out.put(f.text)?;
+            out.put(f.text.into_bytes())?;
             if f.err.is_some() {
                 return Ok(f.err);
             }
@@ -1299,6 +1318,49 @@ impl Fmt {
     }
 }
 
+/// Order each metric's names as pmNameAll does for an archive. libpcp builds
+/// one name tree from every descriptor in file order (a new child goes to
+/// the front of its parent's list), then chains the named nodes by a
+/// pre-order walk, each pushed to the front. The outcome: at the first
+/// component where two names differ, the one whose node was made earlier
+/// comes first, and a name comes after its own descendants. A name already
+/// bound to another metric is dropped (the first binding wins).
+fn order_names(recs: &[(u64, MetaRec)], descs: &mut IntMap<u32, Desc>) {
+    let mut made: HashMap<&str, usize> = HashMap::new();
+    let mut bound: HashMap<&str, u32> = HashMap::new();
+    for (_, r) in recs {
+        let MetaRec::Desc(d) = r else { continue };
+        for n in &d.names {
+            for (k, _) in n.match_indices('.').chain(std::iter::once((n.len(), ""))) {
+                let next = made.len();
+                made.entry(&n[..k]).or_insert(next);
+            }
+            bound.entry(n.as_str()).or_insert(d.pmid);
+        }
+    }
+    let key = |n: &str| -> Vec<usize> {
+        n.match_indices('.')
+            .chain(std::iter::once((n.len(), "")))
+            .map(|(k, _)| made.get(&n[..k]).copied().unwrap_or(usize::MAX))
+            .collect()
+    };
+    for (pmid, d) in descs.iter_mut() {
+        if d.names.len() < 2 && d.names.iter().all(|n| bound.get(n.as_str()) == Some(pmid)) {
+            continue;
+        }
+        d.names.retain(|n| bound.get(n.as_str()) == Some(pmid));
+        let mut keyed: Vec<(Vec<usize>, String)> =
+            d.names.drain(..).map(|n| (key(&n), n)).collect();
+        keyed.sort_by(|a, b| {
+            let common = a.0.len().min(b.0.len());
+            a.0[..common]
+                .cmp(&b.0[..common])
+                .then(b.0.len().cmp(&a.0.len()))
+        });
+        d.names = keyed.into_iter().map(|x| x.1).collect();
+    }
+}
+
 /// An indom record as libpcp compares them: kind and sorted entries.
 fn indom_key(r: &InDomRec) -> (bool, Vec<&(i32, Option<String>)>) {
     let mut k: Vec<&(i32, Option<String>)> = r.entries.iter().collect();
@@ -1315,7 +1377,7 @@ struct Sink<'a> {
     members: Members,
     index: Vec<(Stamp, i32, u64, u64)>,
     v: Version,
-    held: Vec<String>,
+    held: Vec<Vec<u8>>,
     held_len: usize,
 }
 
@@ -1324,10 +1386,8 @@ struct Sink<'a> {
 const HOLD_CAP: usize = 64 << 20;
 
 impl Sink<'_> {
-    fn write(&mut self, s: &str) -> Result<()> {
-        self.out
-            .write_all(s.as_bytes())
-            .map_err(|e| Error::io("<stdout>", e))
+    fn write(&mut self, s: &[u8]) -> Result<()> {
+        self.out.write_all(s).map_err(|e| Error::io("<stdout>", e))
     }
 
     fn holding(&self) -> bool {
@@ -1354,11 +1414,11 @@ impl Sink<'_> {
             }
             None => h.push_str("    ending     UNKNOWN\n"),
         }
-        self.write(&h)
+        self.write(h.as_bytes())
     }
 
     /// Write (or hold) one finished piece of the listing.
-    fn put(&mut self, s: String) -> Result<()> {
+    fn put(&mut self, s: Vec<u8>) -> Result<()> {
         if self.head.is_some() {
             self.held_len += s.len();
             self.held.push(s);
@@ -1378,7 +1438,7 @@ impl Sink<'_> {
                 self.held_len += o.len();
                 let cap = o.capacity();
                 self.held
-                    .push(std::mem::replace(o, String::with_capacity(cap)));
+                    .push(std::mem::replace(o, String::with_capacity(cap)).into_bytes());
             }
             let decoded = self.members.spools.iter().all(|(_, sp)| sp.finished());
             if !all && !decoded && self.held_len < HOLD_CAP {
@@ -1390,7 +1450,7 @@ impl Sink<'_> {
             }
             return Ok(());
         }
-        self.write(o)?;
+        self.write(o.as_bytes())?;
         o.clear();
         Ok(())
     }

@@ -57,6 +57,8 @@ pub struct TextRec {
     pub ttype: i32,
     pub ident: u32,
     pub text: String,
+    /// The stored bytes, when they are not UTF-8 (`text` is then lossy).
+    pub raw: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -279,10 +281,14 @@ pub fn parse(
             let ident = be32(rec, 12).filter(|_| 16 <= body_end).ok_or_else(trunc)?;
             let t = &rec[16..body_end];
             let e = t.iter().position(|&c| c == 0).unwrap_or(t.len());
+            let raw = std::str::from_utf8(&t[..e])
+                .is_err()
+                .then(|| t[..e].to_vec());
             Ok(MetaRec::Text(TextRec {
                 ttype,
                 ident,
                 text: String::from_utf8_lossy(&t[..e]).into_owned(),
+                raw,
             }))
         }
         t => Err(bad(&format!("unknown metadata record type {t}"))),
