@@ -258,7 +258,8 @@ impl RecordReader {
         match m.spools.iter().find(|(p, _)| p == path) {
             Some((_, sp)) => Ok(RecordReader {
                 path: path.to_path_buf(),
-                inner: Box::new(std::io::BufReader::with_capacity(1 << 16, sp.reader())),
+                // Unbuffered: records are read whole, straight from the copy.
+                inner: Box::new(sp.reader()),
                 pos: 0,
                 recno: 0,
                 compressed: true,
@@ -304,13 +305,16 @@ impl RecordReader {
     /// Skip forward to offset `to` (seeking is not possible through a
     /// decompressor, so the bytes are read and dropped).
     pub fn skip_to(&mut self, to: u64) -> Result<()> {
-        if to > self.pos {
-            let n = std::io::copy(
-                &mut (&mut self.inner).take(to - self.pos),
-                &mut std::io::sink(),
-            )
-            .map_err(|e| Error::io(&self.path, e))?;
-            self.pos += n;
+        // Large reads: the reader may be unbuffered (a spooled copy).
+        let mut buf = vec![0u8; (to.saturating_sub(self.pos)).min(1 << 20) as usize];
+        while self.pos < to {
+            let want = ((to - self.pos) as usize).min(buf.len());
+            match self.inner.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => self.pos += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
         }
         Ok(())
     }

@@ -129,9 +129,11 @@ pub fn parse_result_flat(
                 ));
             }
             vals.reserve(numval as usize);
+            // The pairs were checked to fit above: read them directly.
+            let word = |o: usize| u32::from_be_bytes([rec[o], rec[o + 1], rec[o + 2], rec[o + 3]]);
             for _ in 0..numval {
-                let inst = g(o)? as i32;
-                let w = g(o + 4)?;
+                let inst = word(o) as i32;
+                let w = word(o + 4);
                 o += 8;
                 if valfmt == VALFMT_INSITU {
                     vals.push((inst, FlatVal::Insitu(w)));

@@ -745,26 +745,32 @@ fn read_index(m: &Members, v: Version) -> Vec<(Stamp, i32, u64, u64)> {
 pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
     use std::fmt::Write as _;
     let mut diags = Vec::new();
+    // The "ending" time needs the last records before anything is printed:
+    // decode those compressed volumes once, in the background, while the
+    // metadata is prepared and the first values are formatted. The end scan
+    // always reads the last volume, so that one starts at once.
+    let mut m = m;
+    let spool = |m: &mut Members, pick: &dyn Fn(u32) -> bool| {
+        let paths: Vec<PathBuf> = m
+            .volumes
+            .iter()
+            .filter(|(n, p)| pick(*n) && plain_size(p).is_none())
+            .map(|x| x.1.clone())
+            .collect();
+        for p in paths {
+            if let Some(sp) = Spool::start(&p) {
+                m.spools.push((p, sp));
+            }
+        }
+    };
+    let last_vol = m.volumes.last().map(|x| x.0);
+    spool(&mut m, &|n| Some(n) == last_vol);
     let mf = load_meta(&m, salvage, &mut diags)?;
     let v = mf.label.version;
     let index = read_index(&m, v);
-    // The "ending" time needs the last records before anything is printed:
-    // decode those compressed volumes once, in the background, while the
-    // metadata is prepared and the first values are formatted.
-    let mut m = m;
+    // ...and so does every volume from the last index entry's on.
     let from_vol = index.last().map_or(i64::MAX, |e| e.1 as i64);
-    let last_vol = m.volumes.last().map(|x| x.0);
-    let spool: Vec<PathBuf> = m
-        .volumes
-        .iter()
-        .filter(|(n, p)| (*n as i64 >= from_vol || Some(*n) == last_vol) && plain_size(p).is_none())
-        .map(|x| x.1.clone())
-        .collect();
-    for p in spool {
-        if let Some(sp) = Spool::start(&p) {
-            m.spools.push((p, sp));
-        }
-    }
+    spool(&mut m, &|n| n as i64 >= from_vol && Some(n) != last_vol);
     let mut c = Ctx {
         v,
         start: mf.label.start,
@@ -972,7 +978,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
             // Text that is not UTF-8 goes out as stored, as pmdumplog does.
             Some(raw) => {
                 out.flush(&mut o, false)?;
-                out.put(raw.clone())?;
+                out.put_bytes(raw)?;
             }
             None => o.push_str(&t.text),
         }
@@ -1094,12 +1100,15 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     // threads, and written in order.
     let mut w = VolumeWalker::new(m, mf.label.clone());
     let v = w.version;
+    // Output buffers go back to the helpers once written: fresh
+    // megabyte-sized strings cost page faults.
+    let pool: std::sync::Mutex<Vec<String>> = Default::default();
     let stop = std::thread::scope(|sc| -> Result<Option<Error>> {
         let (work_tx, work_rx) = std::sync::mpsc::sync_channel::<(usize, Batch)>(4);
         let work_rx = std::sync::Arc::new(std::sync::Mutex::new(work_rx));
         let (res_tx, res_rx) = std::sync::mpsc::channel::<(usize, Formatted)>();
         for _ in 0..2 {
-            let (work_rx, res_tx, c) = (work_rx.clone(), res_tx.clone(), &c);
+            let (work_rx, res_tx, c, pool) = (work_rx.clone(), res_tx.clone(), &c, &pool);
             sc.spawn(move || {
                 let mut f = Fmt::default();
                 loop {
@@ -1107,7 +1116,12 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                     let Ok(Ok((i, b))) = job else {
                         break;
                     };
-                    if res_tx.send((i, f.batch(c, v, &b))).is_err() {
+                    let o = pool
+                        .lock()
+                        .ok()
+                        .and_then(|mut p| p.pop())
+                        .unwrap_or_default();
+                    if res_tx.send((i, f.batch(c, v, &b, o))).is_err() {
                         break;
                     }
                 }
@@ -1147,7 +1161,11 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                 continue;
             };
             written += 1;
-            out.put(f.text.into_bytes())?;
+            if let Some(t) = out.put(f.text)? {
+                if let Ok(mut p) = pool.lock() {
+                    p.push(t);
+                }
+            }
             if f.err.is_some() {
                 return Ok(f.err);
             }
@@ -1208,8 +1226,10 @@ struct Fmt {
 }
 
 impl Fmt {
-    fn batch(&mut self, c: &Ctx<'_>, v: Version, b: &Batch) -> Formatted {
-        let mut o = String::with_capacity(b.recs.iter().map(|r| r.0.len()).sum::<usize>() * 3);
+    /// Format a batch into `o` (a recycled buffer).
+    fn batch(&mut self, c: &Ctx<'_>, v: Version, b: &Batch, mut o: String) -> Formatted {
+        o.clear();
+        o.reserve(b.recs.iter().map(|r| r.0.len()).sum::<usize>() * 3);
         for (rec, pos) in &b.recs {
             let stamp = match data::parse_result_flat(v, rec, &mut self.sets, &mut self.vals) {
                 Ok(s) => s,
@@ -1418,14 +1438,25 @@ impl Sink<'_> {
     }
 
     /// Write (or hold) one finished piece of the listing.
-    fn put(&mut self, s: Vec<u8>) -> Result<()> {
+    fn put(&mut self, s: String) -> Result<Option<String>> {
         if self.head.is_some() {
             self.held_len += s.len();
-            self.held.push(s);
-            let mut none = String::new();
-            return self.flush(&mut none, false);
+            self.held.push(s.into_bytes());
+            self.flush(&mut String::new(), false)?;
+            return Ok(None);
         }
-        self.write(&s)
+        self.write(s.as_bytes())?;
+        Ok(Some(s))
+    }
+
+    /// Write (or hold) bytes that may not be UTF-8.
+    fn put_bytes(&mut self, b: &[u8]) -> Result<()> {
+        if self.head.is_some() {
+            self.held_len += b.len();
+            self.held.push(b.to_vec());
+            return Ok(());
+        }
+        self.write(b)
     }
 
     /// Write `o` out and clear it; while the head is pending, keep it unless
