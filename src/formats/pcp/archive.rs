@@ -349,8 +349,11 @@ pub fn version_of_label(l: &LogLabel) -> Version {
 /// volume once (the "ending" time needs the last record before anything is
 /// printed) and decoding overlaps formatting. Readers may run while the copy
 /// grows: they wait for data, and meet the decoder's error, if any, at the
-/// offset where it happened.
+/// offset where it happened. When the copy cannot be written (no room in
+/// TMPDIR) readers decode the member themselves from where the copy ends.
 pub struct Spool {
+    /// The compressed member.
+    path: PathBuf,
     file: File,
     state: std::sync::Mutex<SpoolState>,
     grown: std::sync::Condvar,
@@ -361,6 +364,9 @@ struct SpoolState {
     len: u64,
     done: bool,
     err: Option<(std::io::ErrorKind, String)>,
+    /// The copy could not be written (a full temporary file system):
+    /// readers go past `len` by decoding the member themselves.
+    abandoned: bool,
 }
 
 impl std::fmt::Debug for Spool {
@@ -373,8 +379,13 @@ impl Spool {
     /// Start decoding `path` into a temporary file; None when no temporary
     /// file can be made (the caller then decodes in place).
     pub fn start(path: &Path) -> Option<std::sync::Arc<Spool>> {
-        let file = tempfile::tempfile().ok()?;
+        Some(Spool::start_in(path, tempfile::tempfile().ok()?))
+    }
+
+    /// As [`Spool::start`], copying into `file`.
+    fn start_in(path: &Path, file: File) -> std::sync::Arc<Spool> {
         let sp = std::sync::Arc::new(Spool {
+            path: path.to_path_buf(),
             file,
             state: Default::default(),
             grown: Default::default(),
@@ -384,17 +395,17 @@ impl Spool {
         let w = std::sync::Arc::downgrade(&sp);
         let path = path.to_path_buf();
         std::thread::spawn(move || match open_member(&path) {
-            Ok(src) => Spool::fill(w, src, &path),
+            Ok(src) => Spool::fill(w, src),
             Err(e) => {
                 if let Some(sp) = w.upgrade() {
                     sp.publish(0, Some((std::io::ErrorKind::Other, e.to_string())), true);
                 }
             }
         });
-        Some(sp)
+        sp
     }
 
-    fn fill(w: std::sync::Weak<Spool>, mut src: Box<dyn Read>, path: &Path) {
+    fn fill(w: std::sync::Weak<Spool>, mut src: Box<dyn Read>) {
         use std::os::unix::fs::FileExt;
         // Small reads: liblzma's reader drops the output of the call that
         // meets damage, and --salvage should lose as little as possible.
@@ -413,13 +424,14 @@ impl Spool {
                         sp.publish(len, None, false);
                         continue;
                     }
-                    Err(e) => Some((
-                        e.kind(),
-                        format!(
-                            "cannot write the temporary decompressed copy of {} (set TMPDIR elsewhere): {e}",
-                            path.display()
-                        ),
-                    )),
+                    Err(_) => {
+                        // Only the bytes before `len` are certain to be there.
+                        let mut st = sp.state.lock().unwrap_or_else(|e| e.into_inner());
+                        st.abandoned = true;
+                        st.done = true;
+                        sp.grown.notify_all();
+                        return;
+                    }
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => Some((e.kind(), e.to_string())),
@@ -447,6 +459,7 @@ impl Spool {
         SpoolReader {
             spool: self.clone(),
             pos: 0,
+            direct: None,
         }
     }
 }
@@ -455,15 +468,30 @@ impl Spool {
 pub struct SpoolReader {
     spool: std::sync::Arc<Spool>,
     pos: u64,
+    /// Own decoder, once the copy was abandoned and read to its end.
+    direct: Option<Box<dyn Read>>,
 }
 
 impl Read for SpoolReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::os::unix::fs::FileExt;
+        if let Some(d) = self.direct.as_mut() {
+            return d.read(buf);
+        }
         let sp = &self.spool;
         let mut st = sp.state.lock().unwrap_or_else(|e| e.into_inner());
         while st.len <= self.pos && !st.done {
             st = sp.grown.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if st.len <= self.pos && st.abandoned {
+            drop(st);
+            let mut d = open_member(&sp.path).map_err(std::io::Error::other)?;
+            let skipped = std::io::copy(&mut (&mut d).take(self.pos), &mut std::io::sink())?;
+            if skipped < self.pos {
+                return Ok(0);
+            }
+            self.direct = Some(d);
+            return self.read(buf);
         }
         if st.len <= self.pos {
             return match &st.err {
@@ -476,5 +504,67 @@ impl Read for SpoolReader {
         let n = sp.file.read_at(&mut buf[..avail], self.pos)?;
         self.pos += n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn xz_member(dir: &Path, data: &[u8]) -> PathBuf {
+        let p = dir.join("m.0.xz");
+        let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
+        e.write_all(data).unwrap();
+        std::fs::write(&p, e.finish().unwrap()).unwrap();
+        p
+    }
+
+    /// 2 MB: many of the decoder's 64 KB chunks.
+    fn data() -> Vec<u8> {
+        (0..500_000u32)
+            .flat_map(|i| (i / 3).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn spooled_copy_reads_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = data();
+        let p = xz_member(dir.path(), &want);
+        let sp = Spool::start(&p).unwrap();
+        let mut got = Vec::new();
+        sp.reader().read_to_end(&mut got).unwrap();
+        assert!(got == want);
+        assert!(sp.finished());
+    }
+
+    /// A copy that cannot be written (here: a read-only file, as with a
+    /// full TMPDIR) still reads back whole: the reader decodes the member.
+    #[test]
+    fn unwritable_copy_falls_back_to_decoding() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = data();
+        let p = xz_member(dir.path(), &want);
+        let sp = Spool::start_in(&p, File::open("/dev/null").unwrap());
+        let mut got = Vec::new();
+        sp.reader().read_to_end(&mut got).unwrap();
+        assert!(got == want);
+    }
+
+    /// Damage in the stream reaches the reader as an error after the
+    /// bytes that decoded, not as a clean end.
+    #[test]
+    fn damaged_stream_is_an_error_not_an_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = xz_member(dir.path(), &data());
+        let mut b = std::fs::read(&p).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0xff;
+        b[mid + 1] ^= 0xff;
+        std::fs::write(&p, b).unwrap();
+        let sp = Spool::start(&p).unwrap();
+        let mut got = Vec::new();
+        assert!(sp.reader().read_to_end(&mut got).is_err());
     }
 }
