@@ -1,6 +1,7 @@
 //! polytrace: read, convert and dump traces in five unrelated formats
 //! through one shared model.
 
+pub mod cfmt;
 pub mod cli;
 pub mod error;
 pub mod formats;

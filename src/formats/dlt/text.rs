@@ -101,34 +101,7 @@ fn push_hex2(out: &mut Vec<u8>, b: u8) {
 
 /// C `printf("%g", v)`.
 pub fn fmt_g(v: f64) -> String {
-    if v.is_nan() {
-        return if v.is_sign_negative() { "-nan" } else { "nan" }.into();
-    }
-    if v.is_infinite() {
-        return if v < 0.0 { "-inf" } else { "inf" }.into();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    let e = format!("{v:.5e}");
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let x: i32 = exp.parse().unwrap_or(0);
-    if !(-4..6).contains(&x) {
-        let mant = strip_zeros(mant);
-        let sign = if x < 0 { '-' } else { '+' };
-        format!("{mant}e{sign}{:02}", x.unsigned_abs())
-    } else {
-        let prec = (5 - x) as usize;
-        strip_zeros(&format!("{v:.prec$}")).to_string()
-    }
-}
-
-fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
+    crate::cfmt::fmt_g(v, 6)
 }
 
 // ------------------------------------------------------------ date column

@@ -7,6 +7,7 @@ use super::data::{self, RawVal};
 use super::layout::*;
 use super::meta::{Desc, InDomRec, LabelRec, MetaRec, TextRec};
 use super::reader::{load_meta, VolumeWalker};
+use crate::cfmt::{fmt_g, push_g, push_int};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::pipeline::civil_from_days;
 use std::collections::HashMap;
@@ -48,97 +49,11 @@ pub fn hash_order(keys: &[u32]) -> Vec<u32> {
     buckets.into_iter().flatten().collect()
 }
 
-/// C `%.{prec}g`.
-pub fn fmt_g(x: f64, prec: usize) -> String {
-    let mut s = String::new();
-    push_g(&mut s, x, prec);
-    s
-}
-
-/// A small stack buffer for one formatted number.
-struct NumBuf {
-    b: [u8; 48],
-    n: usize,
-}
-
-impl std::fmt::Write for NumBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.n + s.len();
-        self.b
-            .get_mut(self.n..end)
-            .ok_or(std::fmt::Error)?
-            .copy_from_slice(s.as_bytes());
-        self.n = end;
-        Ok(())
-    }
-}
-
-/// Append C `%.{prec}g` of `x`. One exact `%e` conversion gives the digits;
-/// the fixed form uses the same digits, as C's rule (precision P - 1 - X
-/// with X the rounded exponent) rounds at the same place.
-pub fn push_g(o: &mut String, x: f64, prec: usize) {
-    if x.is_nan() {
-        o.push_str(if x.is_sign_negative() { "-nan" } else { "nan" });
-        return;
-    }
-    if x.is_infinite() {
-        o.push_str(if x > 0.0 { "inf" } else { "-inf" });
-        return;
-    }
-    let p = prec.clamp(1, 40);
-    let mut nb = NumBuf { b: [0; 48], n: 0 };
-    if std::fmt::Write::write_fmt(&mut nb, format_args!("{:.*e}", p - 1, x)).is_err() {
-        o.push_str(&format!("{x:e}"));
-        return;
-    }
-    let s = std::str::from_utf8(&nb.b[..nb.n]).unwrap_or("0e0");
-    let (mant, exp) = s.split_once('e').unwrap_or((s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (neg, mant) = match mant.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mant),
-    };
-    if neg {
-        o.push('-');
-    }
-    let trim = |d: &str| -> usize { d.trim_end_matches('0').len() };
-    if exp < -4 || exp >= p as i32 {
-        let m = if mant.contains('.') {
-            mant[..trim(mant)].trim_end_matches('.')
-        } else {
-            mant
-        };
-        o.push_str(m);
-        o.push('e');
-        o.push(if exp < 0 { '-' } else { '+' });
-        let e = exp.unsigned_abs();
-        if e < 10 {
-            o.push('0');
-        }
-        push_int(o, e);
-        return;
-    }
-    // Digits without the point: d1 d2 ... dp.
-    let (d1, rest) = mant.split_at(1);
-    let rest = rest.strip_prefix('.').unwrap_or(rest);
-    if exp >= 0 {
-        let e = exp as usize;
-        o.push_str(d1);
-        o.push_str(&rest[..e.min(rest.len())]);
-        let frac = &rest[e.min(rest.len())..];
-        let frac = &frac[..trim(frac)];
-        if !frac.is_empty() {
-            o.push('.');
-            o.push_str(frac);
-        }
-    } else {
-        let digits_end = trim(rest);
-        o.push_str("0.");
-        for _ in 0..(-exp - 1) {
-            o.push('0');
-        }
-        o.push_str(d1);
-        o.push_str(&rest[..digits_end]);
+/// Fraction of a second as the version stores it: ns (v3) or us (v2).
+fn frac(v: Version, s: Stamp) -> String {
+    match v {
+        Version::V3 => format!("{:09}", s.nsec),
+        Version::V2 => format!("{:06}", s.nsec / 1000),
     }
 }
 
@@ -197,10 +112,7 @@ struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn frac(&self, s: Stamp) -> String {
-        match self.v {
-            Version::V3 => format!("{:09}", s.nsec),
-            Version::V2 => format!("{:06}", s.nsec / 1000),
-        }
+        frac(self.v, s)
     }
     fn sub(&self, s: Stamp) -> f64 {
         (s.sec - self.start.sec) as f64 + (s.nsec - self.start.nsec) as f64 / 1e9
@@ -779,12 +691,11 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
-    // Per (indom, time): the records seen, with a serial that `tags` holds
-    // at the same position as the record's reconstructed list.
+    // Per (indom, time): the records seen, with their position in the file,
+    // which `tags` holds at the same place as the record's rebuilt list.
     let mut raw_seen: HashMap<(u32, Stamp), Vec<(&InDomRec, usize)>> = HashMap::new();
     let mut tags: IntMap<u32, Vec<usize>> = IntMap::default();
-    let mut dropped = 0usize;
-    for (_, r) in &mf.recs {
+    for (serial, (_, r)) in mf.recs.iter().enumerate() {
         match r {
             MetaRec::Desc(d) => {
                 match c.descs.entry(d.pmid) {
@@ -812,7 +723,6 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                 // A record identical (sorted) to an earlier one with the same
                 // timestamp replaces it: libpcp unlinks the old one and links
                 // the new one as the latest of that time.
-                let serial = tags.values().map(Vec::len).sum::<usize>() + dropped;
                 let same = raw_seen.entry((i.indom, i.stamp)).or_default();
                 let list = c.indoms.entry(i.indom).or_default();
                 let tag = tags.entry(i.indom).or_default();
@@ -821,7 +731,6 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
                     if let Some(at) = tag.iter().position(|t| *t == old) {
                         tag.remove(at);
                         list.remove(at);
-                        dropped += 1;
                     }
                 }
                 same.push((i, serial));
@@ -866,7 +775,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         out,
         head: Some(std::mem::take(&mut o)),
         members: m.clone(),
-        index: index.clone(),
+        index: &index,
         v,
         held: Vec::new(),
         held_len: 0,
@@ -1099,7 +1008,6 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     // Results: records are read here, formatted in batches by two helper
     // threads, and written in order.
     let mut w = VolumeWalker::new(m, mf.label.clone());
-    let v = w.version;
     // Output buffers go back to the helpers once written: fresh
     // megabyte-sized strings cost page faults.
     let pool: std::sync::Mutex<Vec<String>> = Default::default();
@@ -1351,23 +1259,19 @@ fn order_names(recs: &[(u64, MetaRec)], descs: &mut IntMap<u32, Desc>) {
     for (_, r) in recs {
         let MetaRec::Desc(d) = r else { continue };
         for n in &d.names {
-            for (k, _) in n.match_indices('.').chain(std::iter::once((n.len(), ""))) {
+            for p in prefixes(n) {
                 let next = made.len();
-                made.entry(&n[..k]).or_insert(next);
+                made.entry(p).or_insert(next);
             }
             bound.entry(n.as_str()).or_insert(d.pmid);
         }
     }
     let key = |n: &str| -> Vec<usize> {
-        n.match_indices('.')
-            .chain(std::iter::once((n.len(), "")))
-            .map(|(k, _)| made.get(&n[..k]).copied().unwrap_or(usize::MAX))
+        prefixes(n)
+            .map(|p| made.get(p).copied().unwrap_or(usize::MAX))
             .collect()
     };
     for (pmid, d) in descs.iter_mut() {
-        if d.names.len() < 2 && d.names.iter().all(|n| bound.get(n.as_str()) == Some(pmid)) {
-            continue;
-        }
         d.names.retain(|n| bound.get(n.as_str()) == Some(pmid));
         let mut keyed: Vec<(Vec<usize>, String)> =
             d.names.drain(..).map(|n| (key(&n), n)).collect();
@@ -1379,6 +1283,14 @@ fn order_names(recs: &[(u64, MetaRec)], descs: &mut IntMap<u32, Desc>) {
         });
         d.names = keyed.into_iter().map(|x| x.1).collect();
     }
+}
+
+/// `a`, `a.b`, `a.b.c` for the name `a.b.c`: its nodes in the name tree.
+fn prefixes(n: &str) -> impl Iterator<Item = &str> {
+    n.match_indices('.')
+        .map(|(k, _)| k)
+        .chain(std::iter::once(n.len()))
+        .map(move |k| &n[..k])
 }
 
 /// An indom record as libpcp compares them: kind and sorted entries.
@@ -1395,7 +1307,7 @@ struct Sink<'a> {
     /// The label up to its "ending" line, while not yet written.
     head: Option<String>,
     members: Members,
-    index: Vec<(Stamp, i32, u64, u64)>,
+    index: &'a [(Stamp, i32, u64, u64)],
     v: Version,
     held: Vec<Vec<u8>>,
     held_len: usize,
@@ -1420,16 +1332,16 @@ impl Sink<'_> {
         let Some(mut h) = self.head.take() else {
             return Ok(());
         };
-        match archive_end(&self.members, self.v, &self.index) {
+        match archive_end(&self.members, self.v, self.index) {
             Some(e) => {
                 let (dd, hms, y) = civil(e.sec);
-                let f = match self.v {
-                    Version::V3 => format!("{:09}", e.nsec),
-                    Version::V2 => format!("{:06}", e.nsec / 1000),
-                };
                 let _ = std::fmt::Write::write_fmt(
                     &mut h,
-                    format_args!("    ending     {dd} {hms}.{f} {y:4} {}\n", e.sec),
+                    format_args!(
+                        "    ending     {dd} {hms}.{} {y:4} {}\n",
+                        frac(self.v, e),
+                        e.sec
+                    ),
                 );
             }
             None => h.push_str("    ending     UNKNOWN\n"),
@@ -1519,10 +1431,6 @@ struct MetricOut {
     desc: Option<(i32, u32)>,
 }
 
-fn push_int<I: itoa::Integer>(o: &mut String, v: I) {
-    o.push_str(itoa::Buffer::new().format(v));
-}
-
 /// `{pre}{inst} or "{name}"{post}`, or `or ???` when the name is unknown.
 fn push_inst(o: &mut String, pre: &str, inst: i32, name: Option<&str>, post: &str) {
     o.push_str(pre);
@@ -1561,68 +1469,5 @@ fn pos_of(e: &Error) -> Position {
     match e {
         Error::Format { pos, .. } => pos.clone(),
         _ => Position::default(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn g_format_like_c() {
-        assert_eq!(fmt_g(5.333333492279053, 8), "5.3333335");
-        assert_eq!(fmt_g(0.97_f32 as f64, 8), "0.97000003");
-        assert_eq!(fmt_g(1.5, 8), "1.5");
-        assert_eq!(fmt_g(0.0, 16), "0");
-        assert_eq!(fmt_g(1e20, 16), "1e+20");
-        assert_eq!(fmt_g(1.25e-7, 8), "1.25e-07");
-        assert_eq!(fmt_g(123456789.0, 8), "1.2345679e+08");
-        assert_eq!(fmt_g(0.8333333333333334, 16), "0.8333333333333334");
-    }
-
-    /// The peer here is the C library itself: `%.8g` / `%.16g` from
-    /// snprintf over values of every magnitude, both signs and the edges
-    /// where rounding moves the exponent.
-    #[test]
-    fn g_format_matches_snprintf() {
-        let mut xs = vec![
-            0.0,
-            -0.0,
-            1.0,
-            9.9999999996,
-            99999999.5,
-            0.000099999999995,
-            1e-5,
-            1e16,
-        ];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..20000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let x = f64::from_bits(seed);
-            if x.is_finite() {
-                xs.push(x);
-            }
-            let e = (seed % 40) as i32 - 20;
-            xs.push((seed >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi(e));
-            xs.push(f32::from_bits(seed as u32) as f64);
-        }
-        for x in xs {
-            for p in [8usize, 16] {
-                let mut buf = [0u8; 64];
-                // SAFETY: the buffer is 64 bytes and snprintf is told so.
-                let n = unsafe {
-                    libc::snprintf(
-                        buf.as_mut_ptr() as *mut libc::c_char,
-                        buf.len(),
-                        c"%.*g".as_ptr(),
-                        p as libc::c_int,
-                        x,
-                    )
-                };
-                let c = std::str::from_utf8(&buf[..n as usize]).unwrap();
-                assert_eq!(fmt_g(x, p), c, "{x:e} at %.{p}g");
-            }
-        }
     }
 }

@@ -293,16 +293,6 @@ impl VolumeWalker {
         }
     }
 
-    /// As [`VolumeWalker::parse`] into reusable lists; returns the timestamp.
-    pub fn parse_flat(
-        &self,
-        sets: &mut Vec<data::FlatVset>,
-        vals: &mut Vec<(i32, data::FlatVal)>,
-    ) -> Result<Stamp> {
-        data::parse_result_flat(self.version, &self.buf, sets, vals)
-            .map_err(|m| Error::format(Position::at(self.path(), self.at.0, Some(self.at.2)), m))
-    }
-
     pub fn parse(&self) -> Result<RawResult<'_>> {
         data::parse_result(self.version, &self.buf)
             .map_err(|m| Error::format(Position::at(self.path(), self.at.0, Some(self.at.2)), m))
