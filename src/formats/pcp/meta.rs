@@ -96,6 +96,29 @@ pub fn parse(
     let body_end = len - 4;
     let rtype = bei32(rec, 4).ok_or_else(|| bad("meta record too short"))?;
     let trunc = || bad("meta record shorter than its contents");
+    // Time-stamped records come in a v2 and a v3 type: the record's own type
+    // decides its layout. Gives its time and the body offset after it.
+    let timed = |v2_type: i32, kind: &str, diags: &mut Vec<Diagnostic>| {
+        let rv = if rtype == v2_type {
+            Version::V2
+        } else {
+            Version::V3
+        };
+        if rv != v {
+            diags.push(Diagnostic::warning(
+                pos(),
+                format!(
+                    "{kind} record type {rtype} does not belong in a v{} archive",
+                    v.number()
+                ),
+            ));
+        }
+        let ts = rv.ts_len();
+        let stamp = get_stamp(rv, rec, 8)
+            .filter(|_| 8 + ts <= body_end)
+            .ok_or_else(trunc)?;
+        Ok::<_, Error>((stamp, 8 + ts))
+    };
     match rtype {
         TYPE_DESC => {
             let g = |o: usize| be32(rec, o).filter(|_| o + 4 <= body_end).ok_or_else(trunc);
@@ -132,25 +155,7 @@ pub fn parse(
             }))
         }
         TYPE_INDOM_V2 | TYPE_INDOM | TYPE_INDOM_DELTA => {
-            let rv = if rtype == TYPE_INDOM_V2 {
-                Version::V2
-            } else {
-                Version::V3
-            };
-            if rv != v {
-                diags.push(Diagnostic::warning(
-                    pos(),
-                    format!(
-                        "instance domain record type {rtype} does not belong in a v{} archive",
-                        v.number()
-                    ),
-                ));
-            }
-            let ts = rv.ts_len();
-            let stamp = get_stamp(rv, rec, 8)
-                .filter(|_| 8 + ts <= body_end)
-                .ok_or_else(trunc)?;
-            let o = 8 + ts;
+            let (stamp, o) = timed(TYPE_INDOM_V2, "instance domain", diags)?;
             let indom = be32(rec, o).ok_or_else(trunc)?;
             let n = bei32(rec, o + 4).ok_or_else(trunc)?;
             if n < 0 {
@@ -208,25 +213,7 @@ pub fn parse(
             }))
         }
         TYPE_LABEL_V2 | TYPE_LABEL => {
-            let rv = if rtype == TYPE_LABEL_V2 {
-                Version::V2
-            } else {
-                Version::V3
-            };
-            if rv != v {
-                diags.push(Diagnostic::warning(
-                    pos(),
-                    format!(
-                        "label record type {rtype} does not belong in a v{} archive",
-                        v.number()
-                    ),
-                ));
-            }
-            let ts = rv.ts_len();
-            let stamp = get_stamp(rv, rec, 8)
-                .filter(|_| 8 + ts <= body_end)
-                .ok_or_else(trunc)?;
-            let mut o = 8 + ts;
+            let (stamp, mut o) = timed(TYPE_LABEL_V2, "label", diags)?;
             let g = |o: usize| be32(rec, o).filter(|_| o + 4 <= body_end).ok_or_else(trunc);
             let ltype = g(o)? as i32;
             let ident = g(o + 4)?;
