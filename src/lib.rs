@@ -5,11 +5,14 @@ pub mod cfmt;
 pub mod cli;
 pub mod error;
 pub mod formats;
+pub mod info;
 pub mod input;
+pub mod listing;
 pub mod model;
 pub mod options;
 pub mod output;
 pub mod pipeline;
 pub mod record;
+pub mod stages;
 
 pub use error::{Diagnostic, Error, Position, Result, Severity};

@@ -898,7 +898,7 @@ fn parse_utc(date: &str, time: &str) -> i64 {
     let d: Vec<i64> = date.split('/').map(|x| x.parse().unwrap()).collect();
     let (hms, us) = time.split_once('.').unwrap();
     let t: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
-    let days = polytrace::pipeline::days_from_civil(d[0], d[1] as u32, d[2] as u32);
+    let days = polytrace::model::time::days_from_civil(d[0], d[1] as u32, d[2] as u32);
     ((days * 86400 + t[0] * 3600 + t[1] * 60 + t[2]) * 1_000_000 + us.parse::<i64>().unwrap())
         * 1000
 }

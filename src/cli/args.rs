@@ -1,8 +1,8 @@
 //! The CLI's shared option groups, defined once and flattened into each verb.
 
 use crate::model::FormatId;
+use crate::model::TimeSpec;
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::pipeline::TimeSpec;
 use clap::Args;
 use std::path::PathBuf;
 

@@ -5,7 +5,8 @@ use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_LOSSY, EXIT_OK};
 use crate::error::{Diagnostic, Severity};
 use crate::formats::{self, Format};
 use crate::input::{Input, InputKind};
-use crate::pipeline::{self, Dest, Window};
+use crate::pipeline::{self, Dest};
+use crate::stages::Window;
 use anyhow::{Context, Result};
 use std::io::{BufWriter, Write};
 
@@ -17,7 +18,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Dump(a) => dump(a),
         Command::Info(a) => info(a),
         Command::Check(a) => check(a, quiet),
-        Command::Record(a) => crate::record::run(&a, quiet),
+        Command::Record(a) => super::record::run(&a, quiet),
     }
 }
 
@@ -134,7 +135,7 @@ fn dump(a: DumpCmd) -> Result<u8> {
         }
         let r = fmt.open(&input, &ropts)?;
         let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
-        pipeline::dump_common(r.as_mut(), &mut out)?;
+        crate::listing::dump_common(r.as_mut(), &mut out)?;
         r.diagnostics().to_vec()
     } else {
         fmt.dump(&input, &ropts, &a.dump.dump_options(), &mut out)?
@@ -152,7 +153,7 @@ fn info(a: InfoArgs) -> Result<u8> {
     let r = fmt.open(&input, &a.input_args.read_options())?;
     let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
     let h = r.header().clone();
-    let info = pipeline::info(r.as_mut())?;
+    let info = crate::info::info(r.as_mut())?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "file:      {}", input.name())?;
     writeln!(out, "format:    {} (version {})", h.source, h.version)?;

@@ -4,6 +4,7 @@
 pub mod args;
 mod batch;
 mod commands;
+mod record;
 
 use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs};
 use clap::{Parser, Subcommand};

@@ -91,3 +91,23 @@ impl Extras {
         }
     }
 }
+
+/// Extras keys that more than one module reads. A format's own keys stay in
+/// its folder; these describe a stream any writer may look at.
+pub mod keys {
+    /// Header: which counter `raw_clock` holds (`tsc`, `cntvct_el0`); absent if none.
+    pub const RAW_CLOCK: &str = "record.raw_clock";
+    /// Header: the recorder's TSC rate (mean, at start, at end).
+    pub const TSC_HZ: &str = "record.tsc_hz";
+    pub const TSC_HZ_START: &str = "record.tsc_hz_start";
+    pub const TSC_HZ_END: &str = "record.tsc_hz_end";
+    /// Header: counter value and CLOCK_REALTIME ns of the first scan (anchor).
+    pub const TSC_ANCHOR: &str = "record.tsc_anchor";
+    pub const INTERVAL_NS: &str = "record.interval_ns";
+    pub const CHECK_INTERVAL_NS: &str = "record.check_interval_ns";
+    pub const NCPU: &str = "record.ncpu";
+    pub const CLK_TCK: &str = "record.clk_tck";
+    pub const SCANS: &str = "record.scans";
+    /// Header: why the recording stopped: `duration`, `samples`, `SIGINT`, `SIGTERM`.
+    pub const STOPPED_BY: &str = "record.stopped_by";
+}

@@ -9,12 +9,13 @@
 
 mod extras;
 mod loss;
-mod time;
+mod render;
+pub mod time;
 mod types;
 
-pub use extras::{ExtraValue, Extras};
+pub use extras::{keys, ExtraValue, Extras};
 pub use loss::LossReport;
-pub use time::{TimeBase, Timestamp};
+pub use time::{TimeBase, TimeSpec, Timestamp};
 pub use types::{Field, FieldType};
 
 use std::sync::Arc;
@@ -252,6 +253,16 @@ pub type IndomId = u32;
 /// Instance identifier; PM_IN_NULL (-1) for singular metrics.
 pub type InstId = i32;
 pub const PM_IN_NULL: InstId = -1;
+
+/// Pack a PCP pmID (domain 9 bits, cluster 12, item 10).
+pub const fn pmid(domain: u32, cluster: u32, item: u32) -> MetricId {
+    (domain & 0x1ff) << 22 | (cluster & 0xfff) << 10 | (item & 0x3ff)
+}
+
+/// Pack a PCP instance domain id (domain 9 bits, serial 22).
+pub const fn indom_id(domain: u32, serial: u32) -> IndomId {
+    (domain & 0x1ff) << 22 | (serial & 0x3fffff)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ValueType {

@@ -25,21 +25,13 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Header extras keys (namespace `record.`).
-pub const X_TSC_HZ: &str = "record.tsc_hz";
-pub const X_TSC_HZ_START: &str = "record.tsc_hz_start";
-pub const X_TSC_HZ_END: &str = "record.tsc_hz_end";
-/// Which counter raw_clock holds (`tsc`, `cntvct_el0`); absent if none.
-pub const X_CLOCK: &str = "record.raw_clock";
-/// Counter value and CLOCK_REALTIME ns of the first scan (anchor).
-pub const X_TSC_ANCHOR: &str = "record.tsc_anchor";
-pub const X_INTERVAL_NS: &str = "record.interval_ns";
-pub const X_CHECK_INTERVAL_NS: &str = "record.check_interval_ns";
-pub const X_NCPU: &str = "record.ncpu";
-pub const X_CLK_TCK: &str = "record.clk_tck";
-pub const X_SCANS: &str = "record.scans";
-/// Why the recording stopped: `duration`, `samples`, `SIGINT`, `SIGTERM`.
-pub const X_STOPPED_BY: &str = "record.stopped_by";
+/// Header extras keys (namespace `record.`), defined with the model.
+pub use crate::model::keys::{
+    CHECK_INTERVAL_NS as X_CHECK_INTERVAL_NS, CLK_TCK as X_CLK_TCK, INTERVAL_NS as X_INTERVAL_NS,
+    NCPU as X_NCPU, RAW_CLOCK as X_CLOCK, SCANS as X_SCANS, STOPPED_BY as X_STOPPED_BY,
+    TSC_ANCHOR as X_TSC_ANCHOR, TSC_HZ as X_TSC_HZ, TSC_HZ_END as X_TSC_HZ_END,
+    TSC_HZ_START as X_TSC_HZ_START,
+};
 
 /// When to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,7 +243,7 @@ impl Live {
         });
         let (chain, adapter_loss): (Box<dyn TraceReader>, _) =
             if !listing && matches!(to, FormatId::Pcp | FormatId::Mmv) {
-                let ec = crate::pipeline::EventCounters::wrap(reader);
+                let ec = crate::stages::EventCounters::wrap(reader);
                 let loss = ec.loss.clone();
                 (Box::new(ec), Some(loss))
             } else {
@@ -539,64 +531,6 @@ pub fn loss_summary(loss: &LossReport) -> Vec<String> {
     lines
 }
 
-/// The CLI verb.
-pub fn run(a: &crate::cli::RecordArgs, quiet: bool) -> anyhow::Result<u8> {
-    use crate::pipeline::parse_duration;
-    use anyhow::Context;
-    let output = a.output.output.clone().context("-o OUT is required")?;
-    let to = a.output.to.unwrap_or(FormatId::Ltt);
-    let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
-    let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
-    let stop = match (&a.duration, a.samples) {
-        (Some(d), _) => Stop::Duration(parse_duration(d).map_err(Error::Usage)?),
-        (None, Some(n)) => Stop::Intervals(n),
-        (None, None) => Stop::Signal,
-    };
-    let opts = RecordOptions {
-        output,
-        to,
-        force: a.output.force,
-        wopts: a.output.write_options(),
-        interval_ns,
-        check_interval_ns,
-        stop,
-        buffer_limit: a.buffer as usize,
-        quiet,
-        listing: a.listing,
-    };
-    let outcome = record(&opts)?;
-    if !quiet {
-        let s = &outcome.stats;
-        eprintln!(
-            "polytrace: recorded {} scans ({} NEW, {} STP, {} PID reuses){}",
-            s.scans,
-            s.new,
-            s.stp,
-            s.pid_reuse,
-            match outcome.signal {
-                Some(libc::SIGINT) => ", stopped by SIGINT",
-                Some(libc::SIGTERM) => ", stopped by SIGTERM",
-                _ => "",
-            }
-        );
-        for l in loss_summary(&outcome.loss) {
-            eprintln!("polytrace: {l}");
-        }
-    } else if outcome.loss.has_drops() {
-        for l in loss_summary(&outcome.loss)
-            .iter()
-            .filter(|l| l.starts_with("dropped"))
-        {
-            eprintln!("polytrace: {l}");
-        }
-    }
-    Ok(if outcome.loss.has_drops() {
-        crate::cli::EXIT_LOSSY
-    } else {
-        crate::cli::EXIT_OK
-    })
-}
-
 /// `--listing`: the common listing of the recorded stream. It needs the
 /// whole stream (the listing is made by a reader), so items are held until
 /// `finish`.
@@ -637,7 +571,7 @@ impl TraceWriter for ListingWriter {
             items: std::mem::take(&mut self.items),
         });
         let mut w = std::io::BufWriter::new(&mut self.out);
-        crate::pipeline::dump_common(&mut r, &mut w)?;
+        crate::listing::dump_common(&mut r, &mut w)?;
         use std::io::Write;
         w.flush().map_err(|e| Error::io(&self.path, e))?;
         let mut loss = LossReport::default();

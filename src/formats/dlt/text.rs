@@ -167,7 +167,7 @@ fn utc_tm(secs: i64) -> libc::tm {
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     let days = secs.div_euclid(86400);
     let rem = secs.rem_euclid(86400);
-    let (y, m, d) = crate::pipeline::civil_from_days(days);
+    let (y, m, d) = crate::model::time::civil_from_days(days);
     tm.tm_year = (y - 1900) as i32;
     tm.tm_mon = m as i32 - 1;
     tm.tm_mday = d as i32;

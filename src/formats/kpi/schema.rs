@@ -14,15 +14,7 @@ use std::sync::Arc;
 /// PCP domain number used for KPI metrics (a private-use number).
 pub const DOMAIN: u32 = 452;
 
-/// Pack a PCP pmID (domain 9 bits, cluster 12, item 10).
-pub const fn pmid(domain: u32, cluster: u32, item: u32) -> MetricId {
-    (domain & 0x1ff) << 22 | (cluster & 0xfff) << 10 | (item & 0x3ff)
-}
-
-/// Pack a PCP instance domain id (domain 9 bits, serial 22).
-pub const fn indom(domain: u32, serial: u32) -> IndomId {
-    (domain & 0x1ff) << 22 | (serial & 0x3fffff)
-}
+pub use crate::model::{indom_id as indom, pmid};
 
 pub const PROC_INDOM: IndomId = indom(DOMAIN, 1);
 pub const IRQ_INDOM: IndomId = indom(DOMAIN, 2);

@@ -5,9 +5,9 @@ use super::assemble::Assembler;
 use super::dataset::{Kind, TRUNCATED_MARKER};
 use super::grouper::{pack, Group, Grouper, DEFAULT_PAYLOAD_MAX};
 use crate::error::{Diagnostic, Error, Position, Result};
+use crate::model::time::{civil_from_days, days_from_civil};
 use crate::model::*;
 use crate::options::ReadOptions;
-use crate::pipeline::{civil_from_days, days_from_civil};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -495,7 +495,7 @@ impl<W: Write> KpiTextWriter<W> {
             // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
             // clock; the recorder (source kpi too) carries a TSC.
             tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt)
-                && header.extras.get(crate::record::X_CLOCK).is_none(),
+                && header.extras.get(crate::model::keys::RAW_CLOCK).is_none(),
             first_time: None,
         }
     }

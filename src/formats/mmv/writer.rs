@@ -889,7 +889,7 @@ fn fill_value(cv: &mut CValue, mtype: i32, v: &Value, loss: &mut LossReport) {
             let s = match v {
                 Value::Str(s) => s.clone(),
                 Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
-                o => crate::pipeline::value_text(o),
+                o => o.text(),
             };
             // mmv_set_string keeps at most 254 bytes.
             if s.len() > STRINGMAX - 2 {

@@ -9,7 +9,7 @@ use super::meta::{Desc, InDomRec, LabelRec, MetaRec, TextRec};
 use super::reader::{load_meta, VolumeWalker};
 use crate::cfmt::{fmt_g, push_g, push_int};
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::pipeline::civil_from_days;
+use crate::model::time::civil_from_days;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
