@@ -1,7 +1,7 @@
 //! `convert DIR --to FORMAT -o OUTDIR`: walk a tree, convert every trace in
 //! it, keep relative paths, continue past failures, end with a summary.
 
-use super::commands::report_diagnostics;
+use super::report::report_diagnostics;
 use super::{ConvertArgs, EXIT_LOSSY, EXIT_OK};
 use crate::formats::{self, Format};
 use crate::input::{archive_base_of, Input, InputKind};

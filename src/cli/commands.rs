@@ -1,8 +1,8 @@
 //! The verbs.
 
 use super::args::Style;
+use super::report::report_diagnostics;
 use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_LOSSY, EXIT_OK};
-use crate::error::{Diagnostic, Severity};
 use crate::formats::{self, Format};
 use crate::input::{Input, InputKind};
 use crate::pipeline::{self, Dest};
@@ -48,18 +48,6 @@ fn formats_table() -> Result<u8> {
     }
     writeln!(out, "\n`-` = not implemented yet in this build.")?;
     Ok(EXIT_OK)
-}
-
-/// Print diagnostics; return whether any of them means data was lost.
-pub(crate) fn report_diagnostics(diags: &[Diagnostic], quiet: bool) -> bool {
-    let mut lossy = false;
-    for d in diags {
-        lossy |= d.severity == Severity::Salvaged;
-        if !quiet || d.severity == Severity::Salvaged {
-            eprintln!("polytrace: {d}");
-        }
-    }
-    lossy
 }
 
 fn open_input(

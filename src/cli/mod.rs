@@ -5,6 +5,7 @@ pub mod args;
 mod batch;
 mod commands;
 mod record;
+mod report;
 
 use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs};
 use clap::{Parser, Subcommand};

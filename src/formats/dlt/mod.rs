@@ -16,7 +16,7 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::{Caps, Format};
+use crate::formats::format::{Caps, Format, FormatInfo};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -37,20 +37,21 @@ pub(crate) fn open_raw(input: &Input) -> Result<Box<dyn Read>> {
     }
 }
 
+/// What this format is and can do (`polytrace formats`).
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Dlt,
+    caps: Caps {
+        read: true,
+        write: true,
+        dump: true,
+        text_output: false,
+    },
+    describe: "DLT storage files (.dlt) carrying dlt-kpi messages",
+};
+
 impl Format for DltFormat {
-    fn id(&self) -> FormatId {
-        FormatId::Dlt
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            read: true,
-            write: true,
-            dump: true,
-            text_output: false,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "DLT storage files (.dlt) carrying dlt-kpi messages"
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
         let p = &input.probe;

@@ -9,7 +9,7 @@ pub mod schema;
 pub mod text;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::{Caps, Format};
+use crate::formats::format::{Caps, Format, FormatInfo};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -31,20 +31,21 @@ impl KpiFormat {
     }
 }
 
+/// What this format is and can do (`polytrace formats`).
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Kpi,
+    caps: Caps {
+        read: true,
+        write: true,
+        dump: true,
+        text_output: true,
+    },
+    describe: "dlt-kpi text lines (bare datasets or dlt-convert -a lines)",
+};
+
 impl Format for KpiFormat {
-    fn id(&self) -> FormatId {
-        FormatId::Kpi
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            read: true,
-            write: true,
-            dump: true,
-            text_output: true,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "dlt-kpi text lines (bare datasets or dlt-convert -a lines)"
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
         let first = input

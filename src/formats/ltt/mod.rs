@@ -12,7 +12,7 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::{Caps, Format};
+use crate::formats::format::{Caps, Format, FormatInfo};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -70,20 +70,21 @@ pub fn open_trace(input: &Input) -> Result<Opened> {
     }
 }
 
+/// What this format is and can do (`polytrace formats`).
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Ltt,
+    caps: Caps {
+        read: true,
+        write: true,
+        dump: true,
+        text_output: false,
+    },
+    describe: "LTT directory traces (2003-2005) with XML event definitions",
+};
+
 impl Format for LttFormat {
-    fn id(&self) -> FormatId {
-        FormatId::Ltt
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            read: true,
-            write: true,
-            dump: true,
-            text_output: false,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "LTT directory traces (2003-2005) with XML event definitions"
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
         match input.kind {

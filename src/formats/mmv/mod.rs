@@ -7,7 +7,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::formats::{Caps, Format};
+use crate::formats::format::{Caps, Format, FormatInfo};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -82,20 +82,21 @@ fn read_all(input: &Input) -> Result<Vec<u8>> {
     Ok(data)
 }
 
+/// What this format is and can do (`polytrace formats`).
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Mmv,
+    caps: Caps {
+        read: true,
+        write: true,
+        dump: true,
+        text_output: false,
+    },
+    describe: "PCP MMV memory-mapped value files v1/v2/v3",
+};
+
 impl Format for MmvFormat {
-    fn id(&self) -> FormatId {
-        FormatId::Mmv
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            read: true,
-            write: true,
-            dump: true,
-            text_output: false,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "PCP MMV memory-mapped value files v1/v2/v3"
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
         if input.kind == InputKind::File && input.probe.starts_with(layout::MAGIC) {

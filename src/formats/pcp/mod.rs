@@ -12,7 +12,7 @@ pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::{Caps, Format};
+use crate::formats::format::{Caps, Format, FormatInfo};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -26,20 +26,21 @@ fn has_magic(b: &[u8]) -> bool {
     layout::be32(b, 4).is_some_and(|m| m & 0xffff_ff00 == layout::MAGIC_BASE)
 }
 
+/// What this format is and can do (`polytrace formats`).
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Pcp,
+    caps: Caps {
+        read: true,
+        write: true,
+        dump: true,
+        text_output: false,
+    },
+    describe: "PCP archives v2/v3 (.meta, .0…, .index)",
+};
+
 impl Format for PcpFormat {
-    fn id(&self) -> FormatId {
-        FormatId::Pcp
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            read: true,
-            write: true,
-            dump: true,
-            text_output: false,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "PCP archives v2/v3 (.meta, .0…, .index)"
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
         if has_magic(&input.probe) {

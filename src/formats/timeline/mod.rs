@@ -9,7 +9,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::{Caps, Format};
+use crate::formats::format::{Caps, Format, FormatInfo};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -105,20 +105,21 @@ pub fn detect_bytes(probe: &[u8], file_len: u64) -> u8 {
     0
 }
 
+/// What this format is and can do (`polytrace formats`).
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Timeline,
+    caps: Caps {
+        read: true,
+        write: true,
+        dump: true,
+        text_output: false,
+    },
+    describe: "Snabb timeline snapshots (A2 prototype, mainline M2/M3)",
+};
+
 impl Format for TimelineFormat {
-    fn id(&self) -> FormatId {
-        FormatId::Timeline
-    }
-    fn caps(&self) -> Caps {
-        Caps {
-            read: true,
-            write: true,
-            dump: true,
-            text_output: false,
-        }
-    }
-    fn describe(&self) -> &'static str {
-        "Snabb timeline snapshots (A2 prototype, mainline M2/M3)"
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
         if input.kind != InputKind::File {
