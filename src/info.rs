@@ -16,12 +16,12 @@ pub struct Info {
 
 pub fn info(reader: &mut dyn TraceReader) -> Result<Info> {
     let mut info = Info::default();
-    let mut types: BTreeMap<EventTypeId, String> = BTreeMap::new();
+    let mut types: BTreeMap<EventTypeId, (String, bool)> = BTreeMap::new();
     let mut names: BTreeMap<MetricId, String> = BTreeMap::new();
     while let Some(item) = reader.next_item()? {
         let kind = match &item {
             Item::EventType(t) => {
-                types.insert(t.id, format!("{}.{}", t.category, t.name));
+                types.insert(t.id, (format!("{}.{}", t.category, t.name), t.framing));
                 "event types"
             }
             Item::Metric(m) => {
@@ -32,9 +32,17 @@ pub fn info(reader: &mut dyn TraceReader) -> Result<Info> {
             Item::Help(_) => "help texts",
             Item::Labels(_) => "label sets",
             Item::Event(e) => {
-                let n = types.get(&e.type_id).cloned().unwrap_or_else(|| "?".into());
+                let (n, framing) = types
+                    .get(&e.type_id)
+                    .cloned()
+                    .unwrap_or_else(|| ("?".into(), false));
                 *info.events_by_type.entry(n).or_default() += 1;
-                "events"
+                // Bookkeeping of the format, counted apart from the data.
+                if framing {
+                    "framing events"
+                } else {
+                    "events"
+                }
             }
             Item::Sample(s) => {
                 for mv in &s.metrics {

@@ -57,6 +57,10 @@ pub fn convert(
     let mut reader = reader;
     let header = reader.header().clone();
     let mut out = ConvertOutcome::default();
+    // Another format's framing is never data (its writer makes its own).
+    if header.source != to.id() {
+        reader = Box::new(crate::stages::Unframe::wrap(reader));
+    }
     // Metric-only targets take events as per-type counters.
     let mut adapter_loss = None;
     if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {

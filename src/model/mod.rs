@@ -155,6 +155,10 @@ pub struct EventType {
     /// Format string with `$name` placeholders (timeline), if any.
     pub format: Option<String>,
     pub fields: Vec<Field>,
+    /// The source format's own bookkeeping (LTT block start/end, heartbeats,
+    /// facility loads, …): shown by that format's listings, never converted
+    /// into another format's data (a target regenerates its own).
+    pub framing: bool,
     pub extras: Extras,
 }
 
@@ -168,6 +172,7 @@ impl EventType {
             priority: None,
             format: None,
             fields,
+            framing: false,
             extras: Extras::default(),
         }
     }

@@ -3,7 +3,9 @@
 //! takes the stream it wraps and yields a stream of the same model.
 
 pub mod counters;
+pub mod framing;
 pub mod window;
 
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
+pub use framing::Unframe;
 pub use window::Window;

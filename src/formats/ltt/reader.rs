@@ -593,6 +593,7 @@ impl Trace {
                 et.description = e.description.clone();
                 et.extras.set(keys::EVENT_ID, ExtraValue::U64(e.id as u64));
                 et.extras.set(keys::BUILTIN, ExtraValue::Bool(e.builtin));
+                et.framing = e.builtin;
                 if let Some(fi) = e.fac {
                     et.extras.set(
                         keys::CHECKSUM,
