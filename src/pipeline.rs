@@ -25,13 +25,12 @@ pub struct ConvertOutcome {
 }
 
 impl ConvertOutcome {
-    /// Salvaged input or dropped data: exit code 1.
-    pub fn lossy(&self) -> bool {
-        self.loss.has_drops()
-            || self
-                .diagnostics
-                .iter()
-                .any(|d| d.severity == Severity::Salvaged)
+    /// Damaged input, salvaged prefix written: exit code 1. What the target
+    /// cannot hold is not damage; it is reported, and `--strict` refuses it.
+    pub fn salvaged(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Salvaged)
     }
 }
 

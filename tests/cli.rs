@@ -100,8 +100,8 @@ fn directory_of_mixed_files_converts_what_it_can() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    // One file failed: exit 1, with the summary table.
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // One file failed: exit 3 (batch with failed inputs), with the summary table.
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("failed     broken.kpi"), "{err}");
     assert!(err.contains("skipped    notes.md"), "{err}");
     assert!(

@@ -2,7 +2,7 @@
 //! it, keep relative paths, continue past failures, end with a summary.
 
 use super::report::report_diagnostics;
-use super::{ConvertArgs, EXIT_LOSSY, EXIT_OK};
+use super::{ConvertArgs, EXIT_BATCH_FAILED, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::FormatId;
@@ -159,8 +159,10 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
         }
     }
     eprintln!("{ok} ok, {salv} salvaged, {failed} failed, {skipped} skipped (not a trace)");
-    Ok(if failed > 0 || salv > 0 {
-        EXIT_LOSSY
+    Ok(if failed > 0 {
+        EXIT_BATCH_FAILED
+    } else if salv > 0 {
+        EXIT_SALVAGED
     } else {
         EXIT_OK
     })
@@ -215,19 +217,13 @@ fn convert_one(
     match run() {
         Ok(o) => {
             pb.suspend(|| report_diagnostics(&o.diagnostics, quiet));
-            if o.lossy() {
-                let mut why: Vec<String> = o
-                    .loss
-                    .dropped
+            if o.salvaged() {
+                let why: Vec<String> = o
+                    .diagnostics
                     .iter()
-                    .map(|((w, r), n)| format!("dropped {n} {w} ({r})"))
+                    .filter(|d| d.severity == crate::Severity::Salvaged)
+                    .map(|d| d.msg.clone())
                     .collect();
-                why.extend(
-                    o.diagnostics
-                        .iter()
-                        .filter(|d| d.severity == crate::Severity::Salvaged)
-                        .map(|d| d.msg.clone()),
-                );
                 Outcome::Salvaged(why.join("; "))
             } else {
                 Outcome::Ok

@@ -2,7 +2,7 @@
 
 use super::args::Style;
 use super::report::report_diagnostics;
-use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_LOSSY, EXIT_OK};
+use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
 use crate::input::{Input, InputKind};
 use crate::pipeline::{self, Dest};
@@ -92,16 +92,12 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
         dest,
         &a.output.write_options(),
     )?;
-    let lossy_in = report_diagnostics(&outcome.diagnostics, quiet);
+    let salvaged = report_diagnostics(&outcome.diagnostics, quiet);
     if !quiet {
         eprint!("{}", indent_report(&outcome.loss.to_string()));
-    } else if outcome.loss.has_drops() {
-        for ((what, why), n) in &outcome.loss.dropped {
-            eprintln!("polytrace: dropped {n} {what}: {why}");
-        }
     }
-    Ok(if lossy_in || outcome.lossy() {
-        EXIT_LOSSY
+    Ok(if salvaged || outcome.salvaged() {
+        EXIT_SALVAGED
     } else {
         EXIT_OK
     })
@@ -130,7 +126,7 @@ fn dump(a: DumpCmd) -> Result<u8> {
     };
     out.flush().map_err(|e| crate::Error::io("<stdout>", e))?;
     Ok(if report_diagnostics(&diags, false) {
-        EXIT_LOSSY
+        EXIT_SALVAGED
     } else {
         EXIT_OK
     })
@@ -178,7 +174,7 @@ fn info(a: InfoArgs) -> Result<u8> {
     }
     let diags = r.diagnostics().to_vec();
     Ok(if report_diagnostics(&diags, false) {
-        EXIT_LOSSY
+        EXIT_SALVAGED
     } else {
         EXIT_OK
     })
@@ -191,5 +187,5 @@ fn check(a: InfoArgs, quiet: bool) -> Result<u8> {
     if !quiet && !lossy {
         println!("{}: ok ({} format)", input.name(), fmt.id());
     }
-    Ok(if lossy { EXIT_LOSSY } else { EXIT_OK })
+    Ok(if lossy { EXIT_SALVAGED } else { EXIT_OK })
 }

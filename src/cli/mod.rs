@@ -12,18 +12,22 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Exit codes (also in the README).
+/// Exit codes (also in the README). Done, including what the target format
+/// cannot hold by its nature (summarised on stderr).
 pub const EXIT_OK: u8 = 0;
-/// Finished, but salvaged damaged input or dropped data (listed on stderr).
-pub const EXIT_LOSSY: u8 = 1;
+/// Damaged input: a salvaged prefix was written (or listed).
+pub const EXIT_SALVAGED: u8 = 1;
+/// Error: nothing written.
 pub const EXIT_ERROR: u8 = 2;
+/// A batch finished, but some inputs failed.
+pub const EXIT_BATCH_FAILED: u8 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "polytrace",
     version,
     about = "Record, convert and read traces: DLT KPI, PCP MMV, PCP archives, LTT, Snabb timeline",
-    after_help = "Exit codes: 0 success; 1 finished but salvaged or dropped something; 2 error."
+    after_help = "Exit codes: 0 done (what the target format cannot hold is summarised on stderr); 1 damaged input, salvaged prefix written; 2 error, nothing written; 3 batch finished with failed inputs."
 )]
 pub struct Cli {
     #[command(flatten)]
