@@ -95,7 +95,11 @@ impl Extras {
 /// Extras keys that more than one module reads. A format's own keys stay in
 /// its folder; these describe a stream any writer may look at.
 pub mod keys {
-    /// Header: which counter `raw_clock` holds (`tsc`, `cntvct_el0`); absent if none.
+    /// Header: which counter the items' `raw_clock` holds, so a writer never
+    /// takes one clock for another. Values: `tsc` (x86 TSC, recorder and
+    /// timeline), `cntvct_el0` (arm64 recorder), `dlt-0.1ms` (DLT header
+    /// timestamps: 0.1 ms ticks since boot), `ltt-cycles` (LTT cycle
+    /// counter). Absent: no raw clock, or its meaning is unknown.
     pub const RAW_CLOCK: &str = "record.raw_clock";
     /// Header: the recorder's TSC rate (mean, at start, at end).
     pub const TSC_HZ: &str = "record.tsc_hz";
