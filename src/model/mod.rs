@@ -10,12 +10,14 @@
 mod extras;
 mod loss;
 mod render;
+pub mod select;
 pub mod time;
 mod types;
 
 pub use extras::{keys, ExtraValue, Extras};
 pub use loss::LossReport;
-pub use time::{TimeBase, TimeSpec, Timestamp};
+pub use select::{CpuList, Glob, ItemFilter, Selection};
+pub use time::{Bounds, TimeBase, TimeSpec, TimeWindow, Timestamp, WindowClock};
 pub use types::{Field, FieldType};
 
 use std::sync::Arc;
