@@ -21,8 +21,10 @@ pub enum SplitBy {
     /// Each piece covers this many nanoseconds, counted from the first
     /// data item (piece k: `[t0 + k·D, t0 + (k+1)·D)`).
     Duration(u64),
-    /// A new piece starts once the current one holds this many bytes (checked
-    /// before each data item, so a piece ends a little past it).
+    /// A new piece starts once the current one holds this many bytes
+    /// (checked every 16 data items, so a piece ends a little past it;
+    /// writers that do not count their bytes are measured on disk, where
+    /// up to 64 KiB per file may still be buffered).
     Size(u64),
 }
 
@@ -147,9 +149,12 @@ pub fn convert_split(
         done.push(p.staged);
         Ok(())
     };
+    // A cut seen at a timed item waits for the next data item: what comes
+    // in between (PCP lists an instant's indom records before its result)
+    // is folded into the definitions the new piece starts with, so no
+    // piece holds two records of one indom for one instant.
+    let mut pending: Option<usize> = None;
     while let Some(item) = reader.next_item()? {
-        // Which piece this item belongs to; a new piece starts only at a
-        // timed item, never between a definition and the data after it.
         if item.is_data() && t0.is_none() {
             t0 = item.time();
         }
@@ -159,7 +164,14 @@ pub fn convert_split(
                 ((off / d) as usize).max(k)
             }
             (SplitBy::Size(max), Some(_), _) if item.is_data() && data_in_piece > 0 => {
-                if cur.staged.written_bytes() >= max {
+                // Without the writer's count, the staged files are measured
+                // every few items (a directory walk).
+                let size = match cur.writer.bytes_written() {
+                    Some(n) => Some(n),
+                    None if data_in_piece % 16 == 0 => Some(cur.staged.written_bytes()),
+                    None => None,
+                };
+                if size.is_some_and(|n| n >= max) {
                     k + 1
                 } else {
                     k
@@ -168,12 +180,20 @@ pub fn convert_split(
             _ => k,
         };
         if next > k {
-            // Empty pieces in a gap are not written: numbers stay by time.
-            close(std::mem::replace(&mut cur, open(next)?), &mut result)?;
-            k = next;
+            pending = Some(pending.map_or(next, |p| p.max(next)));
+        }
+        if let Some(n) = pending {
+            if !item.is_data() {
+                defs.note(&item);
+                continue;
+            }
+            // Pieces with no data in a gap are not written: numbers keep
+            // counting time.
+            close(std::mem::replace(&mut cur, open(n)?), &mut result)?;
+            k = n;
+            pending = None;
             data_in_piece = 0;
-            let t = item.time().unwrap_or_default();
-            for d in defs.replay(t) {
+            for d in defs.replay(item.time().unwrap_or_default()) {
                 cur.writer.write_item(&d)?;
             }
         }

@@ -668,6 +668,11 @@ pub trait TraceReader {
 /// A stream being written. `finish` flushes and returns what was lost.
 pub trait TraceWriter {
     fn write_item(&mut self, item: &Item) -> crate::Result<()>;
+    /// Bytes of output so far, buffered ones included, where the writer
+    /// keeps count (`--split SIZE`); None: look at the files.
+    fn bytes_written(&self) -> Option<u64> {
+        None
+    }
     fn finish(self: Box<Self>) -> crate::Result<LossReport>;
 }
 
