@@ -180,7 +180,7 @@ impl SpanAcc {
             let d = t.0 - l.0;
             if d > 0 && (self.gaps.len() < 3 || d > self.gaps[2].0) {
                 self.gaps.push((d, l));
-                self.gaps.sort_by(|a, b| b.0.cmp(&a.0));
+                self.gaps.sort_by_key(|g| std::cmp::Reverse(g.0));
                 self.gaps.truncate(3);
             }
         }
@@ -188,7 +188,10 @@ impl SpanAcc {
         self.last = Some(self.last.map_or(t, |l| l.max(t)));
     }
     fn done(self, name: String) -> SpanStats {
-        let (f, l) = (self.first.unwrap_or_default(), self.last.unwrap_or_default());
+        let (f, l) = (
+            self.first.unwrap_or_default(),
+            self.last.unwrap_or_default(),
+        );
         SpanStats {
             name,
             items: self.items,

@@ -62,7 +62,9 @@ impl Defs {
                 if u.kind == IndomKind::Full {
                     cur.clear();
                 }
-                cur.retain(|i| !u.removed.contains(&i.id) && !u.instances.iter().any(|n| n.id == i.id));
+                cur.retain(|i| {
+                    !u.removed.contains(&i.id) && !u.instances.iter().any(|n| n.id == i.id)
+                });
                 cur.extend(u.instances.iter().cloned());
             }
             Item::Help(h) => {
@@ -168,7 +170,7 @@ pub fn convert_split(
                 // every few items (a directory walk).
                 let size = match cur.writer.bytes_written() {
                     Some(n) => Some(n),
-                    None if data_in_piece % 16 == 0 => Some(cur.staged.written_bytes()),
+                    None if data_in_piece.is_multiple_of(16) => Some(cur.staged.written_bytes()),
                     None => None,
                 };
                 if size.is_some_and(|n| n >= max) {

@@ -174,8 +174,14 @@ impl OutputArgs {
 /// `--split`: a duration (`2s`, `1m`, `500ms`) or a size (`64M`, `100k`, `1G`, `4096B`).
 pub fn parse_split(s: &str) -> Result<crate::split::SplitBy, String> {
     use crate::split::SplitBy;
-    let bad = || format!("bad --split {s:?}: want a duration (2s, 1m, 500ms) or a size (64M, 100k, 4096B)");
-    let unit: String = s.chars().rev().take_while(|c| c.is_ascii_alphabetic()).collect();
+    let bad = || {
+        format!("bad --split {s:?}: want a duration (2s, 1m, 500ms) or a size (64M, 100k, 4096B)")
+    };
+    let unit: String = s
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
     let unit: String = unit.chars().rev().collect();
     let v = match unit.as_str() {
         "ns" | "us" | "ms" | "s" | "m" | "min" | "h" => {
@@ -215,7 +221,11 @@ pub struct FilterArgs {
     #[arg(long = "instance", value_name = "GLOB", help_heading = "Filters")]
     pub instance: Vec<String>,
     /// Leave out values of matching instances.
-    #[arg(long = "exclude-instance", value_name = "GLOB", help_heading = "Filters")]
+    #[arg(
+        long = "exclude-instance",
+        value_name = "GLOB",
+        help_heading = "Filters"
+    )]
     pub exclude_instance: Vec<String>,
     /// Keep only events on these CPUs (e.g. 0,2-3).
     #[arg(long, value_parser = CpuList::parse, value_name = "LIST", help_heading = "Filters")]

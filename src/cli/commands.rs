@@ -14,7 +14,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     let quiet = cli.global.quiet;
     match cli.command {
         Command::Formats => formats_table(),
-        Command::Convert(a) => convert(a, quiet),
+        Command::Convert(a) => convert(*a, quiet),
         Command::Dump(a) => dump(a),
         Command::Info(a) => info(a),
         Command::Check(a) => check(a, quiet),
@@ -115,7 +115,10 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     if !quiet {
         eprint!("{}", indent_report(&outcome.loss.to_string()));
         if a.output.split.is_some() {
-            eprintln!("polytrace: wrote {} pieces", pieces(&outcome.outputs, &out_path));
+            eprintln!(
+                "polytrace: wrote {} pieces",
+                pieces(&outcome.outputs, &out_path)
+            );
         }
     }
     Ok(if salvaged || outcome.salvaged() {
@@ -127,10 +130,16 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
 
 /// How many numbered outputs `--split` committed (a PCP piece is 3+ files).
 fn pieces(outputs: &[std::path::PathBuf], out: &std::path::Path) -> usize {
-    let base = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut seen = std::collections::BTreeSet::new();
     for p in outputs {
-        let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let n = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if let Some(rest) = n.strip_prefix(&format!("{base}.")) {
             seen.insert(rest.chars().take(3).collect::<String>());
         }
@@ -293,7 +302,11 @@ fn write_stats(
         }
     }
     if !s.events.is_empty() {
-        writeln!(out, "\n{:<40} {:>10} {:>14}", "event type", "count", "events/s")?;
+        writeln!(
+            out,
+            "\n{:<40} {:>10} {:>14}",
+            "event type", "count", "events/s"
+        )?;
         for e in &s.events {
             let tag = if e.framing { " (framing)" } else { "" };
             writeln!(

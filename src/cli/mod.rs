@@ -43,7 +43,7 @@ pub enum Command {
     Record(RecordArgs),
     /// Convert a trace (or a directory tree of traces, or several traces
     /// merged into one) into another format.
-    Convert(ConvertArgs),
+    Convert(Box<ConvertArgs>),
     /// Print a listing of a trace.
     Dump(DumpCmd),
     /// Print what a trace holds: format, time span, counts (--stats: figures).

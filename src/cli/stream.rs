@@ -158,7 +158,10 @@ pub fn sources(paths: &[PathBuf], ma: &MergeArgs, ia: &InputArgs) -> Result<Vec<
             match Source::open(&p, ia) {
                 Ok(s) => out.push(s),
                 // Not a trace (README, checksums, …): left out, as in a batch.
-                Err(_) => eprintln!("polytrace: {}: not a trace, left out of the merge", p.display()),
+                Err(_) => eprintln!(
+                    "polytrace: {}: not a trace, left out of the merge",
+                    p.display()
+                ),
             }
         }
         if out.is_empty() {

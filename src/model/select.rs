@@ -358,10 +358,9 @@ impl ItemFilter {
             Item::Labels(l) => match l.target {
                 LabelTarget::Context => true,
                 LabelTarget::Item(id) => self.metric_kept(id),
-                LabelTarget::Domain(d) => self
-                    .metrics
-                    .iter()
-                    .any(|(id, (k, _))| *k && id >> 22 == d),
+                LabelTarget::Domain(d) => {
+                    self.metrics.iter().any(|(id, (k, _))| *k && id >> 22 == d)
+                }
                 LabelTarget::Cluster(c) => self.metrics.iter().any(|(id, (k, _))| {
                     *k && (id & !0x3ff == c & !0x3ff || (c < 4096 && (id >> 10) & 0xfff == c))
                 }),
@@ -651,7 +650,10 @@ mod tests {
                 oneline: true,
                 text: "free".into(),
             }),
-            sample(vec![(1, vec![(1, 10), (5, 50)]), (2, vec![(PM_IN_NULL, 9)])]),
+            sample(vec![
+                (1, vec![(1, 10), (5, 50)]),
+                (2, vec![(PM_IN_NULL, 9)]),
+            ]),
             sample(vec![(2, vec![(PM_IN_NULL, 8)])]),
         ];
         let sel = Selection {

@@ -116,7 +116,9 @@ impl TimeSpec {
         if let Some(t) = s.strip_prefix('@') {
             return parse_time_of_day(t)
                 .map(TimeSpec::TimeOfDay)
-                .ok_or_else(|| format!("bad time of day {s:?} (want @HH:MM, @HH:MM:SS or @HH:MM:SS.frac)"));
+                .ok_or_else(|| {
+                    format!("bad time of day {s:?} (want @HH:MM, @HH:MM:SS or @HH:MM:SS.frac)")
+                });
         }
         let b = s.as_bytes();
         if b.len() >= 10 && b[4] == b'-' && b[7] == b'-' {
@@ -152,7 +154,9 @@ impl TimeSpec {
                 let s = start?;
                 let (y, m, d, _) = local_civil(s.secs())?;
                 let midnight = local_to_epoch(y, m, d, 0, 0, 0)?;
-                Some(Timestamp(midnight.saturating_mul(1_000_000_000).saturating_add(ns)))
+                Some(Timestamp(
+                    midnight.saturating_mul(1_000_000_000).saturating_add(ns),
+                ))
             }
         }
     }
@@ -466,7 +470,9 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// `YYYY-MM-DD[(T| )HH:MM[:SS[.frac]]][Z|±HH:MM]`; no zone = local time.
 fn parse_rfc3339(s: &str) -> std::result::Result<Timestamp, String> {
     let bad = || {
-        format!("bad RFC 3339 time {s:?} (want e.g. 2026-11-22T03:43:55.5Z, or no zone for local time)")
+        format!(
+            "bad RFC 3339 time {s:?} (want e.g. 2026-11-22T03:43:55.5Z, or no zone for local time)"
+        )
     };
     let num = |r: std::ops::Range<usize>| -> std::result::Result<i64, String> {
         s.get(r)
@@ -501,7 +507,10 @@ fn parse_rfc3339(s: &str) -> std::result::Result<Timestamp, String> {
     let offset_s: Option<i64> = match rest {
         "" => None,
         "Z" | "z" => Some(0),
-        _ if rest.len() == 6 && (rest.starts_with('+') || rest.starts_with('-')) && &rest[3..4] == ":" => {
+        _ if rest.len() == 6
+            && (rest.starts_with('+') || rest.starts_with('-'))
+            && &rest[3..4] == ":" =>
+        {
             let sign = if rest.starts_with('-') { -1 } else { 1 };
             let oh = num(s.len() - 5..s.len() - 3)?;
             let om = num(s.len() - 2..s.len())?;
@@ -510,7 +519,9 @@ fn parse_rfc3339(s: &str) -> std::result::Result<Timestamp, String> {
         _ => return Err(bad()),
     };
     let secs = match offset_s {
-        Some(off) => days_from_civil(y, mo as u32, d as u32) * 86400 + h * 3600 + mi * 60 + se - off,
+        Some(off) => {
+            days_from_civil(y, mo as u32, d as u32) * 86400 + h * 3600 + mi * 60 + se - off
+        }
         // No zone: local time, as PCP reads such times.
         None => local_to_epoch(y, mo as u32, d as u32, h as u32, mi as u32, se as u32)
             .ok_or_else(|| format!("{s:?}: not a valid local time"))?,

@@ -121,10 +121,7 @@ impl Merge {
                 .max()
                 .unwrap_or_default();
         }
-        header.start = inputs
-            .iter()
-            .filter_map(|i| i.reader.header().start)
-            .min();
+        header.start = inputs.iter().filter_map(|i| i.reader.header().start).min();
         // Only what every input says alike describes the merged stream.
         header.extras.0.retain(|k, v| {
             inputs[1..]
@@ -216,25 +213,35 @@ impl Merge {
                     LabelTarget::Instances(i) => LabelTarget::Instances(self.indom_id(s, i)),
                     t => t,
                 };
-                if self.ids.labels_done.insert((l.target, l.inst, l.json.clone())) {
+                if self
+                    .ids
+                    .labels_done
+                    .insert((l.target, l.inst, l.json.clone()))
+                {
                     self.queue.push_back(Item::Labels(l));
                 }
             }
             Item::Event(mut e) => {
-                e.type_id = self.ids.types.get(&(s, e.type_id)).copied().unwrap_or(e.type_id);
+                e.type_id = self
+                    .ids
+                    .types
+                    .get(&(s, e.type_id))
+                    .copied()
+                    .unwrap_or(e.type_id);
                 self.tag(s, &mut e.extras);
                 self.queue.push_back(Item::Event(e));
             }
             Item::Sample(mut smp) => {
                 let ids = &self.ids;
-                smp.metrics.retain_mut(|mv| match ids.metrics.get(&(s, mv.metric)) {
-                    Some(Some(n)) => {
-                        mv.metric = *n;
-                        true
-                    }
-                    Some(None) => false,
-                    None => true,
-                });
+                smp.metrics
+                    .retain_mut(|mv| match ids.metrics.get(&(s, mv.metric)) {
+                        Some(Some(n)) => {
+                            mv.metric = *n;
+                            true
+                        }
+                        Some(None) => false,
+                        None => true,
+                    });
                 for mv in &mut smp.metrics {
                     if let Ok(vals) = &mut mv.values {
                         for (_, v) in vals.iter_mut() {
@@ -287,9 +294,10 @@ impl Merge {
         }
         let same = self.ids.types_by_name.get(&key).and_then(|ids| {
             ids.iter().copied().find(|id| {
-                self.ids.type_defs.get(id).is_some_and(|d| {
-                    d.fields == t.fields && d.framing == t.framing
-                })
+                self.ids
+                    .type_defs
+                    .get(id)
+                    .is_some_and(|d| d.fields == t.fields && d.framing == t.framing)
             })
         });
         let id = match same {
@@ -307,15 +315,14 @@ impl Merge {
                         ),
                     );
                 }
-                let id = if self.ids.type_defs.contains_key(&t.id) {
+                if self.ids.type_defs.contains_key(&t.id) {
                     while self.ids.type_defs.contains_key(&self.ids.next_type) {
                         self.ids.next_type += 1;
                     }
                     self.ids.next_type
                 } else {
                     t.id
-                };
-                id
+                }
             }
         };
         self.ids.types.insert((s, t.id), id);
@@ -327,7 +334,10 @@ impl Merge {
         let def = if t.id == id {
             t.clone()
         } else {
-            Arc::new(EventType { id, ..(**t).clone() })
+            Arc::new(EventType {
+                id,
+                ..(**t).clone()
+            })
         };
         self.ids.type_defs.insert(id, def.clone());
         self.queue.push_back(Item::EventType(def));
@@ -681,7 +691,10 @@ mod tests {
         };
         let a = input(
             "a",
-            vec![metric(1, "m", ValueType::U64, Some(7)), ind(1, &[(1, "one")])],
+            vec![
+                metric(1, "m", ValueType::U64, Some(7)),
+                ind(1, &[(1, "one")]),
+            ],
         );
         let b = input(
             "b",
@@ -723,6 +736,9 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("bare.kpi") && err.contains("--time-origin"), "{err}");
+        assert!(
+            err.contains("bare.kpi") && err.contains("--time-origin"),
+            "{err}"
+        );
     }
 }

@@ -60,7 +60,10 @@ pub fn dump(
         };
         if let Some(c) = clock.as_mut() {
             // Lines keep their message index, as dlt-convert -b/-e do.
-            if !c.contains(storage_time(m.secs, m.usecs)).map_err(Error::Usage)? {
+            if !c
+                .contains(storage_time(m.secs, m.usecs))
+                .map_err(Error::Usage)?
+            {
                 idx += 1;
                 continue;
             }

@@ -94,7 +94,10 @@ impl Format for KpiFormat {
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        if dopts.select.names_metrics() || dopts.select.cpus.is_some() || dopts.select.exclude_cpus.is_some() {
+        if dopts.select.names_metrics()
+            || dopts.select.cpus.is_some()
+            || dopts.select.exclude_cpus.is_some()
+        {
             return Err(crate::Error::Usage(
                 "a KPI line holds one dataset whole (an ACT line is five metrics of one process): --metric/--instance/--cpu do not apply to the KPI listing; --event kpi.NEW (STP, CHK) and --begin/--end do (or use --style common)".into(),
             ));

@@ -8,7 +8,13 @@ use std::io::Write;
 
 /// Write the listing of `t` to `out`; returns the diagnostics met.
 pub fn dump(t: &Trace, no_framing: bool, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
-    dump_subset(t, no_framing, &TimeWindow::default(), &Selection::default(), out)
+    dump_subset(
+        t,
+        no_framing,
+        &TimeWindow::default(),
+        &Selection::default(),
+        out,
+    )
 }
 
 /// The listing of what the window (event times; `+`/`-` count from the

@@ -412,7 +412,10 @@ impl LttWriter {
                 .fields
                 .iter()
                 .map(|f| (f.name.clone(), f.ty.clone()))
-                .chain(self.tag_source.then(|| (SOURCE_FIELD.into(), FieldType::String)))
+                .chain(
+                    self.tag_source
+                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                )
                 .collect(),
         });
     }
@@ -443,7 +446,10 @@ impl LttWriter {
             description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
             fields: [("instance".into(), FieldType::Int(4)), ("value".into(), vt)]
                 .into_iter()
-                .chain(self.tag_source.then(|| (SOURCE_FIELD.into(), FieldType::String)))
+                .chain(
+                    self.tag_source
+                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                )
                 .collect(),
         });
     }

@@ -164,7 +164,10 @@ fn pmns_leaves(recs: &[(u64, MetaRec)]) -> Vec<(String, u32)> {
             .collect()
     };
     leaves.sort_by_cached_key(|(n, _)| key(n));
-    leaves.into_iter().map(|(n, p)| (n.to_string(), p)).collect()
+    leaves
+        .into_iter()
+        .map(|(n, p)| (n.to_string(), p))
+        .collect()
 }
 
 /// Build the pick from the selection; warnings for patterns that match

@@ -93,7 +93,10 @@ impl Format for PcpFormat {
         input: &Input,
         _opts: &ReadOptions,
         need_end: bool,
-    ) -> Result<(Option<crate::model::Timestamp>, Option<crate::model::Timestamp>)> {
+    ) -> Result<(
+        Option<crate::model::Timestamp>,
+        Option<crate::model::Timestamp>,
+    )> {
         let m = reader::members_of(input)?;
         let (start, end) = dump::bounds(&m, need_end)?;
         Ok((Some(start), end))
