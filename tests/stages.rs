@@ -831,3 +831,96 @@ fn stats_for_events() {
     let per_s = sc["per_s"].as_f64().unwrap();
     assert!((per_s - sc["count"].as_f64().unwrap() / span).abs() < 1e-9);
 }
+
+/// The KPI listing is re-rendered from the model, so `--event` and a window
+/// apply to it as to the common listing: only STP groups, up to the end.
+#[test]
+fn kpi_listing_takes_event_filters_and_a_window() {
+    let f = common::corpus().join("kpi/kpi-capture.convert-a.txt");
+    let args = ["--event", "kpi.STP", "--end", "+20s"];
+    let out = run(pt().arg("dump").arg("-q").arg(&f).args(args));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.lines().count() > 10);
+    assert!(s.lines().all(|l| l.contains("[STP ")), "{s}");
+    // 03:43:57.33 is the first data item: +20s ends before 03:44:17.34.
+    assert!(s
+        .lines()
+        .all(|l| l.contains(" 03:43:5") || l.contains(" 03:44:0") || l.contains(" 03:44:1")));
+    let info = text(&run(pt().arg("info").arg(&f).args(args)).stdout);
+    let events: usize = info
+        .lines()
+        .find(|l| l.trim_start().starts_with("events "))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let datasets: usize = s
+        .lines()
+        .filter(|l| !l.contains("[STP BEG]") && !l.contains("[STP END]"))
+        .map(|l| {
+            l.rsplit_once("[STP ")
+                .unwrap()
+                .1
+                .trim_end_matches(']')
+                .split(' ')
+                .count()
+        })
+        .sum();
+    assert_eq!(datasets, events);
+}
+
+/// `--merge DIR` merges every trace of a directory, as naming them does.
+#[test]
+fn merge_over_a_directory() {
+    let Some(dumplog) = common::peer("pmdumplog") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    for a in ["live_v2", "live_v3"] {
+        for m in ["0", "meta", "index"] {
+            let name = format!("{a}.{m}");
+            std::fs::copy(corpus_pcp(&name), inputs.join(&name)).unwrap();
+        }
+    }
+    std::fs::write(inputs.join("README"), "not a trace\n").unwrap();
+    let (by_dir, by_name) = (dir.path().join("d"), dir.path().join("n"));
+    let o = run(pt()
+        .args(["convert", "--merge", "--to", "pcp", "-o"])
+        .arg(&by_dir)
+        .arg(&inputs));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("README: not a trace"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(pt()
+        .args(["convert", "-q", "--to", "pcp", "-o"])
+        .arg(&by_name)
+        .arg(inputs.join("live_v2"))
+        .arg(inputs.join("live_v3")));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let values =
+        |p: &Path| text(&run(Command::new(&dumplog).args(["-m", "-Z", "UTC"]).arg(p)).stdout);
+    assert_eq!(values(&by_dir), values(&by_name));
+    // Labels name the inputs in the items' source.
+    let l = text(
+        &run(pt()
+            .arg("info")
+            .args(["--stats", "--json"])
+            .arg(inputs.join("live_v2"))
+            .arg(inputs.join("live_v3")))
+        .stdout,
+    );
+    let j: serde_json::Value = serde_json::from_str(&l).unwrap();
+    let names: Vec<&str> = j["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["live_v2", "live_v3"]);
+}

@@ -726,6 +726,6 @@ mod tests {
             ..Default::default()
         };
         let out = run(sel, items);
-        assert_eq!(out.len(), 6, "{out:?}");
+        assert_eq!(out.len(), 5, "{out:?}");
     }
 }
