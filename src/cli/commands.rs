@@ -72,12 +72,20 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
                 && formats::detect(&input).is_err()
                 && a.input_args.from != Some(crate::model::FormatId::Ltt)
             {
+                if a.output.split.is_some() {
+                    anyhow::bail!(
+                        "--split cuts one output: not with a directory batch (--merge DIR merges the directory into one)"
+                    );
+                }
                 return super::batch::convert_tree(&a, to, quiet);
             }
         }
     }
     let out_path = a.output.output.clone().context("-o OUT is required")?;
     let sources = stream::sources(&a.inputs, &a.merge, &a.input_args)?;
+    if sources.len() == 1 && !a.merge.label.is_empty() {
+        anyhow::bail!("--label names the inputs of a merge; there is one input");
+    }
     let st = stream::open(
         &sources,
         &a.merge.label,

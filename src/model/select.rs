@@ -336,7 +336,9 @@ impl ItemFilter {
             Item::Mark(_) => true,
             _ if !self.met => true,
             Item::Metric(m) => {
-                let k = self.sel.metric_names(m.names.iter().map(String::as_str));
+                // Under --instance a singular metric has nothing to keep.
+                let k = self.sel.metric_names(m.names.iter().map(String::as_str))
+                    && !(m.indom.is_none() && !self.sel.instances.is_empty());
                 let (id, indom) = (m.id, m.indom);
                 self.metrics.insert(id, (k, indom));
                 if let Some(i) = indom {

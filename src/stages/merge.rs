@@ -159,9 +159,10 @@ impl Merge {
         })
     }
 
-    fn warn_once(&mut self, key: String, msg: String) {
+    /// One warning per clash, positioned at the input that brought it.
+    fn warn_once(&mut self, s: usize, key: String, msg: String) {
         if self.warned.insert(key) {
-            let pos = Position::new(self.srcs.first().map(|s| s.label.as_str()).unwrap_or(""));
+            let pos = Position::new(self.srcs[s].label.as_str());
             self.diags.push(Diagnostic::warning(pos, msg));
         }
     }
@@ -308,6 +309,7 @@ impl Merge {
             None => {
                 if self.ids.types_by_name.contains_key(&key) {
                     self.warn_once(
+                        s,
                         format!("type {}.{}", t.category, t.name),
                         format!(
                             "merge: event type {}.{} of {} has other fields than in an earlier input: kept as a type of its own",
@@ -388,6 +390,7 @@ impl Merge {
                         if let Some(prev) = prev.filter(|p| self.ids.metric_indoms.contains(p)) {
                             if prev != fi {
                                 self.warn_once(
+                        s,
                                     format!("indom {name}"),
                                     format!(
                                         "merge: metric {name} of {} uses an instance domain already merged elsewhere; its instances are listed there",
@@ -403,6 +406,7 @@ impl Merge {
                     (None, None) => {}
                     _ => {
                         self.warn_once(
+                        s,
                             format!("metric {name}"),
                             format!(
                                 "merge: metric {name} of {} is singular in one input and has instances in another: the first definition is kept, {}'s values of it are dropped",
@@ -415,6 +419,7 @@ impl Merge {
                 return;
             }
             self.warn_once(
+                        s,
                 format!("metric {name}"),
                 format!(
                     "merge: metric {name} of {} has type {:?}, semantics {:?}, units \"{}\" where an earlier input has {:?}, {:?}, \"{}\": the first definition is kept, {}'s values of it are dropped",
@@ -504,6 +509,7 @@ impl Merge {
         }
         if let Some(id) = clash {
             self.warn_once(
+                        s,
                 format!("inst {m} {id}"),
                 format!(
                     "merge: instance {id} of instance domain {m} is named differently by two inputs; the first name is kept"
