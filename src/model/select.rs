@@ -337,8 +337,8 @@ impl ItemFilter {
             _ if !self.met => true,
             Item::Metric(m) => {
                 // Under --instance a singular metric has nothing to keep.
-                let k = self.sel.metric_names(m.names.iter().map(String::as_str))
-                    && !(m.indom.is_none() && !self.sel.instances.is_empty());
+                let k = (self.sel.instances.is_empty() || m.indom.is_some())
+                    && self.sel.metric_names(m.names.iter().map(String::as_str));
                 let (id, indom) = (m.id, m.indom);
                 self.metrics.insert(id, (k, indom));
                 if let Some(i) = indom {
