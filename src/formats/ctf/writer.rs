@@ -97,13 +97,6 @@ pub struct CtfWriter {
     written: u64,
 }
 
-fn werr(dir: &Path, msg: impl Into<String>) -> Error {
-    Error::Output {
-        path: dir.to_path_buf(),
-        msg: msg.into(),
-    }
-}
-
 /// 16 bytes that differ per run (a version-4 UUID): mixes the clock, the
 /// pid and the process's hash seed; no date or host goes into it.
 fn new_uuid(dir: &Path) -> [u8; 16] {
@@ -570,9 +563,9 @@ impl TraceWriter for CtfWriter {
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         if self.written == 0 {
-            return Err(werr(
-                &self.dir,
-                "nothing to write: the input has no events, samples, marks or annotations",
+            // A CTF trace without data streams is no trace to babeltrace2.
+            return Err(Error::Unsupported(
+                "nothing to write: the input has no events, samples, marks or annotations".into(),
             ));
         }
         for s in &mut self.streams {
