@@ -708,3 +708,177 @@ fn cycle_and_relative_sources_are_not_given_a_date() {
     assert!(meta.contains("absolute = false;"), "{meta}");
     assert!(meta.contains("is not a date"), "{meta}");
 }
+
+/// Every model field type, escaped names, every metric value type, error
+/// codes, marks, annotations and an item that goes back in time, written
+/// through the library and read by babeltrace2.
+#[test]
+fn every_field_and_value_type_reads_back_in_babeltrace2() {
+    use polytrace::model::*;
+    use polytrace::output::OutTarget;
+    use std::sync::Arc;
+    let Some(bt) = common::peer("babeltrace2") else {
+        return;
+    };
+    let f = |n: &str, t: FieldType| Field::new(n, t);
+    let u = |n| FieldType::Uint(n);
+    let fields = vec![
+        f("i8", FieldType::Int(1)),
+        f("u16", u(2)),
+        f("i64", FieldType::Int(8)),
+        f("f32", FieldType::Float(4)),
+        f("f64", FieldType::Float(8)),
+        f("s", FieldType::String),
+        f("raw", FieldType::Bytes),
+        f(
+            "e",
+            FieldType::Enum {
+                size: 1,
+                labels: vec![(0, "zero".into()), (2, "two \"2\"".into())],
+            },
+        ),
+        f("arr", FieldType::Array { len: 3, elem: Box::new(u(2)) }),
+        f("seq", FieldType::Sequence { len: Box::new(u(1)), elem: Box::new(FieldType::Int(4)) }),
+        f("st", FieldType::Struct(vec![f("a", u(1)), f("b", FieldType::String)])),
+        f("un", FieldType::Union(vec![f("x", u(4)), f("y", FieldType::Int(4))])),
+        f(
+            "aos",
+            FieldType::Array {
+                len: 2,
+                elem: Box::new(FieldType::Sequence { len: Box::new(u(1)), elem: Box::new(u(1)) }),
+            },
+        ),
+        f("event", u(1)),
+        f("$n", u(1)),
+        f("%n", u(1)),
+        f("_x", u(1)),
+        f("2nd", u(1)),
+    ];
+    let et = EventType::new(7, "fac", "all types", fields);
+    let vals = |k: i64| {
+        vec![
+            Value::I64(-k),
+            Value::U64(65535),
+            Value::I64(i64::MIN + k),
+            Value::F32(0.5),
+            Value::F64(-1.25e-3),
+            Value::Str(format!("x\"y\\z\t{k}")),
+            Value::Bytes(vec![1, 255]),
+            Value::Enum(k),
+            Value::List(vec![Value::U64(1), Value::U64(2), Value::U64(3)]),
+            Value::List(vec![Value::I64(-4), Value::I64(5)]),
+            Value::Struct(vec![Value::U64(9), Value::Str("b".into())]),
+            Value::Union(vec![Value::U64(4294967295), Value::I64(-1)]),
+            Value::List(vec![
+                Value::List(vec![Value::U64(7)]),
+                Value::List(vec![]),
+            ]),
+            Value::U64(1),
+            Value::U64(2),
+            Value::U64(3),
+            Value::U64(4),
+            Value::U64(5),
+        ]
+    };
+    let ev = |t: i64, cpu: Option<u32>, k: i64| {
+        Item::Event(Event {
+            time: Timestamp(t),
+            raw_clock: (k == 2).then_some(42),
+            type_id: 7,
+            cpu,
+            stream: None,
+            fields: vals(k),
+            extras: Extras::default(),
+        })
+    };
+    let mut m_i32 = MetricDesc::new(1, "m.i32", ValueType::I32, Semantics::Instant, Units::NONE);
+    m_i32.indom = Some(5);
+    let metrics = [
+        m_i32,
+        MetricDesc::new(2, "m.f64", ValueType::F64, Semantics::Instant, Units::NONE),
+        MetricDesc::new(3, "m.str", ValueType::String, Semantics::Discrete, Units::NONE),
+        MetricDesc::new(4, "m.agg", ValueType::Aggregate, Semantics::Discrete, Units::NONE),
+        MetricDesc::new(5, "m.ev", ValueType::Event, Semantics::Discrete, Units::NONE),
+    ];
+    let t0 = 1_700_000_000_000_000_000i64;
+    let mut items = vec![Item::EventType(Arc::new(et))];
+    items.extend(metrics.iter().map(|m| Item::Metric(Arc::new(m.clone()))));
+    items.push(Item::Indom(IndomUpdate {
+        time: Timestamp(t0),
+        id: 5,
+        kind: IndomKind::Full,
+        instances: vec![Instance { id: 3, name: "three".into() }],
+        removed: vec![],
+        extras: Extras::default(),
+    }));
+    items.push(ev(t0 + 10, Some(1), 2));
+    // Earlier than the previous event of cpu 1: a spill stream takes it.
+    items.push(ev(t0 + 5, Some(1), 0));
+    items.push(ev(t0 + 20, None, 2));
+    items.push(Item::Sample(Sample {
+        time: Timestamp(t0 + 30),
+        raw_clock: None,
+        metrics: vec![
+            MetricValues { metric: 1, values: Ok(vec![(3, Value::I64(-7)), (4, Value::I64(8))]) },
+            MetricValues { metric: 2, values: Ok(vec![(PM_IN_NULL, Value::F64(2.5))]) },
+            MetricValues { metric: 3, values: Ok(vec![(PM_IN_NULL, Value::Str("s v".into()))]) },
+            MetricValues { metric: 4, values: Ok(vec![(PM_IN_NULL, Value::Bytes(vec![0, 9]))]) },
+            MetricValues {
+                metric: 5,
+                values: Ok(vec![(
+                    PM_IN_NULL,
+                    Value::Events(vec![EventRecord {
+                        time: Timestamp(t0 + 29),
+                        flags: 1,
+                        params: vec![
+                            EventParam { metric: 2, value: Value::F64(0.5) },
+                            EventParam { metric: 3, value: Value::Str("p".into()) },
+                            EventParam { metric: 1, value: Value::I64(-3) },
+                        ],
+                    }]),
+                )]),
+            },
+            MetricValues { metric: 2, values: Err(-12345) },
+        ],
+        extras: Extras::default(),
+    }));
+    items.push(Item::Mark(Mark { time: Timestamp(t0 + 40), extras: Extras::default() }));
+    items.push(Item::Annotation(Annotation {
+        time: Timestamp(t0 + 50),
+        raw_clock: None,
+        text: "note".into(),
+        extras: Extras::default(),
+    }));
+    let mut header = Header::new(FormatId::Ltt, "test");
+    header.host = Some("h".into());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("all.ctf");
+    let fmt = polytrace::formats::get(FormatId::Ctf);
+    let mut w = fmt
+        .create(&OutTarget::Path(out.clone()), &header, &Default::default())
+        .unwrap();
+    for it in &items {
+        w.write_item(it).unwrap();
+    }
+    let loss = w.finish().unwrap();
+    assert_eq!(loss.written.get("events"), Some(&3), "{loss}");
+    assert_eq!(loss.written.get("sample values"), Some(&6), "{loss}");
+    assert_eq!(loss.written.get("metric error codes"), Some(&1), "{loss}");
+    assert!(loss.dropped.is_empty(), "{loss}");
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["cpu1", "cpu1.spill1", "main", "metadata", "metrics"]);
+    let (text, err) = babeltrace(&bt, &out, &["--clock-seconds"]);
+    assert!(err.is_empty(), "{err}");
+    let want = include_str!("../testdata/ctf/all-types.babeltrace2.txt");
+    if common::bless() {
+        std::fs::write(common::testdata().join("ctf/all-types.babeltrace2.txt"), &text).unwrap();
+        return;
+    }
+    if let Some(d) = common::first_diff(want, &text) {
+        panic!("babeltrace2's listing differs from testdata/ctf/all-types.babeltrace2.txt at {d}");
+    }
+}
