@@ -81,11 +81,9 @@ fn info_count(input: &Path) -> u64 {
             continue;
         };
         let v: u64 = last.parse().unwrap_or(0);
-        if in_values {
-            n += v;
-        } else if l.split_whitespace().count() == 2
-            && ["events", "annotations", "marks"].contains(&first)
-        {
+        let counted = ["events", "annotations", "marks"].contains(&first)
+            && l.split_whitespace().count() == 2;
+        if in_values || counted {
             n += v;
         }
     }
@@ -737,15 +735,36 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
                 labels: vec![(0, "zero".into()), (2, "two \"2\"".into())],
             },
         ),
-        f("arr", FieldType::Array { len: 3, elem: Box::new(u(2)) }),
-        f("seq", FieldType::Sequence { len: Box::new(u(1)), elem: Box::new(FieldType::Int(4)) }),
-        f("st", FieldType::Struct(vec![f("a", u(1)), f("b", FieldType::String)])),
-        f("un", FieldType::Union(vec![f("x", u(4)), f("y", FieldType::Int(4))])),
+        f(
+            "arr",
+            FieldType::Array {
+                len: 3,
+                elem: Box::new(u(2)),
+            },
+        ),
+        f(
+            "seq",
+            FieldType::Sequence {
+                len: Box::new(u(1)),
+                elem: Box::new(FieldType::Int(4)),
+            },
+        ),
+        f(
+            "st",
+            FieldType::Struct(vec![f("a", u(1)), f("b", FieldType::String)]),
+        ),
+        f(
+            "un",
+            FieldType::Union(vec![f("x", u(4)), f("y", FieldType::Int(4))]),
+        ),
         f(
             "aos",
             FieldType::Array {
                 len: 2,
-                elem: Box::new(FieldType::Sequence { len: Box::new(u(1)), elem: Box::new(u(1)) }),
+                elem: Box::new(FieldType::Sequence {
+                    len: Box::new(u(1)),
+                    elem: Box::new(u(1)),
+                }),
             },
         ),
         f("event", u(1)),
@@ -769,10 +788,7 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
             Value::List(vec![Value::I64(-4), Value::I64(5)]),
             Value::Struct(vec![Value::U64(9), Value::Str("b".into())]),
             Value::Union(vec![Value::U64(4294967295), Value::I64(-1)]),
-            Value::List(vec![
-                Value::List(vec![Value::U64(7)]),
-                Value::List(vec![]),
-            ]),
+            Value::List(vec![Value::List(vec![Value::U64(7)]), Value::List(vec![])]),
             Value::U64(1),
             Value::U64(2),
             Value::U64(3),
@@ -796,9 +812,27 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
     let metrics = [
         m_i32,
         MetricDesc::new(2, "m.f64", ValueType::F64, Semantics::Instant, Units::NONE),
-        MetricDesc::new(3, "m.str", ValueType::String, Semantics::Discrete, Units::NONE),
-        MetricDesc::new(4, "m.agg", ValueType::Aggregate, Semantics::Discrete, Units::NONE),
-        MetricDesc::new(5, "m.ev", ValueType::Event, Semantics::Discrete, Units::NONE),
+        MetricDesc::new(
+            3,
+            "m.str",
+            ValueType::String,
+            Semantics::Discrete,
+            Units::NONE,
+        ),
+        MetricDesc::new(
+            4,
+            "m.agg",
+            ValueType::Aggregate,
+            Semantics::Discrete,
+            Units::NONE,
+        ),
+        MetricDesc::new(
+            5,
+            "m.ev",
+            ValueType::Event,
+            Semantics::Discrete,
+            Units::NONE,
+        ),
     ];
     let t0 = 1_700_000_000_000_000_000i64;
     let mut items = vec![Item::EventType(Arc::new(et))];
@@ -807,7 +841,10 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
         time: Timestamp(t0),
         id: 5,
         kind: IndomKind::Full,
-        instances: vec![Instance { id: 3, name: "three".into() }],
+        instances: vec![Instance {
+            id: 3,
+            name: "three".into(),
+        }],
         removed: vec![],
         extras: Extras::default(),
     }));
@@ -819,10 +856,22 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
         time: Timestamp(t0 + 30),
         raw_clock: None,
         metrics: vec![
-            MetricValues { metric: 1, values: Ok(vec![(3, Value::I64(-7)), (4, Value::I64(8))]) },
-            MetricValues { metric: 2, values: Ok(vec![(PM_IN_NULL, Value::F64(2.5))]) },
-            MetricValues { metric: 3, values: Ok(vec![(PM_IN_NULL, Value::Str("s v".into()))]) },
-            MetricValues { metric: 4, values: Ok(vec![(PM_IN_NULL, Value::Bytes(vec![0, 9]))]) },
+            MetricValues {
+                metric: 1,
+                values: Ok(vec![(3, Value::I64(-7)), (4, Value::I64(8))]),
+            },
+            MetricValues {
+                metric: 2,
+                values: Ok(vec![(PM_IN_NULL, Value::F64(2.5))]),
+            },
+            MetricValues {
+                metric: 3,
+                values: Ok(vec![(PM_IN_NULL, Value::Str("s v".into()))]),
+            },
+            MetricValues {
+                metric: 4,
+                values: Ok(vec![(PM_IN_NULL, Value::Bytes(vec![0, 9]))]),
+            },
             MetricValues {
                 metric: 5,
                 values: Ok(vec![(
@@ -831,18 +880,33 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
                         time: Timestamp(t0 + 29),
                         flags: 1,
                         params: vec![
-                            EventParam { metric: 2, value: Value::F64(0.5) },
-                            EventParam { metric: 3, value: Value::Str("p".into()) },
-                            EventParam { metric: 1, value: Value::I64(-3) },
+                            EventParam {
+                                metric: 2,
+                                value: Value::F64(0.5),
+                            },
+                            EventParam {
+                                metric: 3,
+                                value: Value::Str("p".into()),
+                            },
+                            EventParam {
+                                metric: 1,
+                                value: Value::I64(-3),
+                            },
                         ],
                     }]),
                 )]),
             },
-            MetricValues { metric: 2, values: Err(-12345) },
+            MetricValues {
+                metric: 2,
+                values: Err(-12345),
+            },
         ],
         extras: Extras::default(),
     }));
-    items.push(Item::Mark(Mark { time: Timestamp(t0 + 40), extras: Extras::default() }));
+    items.push(Item::Mark(Mark {
+        time: Timestamp(t0 + 40),
+        extras: Extras::default(),
+    }));
     items.push(Item::Annotation(Annotation {
         time: Timestamp(t0 + 50),
         raw_clock: None,
@@ -870,12 +934,19 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files, ["cpu1", "cpu1.spill1", "main", "metadata", "metrics"]);
+    assert_eq!(
+        files,
+        ["cpu1", "cpu1.spill1", "main", "metadata", "metrics"]
+    );
     let (text, err) = babeltrace(&bt, &out, &["--clock-seconds"]);
     assert!(err.is_empty(), "{err}");
     let want = include_str!("../testdata/ctf/all-types.babeltrace2.txt");
     if common::bless() {
-        std::fs::write(common::testdata().join("ctf/all-types.babeltrace2.txt"), &text).unwrap();
+        std::fs::write(
+            common::testdata().join("ctf/all-types.babeltrace2.txt"),
+            &text,
+        )
+        .unwrap();
         return;
     }
     if let Some(d) = common::first_diff(want, &text) {

@@ -296,6 +296,10 @@ mod tests {
         };
         let (b, f) = enc(&seq, &Value::List(vec![Value::U64(1), Value::U64(2)]));
         assert_eq!((b, f.any()), (vec![2, 1, 0, 2, 0], false));
+        // An empty string is one NUL byte (babeltrace2 2.0.4 may show it
+        // with stale text: docs/ctf.md).
+        let (b, f) = enc(&FieldType::String, &Value::Str(String::new()));
+        assert_eq!((b, f.any()), (vec![0], false));
         let (b, f) = enc(&FieldType::String, &Value::Str("a\0b".into()));
         assert_eq!((b, f.nul), (vec![b'a', 0], true));
         let st = FieldType::Struct(vec![

@@ -144,7 +144,7 @@ mod tests {
             (LE::read_u64(&b[TS_BEGIN..]), LE::read_u64(&b[TS_END..])),
             (10, 10)
         );
-        let n = (b.len() - 0) / 94;
+        let n = b.len() / 94;
         assert_eq!((n, b.len() % 94), (3, 0));
         assert_eq!(LE::read_u64(&b[94 + SEQ_NUM..]), 1);
         assert_eq!(LE::read_u64(&b[2 * 94 + TS_BEGIN..]), 30);
