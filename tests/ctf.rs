@@ -953,3 +953,26 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
         panic!("babeltrace2's listing differs from testdata/ctf/all-types.babeltrace2.txt at {d}");
     }
 }
+
+#[test]
+fn nothing_to_write_is_an_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("empty.ctf");
+    let o = Command::new(common::bin())
+        .args(["convert", "--to", "ctf", "-o"])
+        .arg(&out)
+        .arg(common::corpus().join("timeline/a2-empty.dat"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing to write"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // A directory format never goes to stdout.
+    let o = Command::new(common::bin())
+        .args(["convert", "--to", "ctf", "-o", "-"])
+        .arg(common::corpus().join("timeline/a2-small-wrapped.dat"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
