@@ -345,7 +345,7 @@ impl CtfWriter {
             Key::Named(n) => self.by_name.get(n),
         };
         let Some(list) = list else {
-            if self.streams.len() >= MAX_STREAMS {
+            if self.streams.len() >= MAX_STREAMS && !matches!(key, Key::Named(MAIN)) {
                 self.loss.degrade(
                     "events",
                     "more streams than the writer keeps open: written to the main stream",
@@ -591,5 +591,89 @@ impl TraceWriter for CtfWriter {
         let mut loss = std::mem::take(&mut self.loss);
         loss.wrote("streams", self.streams.len() as u64);
         Ok(loss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventType, Extras, Field, FieldType, FormatId, Timestamp, Value};
+    use std::sync::Arc;
+
+    fn run(items: Vec<Item>, packet_bytes: usize) -> (tempfile::TempDir, LossReport) {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Header::new(FormatId::Ltt, "t");
+        let mut w = Box::new(
+            CtfWriter::create(&dir.path().join("o"), &h, Config { packet_bytes }).unwrap(),
+        );
+        for it in &items {
+            w.write_item(it).unwrap();
+        }
+        let loss = w.finish().unwrap();
+        (dir, loss)
+    }
+
+    fn ev(t: i64, cpu: Option<u32>) -> Item {
+        Item::Event(Event {
+            time: Timestamp(t),
+            raw_clock: None,
+            type_id: 1,
+            cpu,
+            stream: None,
+            fields: vec![Value::U64(7)],
+            extras: Extras::default(),
+        })
+    }
+
+    fn ty() -> Item {
+        Item::EventType(Arc::new(EventType::new(
+            1,
+            "c",
+            "n",
+            vec![Field::new("x", FieldType::Uint(4))],
+        )))
+    }
+
+    #[test]
+    fn too_many_cpus_fall_back_to_main_without_looping() {
+        let mut items = vec![ty()];
+        items.extend((0..MAX_STREAMS as u32 + 10).map(|c| ev(1, Some(c))));
+        let (dir, loss) = run(items, 4096);
+        let n = std::fs::read_dir(dir.path().join("o")).unwrap().count();
+        // MAX_STREAMS CPU files, `main` and the metadata.
+        assert_eq!(n, MAX_STREAMS + 2);
+        assert_eq!(loss.written.get("events"), Some(&(MAX_STREAMS as u64 + 10)));
+        assert!(loss
+            .degraded
+            .keys()
+            .any(|(_, why)| why.contains("main stream")));
+    }
+
+    #[test]
+    fn going_back_in_time_spills_then_clamps() {
+        let mut items = vec![ty()];
+        // Each event is earlier than every one before it.
+        items.extend((0..MAX_SPILLS as i64 + 3).map(|k| ev(1000 - k, Some(0))));
+        let (dir, loss) = run(items, 4096);
+        let n = std::fs::read_dir(dir.path().join("o")).unwrap().count();
+        assert_eq!(n, 1 + MAX_SPILLS + 1, "cpu0, its spills, metadata");
+        let clamped = loss
+            .degraded
+            .iter()
+            .find(|((_, why), _)| why.contains("clamped"))
+            .map(|(_, n)| *n);
+        assert_eq!(clamped, Some(2));
+    }
+
+    #[test]
+    fn packets_stay_within_their_size() {
+        let mut items = vec![ty()];
+        items.extend((0..1000).map(|k| ev(k, Some(0))));
+        let (dir, _) = run(items, 1024);
+        let b = std::fs::read(dir.path().join("o/cpu0")).unwrap();
+        // 84 bytes of header and context, events of 12 + 1 + 4 bytes.
+        let per = (1024 - 84) / 17;
+        let packets = 1000usize.div_ceil(per);
+        assert_eq!(b.len(), 1000 * 17 + packets * 84);
     }
 }
