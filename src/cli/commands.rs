@@ -164,12 +164,14 @@ fn dump(a: DumpCmd) -> Result<u8> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let diags = if a.dump.style == Style::Common {
-        let mut st = stream::open(
+        let mut st = stream::open_with(
             std::slice::from_ref(&src),
             &[],
             &a.input_args,
             &a.filter,
             &[],
+            // --no-framing: the stream as another format's writer sees it.
+            a.dump.no_framing,
         )?;
         crate::listing::dump_common(st.reader.as_mut(), &mut out)?;
         st.reader.diagnostics().to_vec()

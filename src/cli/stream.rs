@@ -65,6 +65,18 @@ pub fn open(
     fa: &FilterArgs,
     extra: &[Option<TimeSpec>],
 ) -> Result<Stream> {
+    open_with(sources, labels, ia, fa, extra, false)
+}
+
+/// [`open`], with the inputs' framing left out first when `unframe`.
+pub fn open_with(
+    sources: &[Source],
+    labels: &[String],
+    ia: &InputArgs,
+    fa: &FilterArgs,
+    extra: &[Option<TimeSpec>],
+    unframe: bool,
+) -> Result<Stream> {
     let window = ia.window();
     window.check().map_err(anyhow::Error::msg)?;
     let mut specs = vec![ia.begin, ia.end];
@@ -91,7 +103,12 @@ pub fn open(
     let reader: Box<dyn TraceReader> = if sources.len() == 1 {
         let s = &sources[0];
         members.extend(s.input.member_paths());
-        s.fmt.open(&s.input, &ropts)?
+        let r = s.fmt.open(&s.input, &ropts)?;
+        if unframe {
+            Box::new(Unframe::wrap(r))
+        } else {
+            r
+        }
     } else {
         if !labels.is_empty() && labels.len() != sources.len() {
             bail!(
