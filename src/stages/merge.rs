@@ -726,6 +726,69 @@ mod tests {
     }
 
     #[test]
+    fn event_types_unify_by_name_and_fields_and_renumber_on_clash() {
+        use crate::model::{Field, FieldType};
+        let ty = |id, name: &str, fields: Vec<Field>| {
+            Item::EventType(Arc::new(EventType::new(id, "core", name, fields)))
+        };
+        let ev = |t, ty| {
+            Item::Event(Event {
+                time: Timestamp(t),
+                raw_clock: None,
+                type_id: ty,
+                cpu: None,
+                stream: None,
+                fields: vec![],
+                extras: Extras::default(),
+            })
+        };
+        let f = |n: &str| vec![Field::new(n, FieldType::Uint(4))];
+        let a = input(
+            "a",
+            vec![
+                ty(0, "irq", f("irq")),
+                ty(1, "tick", vec![]),
+                ev(1, 0),
+                ev(3, 1),
+            ],
+        );
+        let b = input(
+            "b",
+            vec![
+                // Same name and fields as a's type 0: the same type.
+                ty(5, "irq", f("irq")),
+                // Same name, other fields: a type of its own, new id.
+                ty(0, "tick", f("n")),
+                ev(2, 5),
+                ev(4, 0),
+            ],
+        );
+        let mut m = Merge::new(vec![a, b]).unwrap();
+        let items = all(&mut m);
+        let types: Vec<(EventTypeId, String, usize)> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::EventType(t) => Some((t.id, t.name.clone(), t.fields.len())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(types.len(), 3, "{types:?}");
+        let b_tick = types.iter().find(|t| t.1 == "tick" && t.2 == 1).unwrap().0;
+        assert!(b_tick != 0 && b_tick != 1, "{types:?}");
+        let evs: Vec<(i64, EventTypeId)> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Event(e) => Some((e.time.0, e.type_id)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(evs, vec![(1, 0), (2, 0), (3, 1), (4, b_tick)]);
+        assert_eq!(m.diagnostics().len(), 1, "{:?}", m.diagnostics());
+        assert!(m.diagnostics()[0].msg.contains("core.tick"));
+        assert_eq!(m.diagnostics()[0].pos.file, std::path::PathBuf::from("b"));
+    }
+
+    #[test]
     fn relative_time_refuses_to_merge_with_absolute() {
         let mut h = Header::new(FormatId::Kpi, "1");
         h.time_base = TimeBase::Relative {
