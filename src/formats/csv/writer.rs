@@ -456,19 +456,25 @@ impl CsvWriter {
         let mut stamp = vec![0u64; order.len()];
         let mut slot = vec![0u32; order.len()];
         let mut text = String::new();
-        let mut n = 0u64;
+        let (mut recno, mut rows) = (0u64, 0u64);
         while let Some(rec) = rd.next_record().map_err(&err)? {
-            n += 1;
+            recno += 1;
+            // A sample whose values were all left out (--columns, error
+            // codes) is no row, as in pmrep.
+            if rec.cells.is_empty() {
+                continue;
+            }
+            rows += 1;
             for (i, c) in rec.cells.iter().enumerate() {
                 let p = pos[c.col as usize] as usize;
-                stamp[p] = n;
+                stamp[p] = recno;
                 slot[p] = i as u32;
             }
             self.time_text(rec.time, &mut text);
             out.write_field(&text).map_err(cerr)?;
             for p in 0..order.len() {
                 text.clear();
-                if stamp[p] == n {
+                if stamp[p] == recno {
                     let raw = &rec.cells[slot[p] as usize];
                     let cell = rec.cell(raw);
                     let col = raw.col as usize;
@@ -483,7 +489,7 @@ impl CsvWriter {
             out.write_record(None::<&[u8]>).map_err(cerr)?;
         }
         out.flush().map_err(|e| Error::io(&shown, e))?;
-        self.loss.wrote("CSV rows", n);
+        self.loss.wrote("CSV rows", rows);
         self.loss.wrote("CSV columns", self.cols.len() as u64);
         Ok(())
     }
