@@ -66,8 +66,8 @@ struct TypeInfo {
     name_field: Option<usize>,
     /// Field `<stem>_id` of an opening type: names the duration.
     id_field: Option<usize>,
-    /// A scheduler switch: fields (outgoing pid, incoming pid, state).
-    sched: Option<(usize, usize, Option<usize>)>,
+    /// A scheduler switch: fields (outgoing pid, incoming pid).
+    sched: Option<(usize, usize)>,
 }
 
 struct Stem {
@@ -97,7 +97,8 @@ struct CpuRun {
     first: Timestamp,
     last: Timestamp,
     current: Option<i64>,
-    since: Timestamp,
+    /// Name of the running slice open on this CPU.
+    label: String,
 }
 
 #[derive(Default)]
@@ -460,15 +461,11 @@ impl ChromeWriter {
         let pid_field = field("pid").filter(|&i| is_int(i));
         let name_field = pid_field.and(field("cmdline").or_else(|| field("comm")));
         let sched = match t.name.as_str() {
-            "schedchange" => field("out")
-                .zip(field("in"))
-                .map(|(o, i)| (o, i, field("out_state"))),
-            "sched_switch" => field("prev_pid")
-                .zip(field("next_pid"))
-                .map(|(o, i)| (o, i, field("prev_state"))),
+            "schedchange" => field("out").zip(field("in")),
+            "sched_switch" => field("prev_pid").zip(field("next_pid")),
             _ => None,
         }
-        .filter(|&(o, i, _)| is_int(o) && is_int(i));
+        .filter(|&(o, i)| is_int(o) && is_int(i));
         self.has_sched |= sched.is_some();
         self.types.insert(
             t.id,
@@ -685,7 +682,7 @@ impl ChromeWriter {
 
     /// schedchange: close the outgoing process's running slice on this CPU
     /// and open the incoming one's.
-    fn sched_switch(&mut self, e: &Event, (o, i, st): (usize, usize, Option<usize>)) -> Result<()> {
+    fn sched_switch(&mut self, e: &Event, (o, i): (usize, usize)) -> Result<()> {
         let Some(c) = e.cpu else {
             return Ok(());
         };
@@ -698,14 +695,12 @@ impl ChromeWriter {
         let (Some(out), Some(inn)) = (get(o), get(i)) else {
             return Ok(());
         };
-        let state = st.and_then(get);
         let r = self.cpus.get(&c).expect("cpu entry made by event()");
-        let (ran, since) = match r.current {
-            Some(cur) => (cur, r.since),
-            None => (out, r.first),
-        };
-        if r.current.is_none() {
-            // Until now the process on this CPU was unknown: it was `out`.
+        let (cur, first) = (r.current, r.first);
+        if cur.is_none() {
+            // Until now the process on this CPU was unknown: it was `out`,
+            // running since the CPU's first event.
+            self.run_edge(c, out, first, true)?;
             if let Some(mut opens) = self.stacks.remove(&PairKey::Unknown(c)) {
                 let key = if out == 0 {
                     PairKey::Idle(c)
@@ -717,49 +712,58 @@ impl ChromeWriter {
                 *dest = opens;
             }
         }
-        self.running(c, ran, since, e.time, state)?;
+        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
+        self.run_edge(c, inn, e.time, true)?;
         let r = self.cpus.get_mut(&c).expect("cpu entry made by event()");
         r.current = Some(inn);
-        r.since = e.time;
         Ok(())
     }
 
-    fn running(
-        &mut self,
-        c: u32,
-        pid: i64,
-        from: Timestamp,
-        to: Timestamp,
-        state: Option<i64>,
-    ) -> Result<()> {
+    /// One edge of a running slice on the CPU's "running" track: `B` when a
+    /// process is switched in, `E` when it is switched out. Begin/end pairs
+    /// (not `X`) because slices touch: an `E` and the next `B` carry the
+    /// same timestamp text, so no viewer's float `ts + dur` can make them
+    /// overlap.
+    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
         let track = self.track(TrackKey::CpuRun(c))?;
         let tr = self.tracks[track];
-        let label = self.process_label(pid);
-        let ts = self.rel(from);
-        let dur = to.0.saturating_sub(from.0).max(0);
+        let label = if begin {
+            let l = self.process_label(pid);
+            if let Some(r) = self.cpus.get_mut(&c) {
+                r.label.clone_from(&l);
+            }
+            l
+        } else {
+            // The end names the slice as its begin did.
+            self.cpus
+                .get(&c)
+                .map(|r| r.label.clone())
+                .unwrap_or_else(|| self.process_label(pid))
+        };
+        let ts = self.rel(at);
         let p = self.path.clone();
         let w = self.line().map_err(io_err(&p))?;
         (|| {
-            w.write_all(b"{\"ph\":\"X\",\"name\":")?;
+            w.write_all(if begin {
+                b"{\"ph\":\"B\",\"name\":"
+            } else {
+                b"{\"ph\":\"E\",\"name\":"
+            })?;
             write_str(w, &label)?;
             w.write_all(b",\"cat\":\"sched\",\"ts\":")?;
             write_us(w, ts)?;
-            w.write_all(b",\"dur\":")?;
-            write_us(w, dur)?;
             w.write_all(b",\"pid\":")?;
             write_int(w, tr.pid)?;
             w.write_all(b",\"tid\":")?;
             write_int(w, tr.tid)?;
             w.write_all(b",\"args\":{\"pid\":")?;
             write_int(w, pid)?;
-            if let Some(s) = state {
-                w.write_all(b",\"out_state\":")?;
-                write_int(w, s)?;
-            }
             w.write_all(b"}}")
         })()
         .map_err(io_err(&p))?;
-        self.counts.running += 1;
+        if begin {
+            self.counts.running += 1;
+        }
         Ok(())
     }
 
@@ -1058,13 +1062,13 @@ impl ChromeWriter {
 
     fn close(&mut self) -> Result<()> {
         // Processes still running at the end ran until the CPU's last event.
-        let open: Vec<(u32, i64, Timestamp, Timestamp)> = self
+        let open: Vec<(u32, i64, Timestamp)> = self
             .cpus
             .iter()
-            .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.since, r.last)))
+            .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
             .collect();
-        for (c, p, since, last) in open {
-            self.running(c, p, since, last, None)?;
+        for (c, p, last) in open {
+            self.run_edge(c, p, last, false)?;
         }
         // Entries never exited (still in a system call when tracing stopped).
         let stacks = std::mem::take(&mut self.stacks);
