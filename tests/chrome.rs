@@ -130,7 +130,7 @@ fn count(j: &Value, f: impl Fn(&Value) -> bool) -> u64 {
     events(j).iter().filter(|e| f(e)).count() as u64
 }
 
-fn ph<'a>(e: &'a Value) -> &'a str {
+fn ph(e: &Value) -> &str {
     e["ph"].as_str().unwrap()
 }
 
