@@ -9,6 +9,7 @@ pub use format::{not_implemented, Caps, Format, FormatInfo};
 
 pub mod chrome;
 pub mod csv;
+pub mod ctf;
 pub mod dlt;
 pub mod format;
 pub mod kpi;
@@ -23,12 +24,13 @@ static MMV: mmv::MmvFormat = mmv::MmvFormat;
 static PCP: pcp::PcpFormat = pcp::PcpFormat;
 static LTT: ltt::LttFormat = ltt::LttFormat;
 static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
+static CTF: ctf::CtfFormat = ctf::CtfFormat;
 static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
 static CSV: csv::CsvFormat = csv::CsvFormat;
 
 /// Every format, in `polytrace formats` order.
-pub fn all() -> [&'static dyn Format; 8] {
-    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV]
+pub fn all() -> [&'static dyn Format; 9] {
+    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF]
 }
 
 pub fn get(id: FormatId) -> &'static dyn Format {
