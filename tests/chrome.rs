@@ -149,8 +149,27 @@ fn every_corpus_input_parses_and_counts_match_info() {
     let dir = tempfile::tempdir().unwrap();
     for input in inputs() {
         let name = input.display().to_string();
-        let o = convert(&input, dir.path());
         let inf = info(&input);
+        let data: u64 = ["events", "samples", "marks", "annotations"]
+            .iter()
+            .filter_map(|k| inf.items.get(*k))
+            .sum();
+        if data == 0 {
+            // Nothing to write is an error, and nothing is left behind.
+            let out = dir.path().join("empty.json");
+            let o = Command::new(common::bin())
+                .arg("convert")
+                .arg(&input)
+                .args(["--to", "chrome-json", "-o"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(2), "{name}");
+            assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to write"));
+            assert!(!out.exists(), "{name}");
+            continue;
+        }
+        let o = convert(&input, dir.path());
         let j = &o.json;
         assert_eq!(j["displayTimeUnit"], "ns", "{name}");
         for e in events(j) {

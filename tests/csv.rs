@@ -434,7 +434,9 @@ fn events_without_a_file_name_are_refused() {
 }
 
 #[test]
-fn events_are_reported_dropped_without_events_option() {
+fn events_only_input_needs_the_events_option() {
+    // An LTT trace has no samples: without --events there is nothing to
+    // write, and a header alone is no table.
     let input = common::corpus().join("ltt/smp_example");
     let o = Command::new(common::bin())
         .arg("convert")
@@ -442,11 +444,19 @@ fn events_are_reported_dropped_without_events_option() {
         .args(["--to", "csv", "-o", "-"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0));
-    assert_eq!(o.stdout, b"time\n");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("dropped: 173151 events"), "{err}");
-    assert!(err.contains("--events"), "{err}");
+    assert!(err.contains("nothing to write"), "{err}");
+    assert!(err.contains("173151 events need --events"), "{err}");
+    // Nor when --columns selects nothing: no file is left behind.
+    let dir = tempfile::tempdir().unwrap();
+    let a = common::corpus().join("pcp/live_v3");
+    let (rc, out, err) = convert(&a, dir.path(), "none.csv", &["--columns", "no.such.*"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--columns"), "{err}");
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]

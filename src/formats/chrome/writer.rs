@@ -153,7 +153,7 @@ impl ChromeWriter {
                 p.clone(),
             ),
         };
-        let mut w = ChromeWriter {
+        let w = ChromeWriter {
             out: BufWriter::with_capacity(BUF, sink),
             path,
             header: header.clone(),
@@ -180,9 +180,6 @@ impl ChromeWriter {
             counts: Counts::default(),
             loss: LossReport::default(),
         };
-        w.out
-            .write_all(b"{\"traceEvents\":[")
-            .map_err(io_err(&w.path))?;
         Ok(w)
     }
 
@@ -191,8 +188,10 @@ impl ChromeWriter {
     /// Start one event line (the array's separator included).
     fn line(&mut self) -> std::io::Result<&mut BufWriter<Box<dyn Write>>> {
         if self.first_line {
+            // The opening is written with the first event, so an input with
+            // nothing to write leaves nothing, even on stdout.
             self.first_line = false;
-            self.out.write_all(b"\n")?;
+            self.out.write_all(b"{\"traceEvents\":[\n")?;
         } else {
             self.out.write_all(b",\n")?;
         }
@@ -1061,6 +1060,12 @@ impl ChromeWriter {
     }
 
     fn close(&mut self) -> Result<()> {
+        if self.origin.is_none() {
+            // Metadata alone is no trace: say so rather than write an empty one.
+            return Err(Error::Unsupported(
+                "nothing to write: the input has no events, samples, marks or annotations".into(),
+            ));
+        }
         // Processes still running at the end ran until the CPU's last event.
         let open: Vec<(u32, i64, Timestamp)> = self
             .cpus

@@ -57,6 +57,9 @@ pub struct CsvWriter {
     /// Row stamp per column: a second value in one row is noticed.
     seen: Vec<u64>,
     events: Option<EventsTable>,
+    /// Cells spooled, and events left out for want of `--events`.
+    cells: u64,
+    events_dropped: u64,
     loss: LossReport,
 }
 
@@ -121,6 +124,8 @@ impl CsvWriter {
             row_time: None,
             seen: Vec::new(),
             events,
+            cells: 0,
+            events_dropped: 0,
             loss: LossReport::default(),
         })
     }
@@ -294,6 +299,7 @@ impl CsvWriter {
                     }
                 };
                 self.spool.cell(col, cell).map_err(&err)?;
+                self.cells += 1;
             }
         }
         Ok(())
@@ -302,6 +308,7 @@ impl CsvWriter {
     fn event(&mut self, e: &Event) -> Result<()> {
         let err = self.spool_err();
         let Some(t) = self.events.as_mut() else {
+            self.events_dropped += 1;
             self.loss.drop_item(
                 "events",
                 "the samples table has no place for them (--events writes an events table)",
@@ -710,6 +717,21 @@ impl TraceWriter for CsvWriter {
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        let event_rows = self.events.as_ref().map_or(0, |t| t.spool.records());
+        if self.cells == 0 && event_rows == 0 {
+            // A header alone is no table: say why instead of writing one.
+            let why = if self.events_dropped > 0 {
+                format!(
+                    "the input has no samples; its {} events need --events (and -o FILE)",
+                    self.events_dropped
+                )
+            } else if self.opts.columns.is_empty() {
+                "the input has no samples or events".into()
+            } else {
+                "no value matches --columns, and no events".into()
+            };
+            return Err(Error::Unsupported(format!("nothing to write: {why}")));
+        }
         self.write_samples()?;
         self.write_events()?;
         Ok(std::mem::take(&mut self.loss))
