@@ -114,7 +114,8 @@ struct Counts {
 
 pub struct ChromeWriter {
     out: BufWriter<Box<dyn Write>>,
-    path: PathBuf,
+    /// Shared, so error mapping on each line costs no allocation.
+    path: Arc<PathBuf>,
     header: Header,
     first_line: bool,
     origin: Option<Timestamp>,
@@ -155,7 +156,7 @@ impl ChromeWriter {
         };
         let w = ChromeWriter {
             out: BufWriter::with_capacity(BUF, sink),
-            path,
+            path: Arc::new(path),
             header: header.clone(),
             first_line: true,
             origin: None,

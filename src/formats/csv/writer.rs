@@ -57,6 +57,7 @@ pub struct CsvWriter {
     /// Row stamp per column: a second value in one row is noticed.
     seen: Vec<u64>,
     events: Option<EventsTable>,
+    spool_dir: Arc<PathBuf>,
     /// Cells spooled, and events left out for want of `--events`.
     cells: u64,
     events_dropped: u64,
@@ -111,8 +112,10 @@ impl CsvWriter {
         } else {
             None
         };
+        let spool = Spool::new(dir).map_err(spool_err)?;
+        let spool_dir = Arc::new(dir.unwrap_or(Path::new("$TMPDIR")).to_path_buf());
         Ok(CsvWriter {
-            spool: Spool::new(dir).map_err(spool_err)?,
+            spool,
             path,
             opts: opts.clone(),
             header: header.clone(),
@@ -123,6 +126,7 @@ impl CsvWriter {
             by_name: HashMap::new(),
             row_time: None,
             seen: Vec::new(),
+            spool_dir,
             events,
             cells: 0,
             events_dropped: 0,
@@ -130,14 +134,11 @@ impl CsvWriter {
         })
     }
 
+    /// Errors on the spool name its directory (no allocation per item:
+    /// the path is shared).
     fn spool_err(&self) -> impl Fn(std::io::Error) -> Error {
-        let p = self
-            .path
-            .as_deref()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("$TMPDIR"))
-            .to_path_buf();
-        move |e| Error::io(&p, e)
+        let p = self.spool_dir.clone();
+        move |e| Error::io(&*p, e)
     }
 
     // ------------------------------------------------------------ columns
