@@ -768,10 +768,13 @@ fn dlt_to_kpi_lines_to_dlt_keeps_groups() {
         let kpi = d.path().join("x.kpi");
         let back = d.path().join("x.dlt");
         let (code, err) = convert(&src, "kpi", &kpi, &[]);
-        // The daemon's own messages cannot be KPI lines: reported as
+        // The daemon's own log messages cannot be KPI lines: reported as
         // dropped, which is what KPI holds by nature: exit 0.
         assert_eq!(code, 0, "{err}");
-        assert!(err.contains("annotations"), "{err}");
+        assert!(
+            err.contains("dropped:") && err.contains("DLTD.INTM events"),
+            "{err}"
+        );
         let (code, err) = convert(&kpi, "dlt", &back, &[]);
         assert_eq!(code, 0, "{err}");
         let want = std::fs::read(kpi_dir().join(format!("{name}.convert-a.txt"))).unwrap();
@@ -887,7 +890,8 @@ fn kpi_ids_option_selects_other_messages() {
         .output()
         .unwrap();
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(s.contains("annotations"), "{s}");
+    // With other KPI ids, dlt-kpi's messages are ordinary log events.
+    assert!(s.contains("PROC.PROC"), "{s}");
     assert!(!s.contains("kpi.NEW"), "{s}");
     let o = polytrace().arg("info").arg(&src).output().unwrap();
     let s = String::from_utf8_lossy(&o.stdout);
@@ -1070,7 +1074,11 @@ fn kpi_items_keep_tmsp_and_storage_time() {
     let (mut ev, mut sa) = (None, None);
     while let Some(it) = r.next_item().unwrap() {
         match it {
-            Item::Event(e) if ev.is_none() => ev = Some(e),
+            Item::Event(e)
+                if ev.is_none() && e.type_id == polytrace::formats::kpi::schema::NEW_TYPE =>
+            {
+                ev = Some(e)
+            }
             Item::Sample(s) if sa.is_none() => sa = Some(s),
             _ => {}
         }

@@ -91,7 +91,8 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
         to,
         dest,
         &a.output.write_options(),
-    )?;
+    )
+    .map_err(|e| pipeline::name_input(e, &input.name()))?;
     let salvaged = report_diagnostics(&outcome.diagnostics, quiet);
     if !quiet {
         eprint!("{}", indent_report(&outcome.loss.to_string()));

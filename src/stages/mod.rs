@@ -4,8 +4,10 @@
 
 pub mod counters;
 pub mod framing;
+pub mod kpi;
 pub mod window;
 
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
 pub use framing::Unframe;
+pub use kpi::KpiFromProc;
 pub use window::Window;

@@ -8,6 +8,7 @@
 //! - `reader` / `writer`: model conversion through the shared KPI
 //!   assembler and grouper.
 
+pub mod args;
 pub mod dump;
 pub mod layout;
 pub mod reader;
