@@ -12,10 +12,12 @@
 //!   (`proc.psinfo.rss` or `proc.memory.rss` ÷ page size), ctx =
 //!   `vctxsw + nvctxsw` (cumulative), io = `rchar + wchar` (else
 //!   `read_bytes + write_bytes`), io_wait from `delayacct_blkio_time` like
-//!   cpu. NEW's ppid is `proc.psinfo.ppid`; its command line is argv[0] as
-//!   dlt-kpi shows it: the first word of `proc.psinfo.psargs` (else of the
-//!   instance name after its PID, else `proc.psinfo.cmd`), a kernel
-//!   thread's `(name)` whole. CHK lists every process again every 10 s of
+//!   cpu. NEW's ppid is `proc.psinfo.ppid`; its command line is
+//!   `proc.psinfo.psargs` (argv joined by spaces; else the instance name
+//!   after its PID, else `proc.psinfo.cmd`), and for a kernel thread (PCP
+//!   shows `(name)`) `(cmd)`, as dlt-kpi reads it from stat. (dlt-kpi
+//!   itself shows argv[0] only; the whole line is kept since KPI readers
+//!   split NEW at the first two `;` and take the rest verbatim.) CHK lists every process again every 10 s of
 //!   trace time (the recorder's `record.check_interval_ns` if given).
 //!   `kernel.percpu.interrupts.<row>` values (instances `cpuN`) give one
 //!   IRQ dataset per row and sample (`lineN` rows are named `N`, as in
@@ -136,6 +138,8 @@ struct Vals {
     busy_ns: Option<f64>,
     cmd: Option<Vec<u8>>,
     psargs: Option<Vec<u8>>,
+    /// `proc.psinfo.psargs` is there and empty: no command line.
+    no_cmdline: bool,
     ppid: Option<i64>,
     ps_rss: Option<f64>,
     mem_rss: Option<f64>,
@@ -476,11 +480,10 @@ impl KpiFromProc {
                     Role::Utime | Role::Stime => add(&mut e.busy_ns, num.map(|n| n * u.scale)),
                     Role::Blkio => add(&mut e.blkio_ns, num.map(|n| n * u.scale)),
                     Role::Cmd => e.cmd = text,
-                    Role::Psargs => {
-                        if text.as_ref().is_some_and(|t| !t.is_empty()) {
-                            e.psargs = text
-                        }
-                    }
+                    Role::Psargs => match text {
+                        Some(t) if !t.is_empty() => e.psargs = Some(t),
+                        _ => e.no_cmdline = e.psargs.is_none(),
+                    },
                     Role::Ppid => e.ppid = num.map(|n| n as i64),
                     Role::PsRss => e.ps_rss = num.map(|n| n * u.scale),
                     Role::MemRss => e.mem_rss = num.map(|n| n * u.scale),
@@ -508,19 +511,22 @@ impl KpiFromProc {
         }
     }
 
-    /// argv[0] as dlt-kpi shows it: a kernel thread's `(name)` whole, else
-    /// the first word.
-    fn argv0(v: &Vals) -> Vec<u8> {
+    /// The command line of a NEW or CHK dataset: `proc.psinfo.psargs`
+    /// (PCP joins argv with spaces; else the instance name after its PID,
+    /// else `proc.psinfo.cmd`); a process without one (a kernel thread,
+    /// which PCP shows as `(name)`, or an empty psargs) as `(cmd)`, which
+    /// dlt-kpi reads from /proc/PID/stat.
+    fn cmdline(v: &Vals) -> Vec<u8> {
         let src = v.psargs.as_ref().or(v.cmd.as_ref());
         let Some(s) = src else {
             return b"(null)".to_vec();
         };
-        if s.starts_with(b"(") {
-            let end = s.iter().position(|&c| c == b')').map_or(s.len(), |i| i + 1);
-            return s[..end].to_vec();
+        if s.starts_with(b"(") || v.no_cmdline {
+            if let Some(c) = v.cmd.as_ref().filter(|c| !c.is_empty()) {
+                return [&b"("[..], c, b")"].concat();
+            }
         }
-        let end = s.iter().position(|&c| c == b' ').unwrap_or(s.len());
-        s[..end].to_vec()
+        s.clone()
     }
 
     fn scan(&mut self, time: Timestamp, scan: BTreeMap<i64, Vals>) {
@@ -531,7 +537,7 @@ impl KpiFromProc {
         for (pid, v) in &scan {
             match self.procs.get_mut(pid) {
                 None => {
-                    let cmdline = Self::argv0(v);
+                    let cmdline = Self::cmdline(v);
                     new.push(
                         Dataset::New {
                             pid: *pid,
@@ -748,5 +754,165 @@ impl TraceReader for KpiFromProc {
     }
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::kpi::schema;
+    use std::sync::Arc;
+
+    fn ev(type_id: EventTypeId, t: i64, cpu: u32, fields: Vec<Value>) -> Item {
+        Item::Event(Event {
+            time: Timestamp(t),
+            raw_clock: None,
+            type_id,
+            cpu: Some(cpu),
+            stream: None,
+            fields,
+            extras: Extras::default(),
+        })
+    }
+
+    /// The KPI events the stage adds: (kind, time, fields as text).
+    fn derived(items: Vec<Item>, source: FormatId) -> Vec<(String, i64, String)> {
+        let trace = Trace {
+            header: Header::new(source, "x"),
+            items,
+        };
+        let mut k = KpiFromProc::wrap(Box::new(VecReader::new(trace)));
+        let mut out = Vec::new();
+        while let Some(it) = k.next_item().unwrap() {
+            if let Item::Event(e) = it {
+                let kind = match e.type_id {
+                    schema::NEW_TYPE => "NEW",
+                    schema::STP_TYPE => "STP",
+                    schema::CHK_TYPE => "CHK",
+                    _ => continue,
+                };
+                let f: Vec<String> = e.fields.iter().map(|v| v.text()).collect();
+                out.push((kind.to_string(), e.time.0, f.join(";")));
+            }
+        }
+        out
+    }
+
+    fn ltt_types() -> Vec<Item> {
+        let u4 = || FieldType::Uint(4);
+        let sched = EventType::new(
+            10,
+            "core",
+            "schedchange",
+            vec![
+                Field::new("out", u4()),
+                Field::new("in", u4()),
+                Field::new("out_state", u4()),
+            ],
+        );
+        let labels = ["KTHREAD", "FORK", "EXIT", "WAIT", "SIGNAL", "WAKEUP"]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i as i64 + 1, format!("TRACE_EV_PROCESS_{l}")))
+            .collect();
+        let process = EventType::new(
+            11,
+            "core",
+            "process",
+            vec![
+                Field::new("event_sub_id", FieldType::Enum { size: 1, labels }),
+                Field::new("event_data1", u4()),
+                Field::new("event_data2", u4()),
+            ],
+        );
+        let control = EventType::new(
+            12,
+            "control",
+            "process",
+            vec![
+                Field::new("name", FieldType::String),
+                Field::new("pid", u4()),
+                Field::new("ppid", u4()),
+            ],
+        );
+        [sched, process, control]
+            .into_iter()
+            .map(|t| Item::EventType(Arc::new(t)))
+            .collect()
+    }
+
+    #[test]
+    fn ltt_fork_exit_and_control_processes() {
+        let s = |x: &str| Value::Str(x.into());
+        let mut items = ltt_types();
+        items.extend([
+            ev(12, 1, 0, vec![s("init"), Value::U64(1), Value::U64(0)]),
+            ev(12, 1, 0, vec![s("bash"), Value::U64(100), Value::U64(1)]),
+            ev(
+                10,
+                2,
+                0,
+                vec![Value::U64(0), Value::U64(100), Value::U64(0)],
+            ),
+            // FORK on CPU 0 while bash runs there: its child 200.
+            ev(
+                11,
+                3,
+                0,
+                vec![Value::Enum(2), Value::U64(200), Value::U64(0)],
+            ),
+            // A wakeup is no process lifecycle event.
+            ev(
+                11,
+                4,
+                0,
+                vec![Value::Enum(6), Value::U64(100), Value::U64(0)],
+            ),
+            ev(
+                10,
+                5,
+                1,
+                vec![Value::U64(0), Value::U64(200), Value::U64(0)],
+            ),
+            // EXIT on CPU 1, where 200 runs.
+            ev(11, 6, 1, vec![Value::Enum(3), Value::U64(0), Value::U64(0)]),
+        ]);
+        let got = derived(items, FormatId::Ltt);
+        let want = [
+            ("CHK", 1, "1;\"init\""),
+            ("CHK", 1, "100;\"bash\""),
+            ("NEW", 3, "200;100;\"bash\""),
+            ("STP", 6, "200"),
+        ];
+        let want: Vec<(String, i64, String)> = want
+            .iter()
+            .map(|(k, t, f)| (k.to_string(), *t, f.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_stream_with_its_own_kpi_data_is_left_alone() {
+        let mut items: Vec<Item> = schema::definitions();
+        items.extend(ltt_types());
+        items.push(ev(
+            12,
+            1,
+            0,
+            vec![Value::Str("init".into()), Value::U64(1), Value::U64(0)],
+        ));
+        assert!(derived(items.clone(), FormatId::Ltt).is_empty());
+        // KPI and DLT sources are never derived from.
+        let items = ltt_types()
+            .into_iter()
+            .chain([ev(
+                12,
+                1,
+                0,
+                vec![Value::Str("x".into()), Value::U64(5), Value::U64(0)],
+            )])
+            .collect::<Vec<_>>();
+        assert!(derived(items.clone(), FormatId::Dlt).is_empty());
+        assert_eq!(derived(items, FormatId::Pcp).len(), 1);
     }
 }

@@ -435,6 +435,8 @@ impl State {
         if let Some(t) = m.tmsp {
             x.set(X_TMSP, ExtraValue::U64(t as u64));
         }
+        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
+        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
         self.queue.push_back(Item::Annotation(Annotation {
             time,

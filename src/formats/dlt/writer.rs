@@ -611,6 +611,7 @@ impl<W: Write> DltWriter<W> {
         let mut noar = 0usize;
         let mut cut = false;
         let mut as_text = false;
+        let mut as_label = false;
         let what = t.what.clone();
         if t.nonverbose {
             let id = match e.fields.first() {
@@ -652,6 +653,7 @@ impl<W: Write> DltWriter<W> {
                         .map(|(_, l)| l.as_str())
                 });
                 let before = self.payload.len();
+                as_label |= label.is_some();
                 match args::put(&mut self.payload, &spec, v, label) {
                     Some(Degraded::AsText) => as_text = true,
                     Some(Degraded::Cut) => cut = true,
@@ -674,6 +676,14 @@ impl<W: Write> DltWriter<W> {
         if as_text {
             self.loss
                 .degrade(&what, "arrays and structs written as their text");
+        }
+        if as_label {
+            self.loss
+                .degrade(&what, "enum values written as their label strings");
+        }
+        if e.cpu.is_some() {
+            self.loss
+                .degrade("events", "their CPU is not kept: DLT messages have none");
         }
         let noar = if t.nonverbose {
             e.extras.u64(X_NOAR).unwrap_or(0) as u8
@@ -786,7 +796,7 @@ impl<W: Write> DltWriter<W> {
         let ctid = self
             .force_ctx
             .unwrap_or_else(|| id_from(a.extras.str(X_CTID).unwrap_or("NOTE")));
-        let start = self.put_general(a.time, a.raw_clock, None, apid, ctid, msin, 1);
+        let start = self.put_general(a.time, a.raw_clock, Some(&a.extras), apid, ctid, msin, 1);
         self.loss.wrote("annotations", 1);
         self.place(start, a.time)
     }
