@@ -1314,7 +1314,7 @@ fn dlt_to_ltt_to_dlt_keeps_the_payload_text() {
             assert_eq!(ta, tb, "{}: message {i}", f.display());
             // APID/CTID survive (LTT keeps category and name); messages
             // without extended header come back with APID/CTID `_`.
-            let ids = |s: &str| s.rsplitn(2, ' ').nth(1).unwrap().to_string();
+            let ids = |s: &str| s.rsplit_once(' ').unwrap().0.to_string();
             if !ida.starts_with("----") {
                 assert_eq!(ids(ida), ids(idb), "{}: message {i}", f.display());
             }
