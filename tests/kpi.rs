@@ -258,12 +258,12 @@ fn bare_seed_lines_with_interleaved_groups() {
 
 // ------------------------------------------------------------ KPI from PCP
 
-/// `pmdumplog -z ARCHIVE METRIC…`: per record, its time (seconds of the
-/// day) and `(metric, instance) → value text`.
-fn pmdumplog_values(
-    archive: &std::path::Path,
-    metrics: &[&str],
-) -> Option<Vec<(f64, BTreeMap<(String, i64), String>)>> {
+/// One pmdumplog record: its time (seconds of the day) and
+/// `(metric, instance) → value text`.
+type Record = (f64, BTreeMap<(String, i64), String>);
+
+/// `pmdumplog -z ARCHIVE METRIC…`, record by record.
+fn pmdumplog_values(archive: &std::path::Path, metrics: &[&str]) -> Option<Vec<Record>> {
     let tool = common::peer("pmdumplog")?;
     let o = std::process::Command::new(tool)
         .arg("-z")
@@ -408,7 +408,7 @@ fn pcp_proc_metrics_give_act_cpu_from_utime_and_stime() {
         r.get(&(m.to_string(), i)).map(|v| v.parse().unwrap())
     };
     let mut want = Vec::new();
-    let scans: Vec<&(f64, BTreeMap<(String, i64), String>)> = recs
+    let scans: Vec<&Record> = recs
         .iter()
         .filter(|(_, r)| r.keys().any(|(m, _)| m == "proc.psinfo.utime"))
         .collect();
