@@ -629,7 +629,11 @@ fn random_damage_never_panics_or_hangs() {
     use polytrace::formats;
     use polytrace::input::Input;
     use polytrace::options::{DumpOptions, ReadOptions};
-    let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
+    let origs = [
+        std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap(),
+        // General log messages: typed arguments, non-verbose, control.
+        std::fs::read(common::testdata().join("dlt/testfile_extended.dlt")).unwrap(),
+    ];
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("fuzz.dlt");
     let fmt = formats::get(polytrace::model::FormatId::Dlt);
@@ -643,6 +647,7 @@ fn random_damage_never_panics_or_hangs() {
     };
     let rounds = if common::full() { 3000 } else { 300 };
     for round in 0..rounds {
+        let orig = &origs[round % 2];
         let mut f = orig.clone();
         for _ in 0..(1 + rnd() % 8) {
             let i = (rnd() as usize) % f.len();
@@ -669,12 +674,28 @@ fn random_damage_never_panics_or_hangs() {
             let mut sink = Vec::new();
             let _ = fmt.dump(&input, &ro, &DumpOptions::default(), &mut sink);
             if let Ok(mut r) = fmt.open(&input, &ro) {
+                // What is read is written again (the writer meets the
+                // damaged values too), forcing rebuilt records.
+                let wo = polytrace::options::WriteOptions {
+                    session_id: Some(1),
+                    ..Default::default()
+                };
+                let header = r.header().clone();
+                let mut w: Box<dyn polytrace::model::TraceWriter> =
+                    Box::new(polytrace::formats::dlt::writer::DltWriter::new(
+                        Vec::new(),
+                        "sink".into(),
+                        &header,
+                        &wo,
+                    ));
                 let mut n = 0;
-                while let Ok(Some(_)) = r.next_item() {
+                while let Ok(Some(it)) = r.next_item() {
                     n += 1;
                     assert!(n < 1_000_000, "round {round}: runaway reader");
+                    let _ = w.write_item(&it);
                 }
                 let _ = r.diagnostics();
+                let _ = w.finish();
             }
         }
     }
