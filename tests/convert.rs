@@ -184,6 +184,41 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
         assert!(err.contains("nothing to write"), "{to}: {err}");
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // Data the archive cannot hold (one untyped DLT message: an annotation)
+    // is no archive either: pmdumplog rejects one without records.
+    use polytrace::formats::dlt::layout::{put_record, RecordSpec};
+    let mut rec = Vec::new();
+    put_record(
+        &mut rec,
+        &RecordSpec {
+            secs: 1_700_000_000,
+            usecs: 0,
+            ecu: *b"ECU1",
+            mcnt: 0,
+            session: 1,
+            tmsp: 1,
+            msin: 0x41,
+            noar: 1,
+            apid: *b"APP\0",
+            ctid: *b"CTX\0",
+            // Type info 0x100 (an array): not typed, kept as an annotation.
+            payload: &[0, 1, 0, 0, 1, 2],
+        },
+    );
+    let src = dir.path().join("untyped.dlt");
+    std::fs::write(&src, &rec).unwrap();
+    let out = dir.path().join("untyped");
+    let (code, err) = run(Command::new(common::bin())
+        .args(["convert", "--to", "pcp", "-o"])
+        .arg(&out)
+        .arg(&src));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("nothing to write as a PCP archive in"),
+        "{err}"
+    );
+    std::fs::remove_file(&src).unwrap();
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // A batch over a mixed tree: what has no process data is skipped, with
     // its reason, and the rest converts.
     let tree = dir.path().join("tree");
