@@ -1379,3 +1379,57 @@ fn smp_example_as_dlt_has_one_message_per_event() {
         assert!(ids.starts_with("core "), "event {i}: {ids}");
     }
 }
+
+#[test]
+fn timeline_priorities_become_log_levels_and_names_come_back() {
+    use polytrace::formats;
+    use polytrace::input::Input;
+    use polytrace::model::{FormatId, Item};
+    use polytrace::options::ReadOptions;
+    use std::collections::BTreeMap;
+    // (category.name → (priority, field names)) of a stream.
+    let types = |p: &Path, f: FormatId| -> BTreeMap<String, (Option<String>, Vec<String>)> {
+        let input = Input::resolve(p).unwrap();
+        let mut r = formats::get(f)
+            .open(&input, &ReadOptions::default())
+            .unwrap();
+        let mut m = BTreeMap::new();
+        while let Some(it) = r.next_item().unwrap() {
+            if let Item::EventType(t) = it {
+                let names = t.fields.iter().map(|f| f.name.clone()).collect();
+                m.insert(
+                    format!("{}.{}", t.category, t.name),
+                    (t.priority.clone(), names),
+                );
+            }
+        }
+        m
+    };
+    let src = common::corpus().join("timeline/a2-priorities.dat");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("prio.dlt");
+    let (code, err) = convert(&src, "dlt", &out, &[]);
+    assert_eq!(code, 0, "{err}");
+    let before = types(&src, FormatId::Timeline);
+    let after = types(&out, FormatId::Dlt);
+    assert_eq!(before.len(), 7);
+    // The names were shortened to 4-character ids: the `_event` argument
+    // brings category and name back, VARI names the fields.
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    fn level(p: &str) -> &str {
+        match p {
+            "warning" => "warn",
+            "trace" => "debug",
+            "app" | "packet" | "library" => "verbose",
+            p => p,
+        }
+    }
+    for (k, (prio, fields)) in &before {
+        let (lvl, f2) = &after[k];
+        assert_eq!(lvl.as_deref(), prio.as_deref().map(level), "{k}");
+        assert_eq!(fields, f2, "{k}");
+    }
+}
