@@ -375,19 +375,38 @@ fn pcp_proc_metrics_give_act_cpu_from_utime_and_stime() {
     let (code, text, err) = convert_to_kpi(&arch);
     assert_eq!(code, 0, "{err}");
     let ds = kpi_datasets(&text);
-    // NEW: both processes of the archive, with psargs and ppid.
+    // NEW: every process of the proc instance domain (pmlogger logged
+    // values for two of them, which have their ppid).
     let new: Vec<&String> = ds
         .iter()
         .filter(|(t, _)| t == "NEW")
         .flat_map(|(_, d)| d)
         .collect();
-    assert_eq!(
-        new,
-        [
-            "29922;1;/usr/lib/pcp/bin/pmcd -T 3",
-            "30016;1;pmlogger -P -c config.default 20110930.17.20"
-        ]
-    );
+    let o = std::process::Command::new(common::peer("pmdumplog").unwrap())
+        .arg("-i")
+        .arg(&arch)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+    let proc_indom = listing.split("InDom: 60.9\n").nth(1).unwrap();
+    let mut pids: Vec<i64> = proc_indom
+        .lines()
+        .skip(1)
+        .map_while(|l| l.trim().split_once(" or ").map(|(i, _)| i.parse().unwrap()))
+        .collect();
+    pids.sort();
+    assert!(pids.len() > 250, "{}", pids.len());
+    let new_pids: Vec<i64> = new
+        .iter()
+        .map(|d| d.split(';').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(new_pids, pids);
+    for d in [
+        "29922;1;/usr/lib/pcp/bin/pmcd -T 3",
+        "30016;1;pmlogger -P -c config.default 20110930.17.20",
+    ] {
+        assert!(new.iter().any(|n| *n == d), "{d}");
+    }
     // ACT by hand from pmdumplog's values: pmcd's utime+stime go
     // 2580 → 2600 → 2610 → 2630 ms at 22.959242, 23.300460, 23.802930,
     // 24.305845 s; 2 CPUs: 20 × 1000 / 341.218 / 2 = 29.3 → 29,

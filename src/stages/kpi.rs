@@ -4,9 +4,10 @@
 //!
 //! - **PCP-style metrics** (a pmlogger archive with the proc PMDA, or an
 //!   MMV file with such names): each sample that holds `proc.*` values is
-//!   one dlt-kpi scan. The first scan lists every process as NEW (as
-//!   dlt-kpi's first scan does); later, processes that appear are NEW and
-//!   those that are gone STP. ACT per process from two consecutive scans:
+//!   one dlt-kpi scan of the processes the `proc` instance domain holds at
+//!   that time (those with values where there is no instance domain). The
+//!   first scan lists every process as NEW (as dlt-kpi's first scan does);
+//!   later, processes that appear are NEW and those that are gone STP. ACT per process from two consecutive scans:
 //!   cpu = Δ(utime + stime) ms × 1000 / interval ms / ncpu (per mille of
 //!   the machine, integer division, listed only when > 0), rss in pages
 //!   (`proc.psinfo.rss` or `proc.memory.rss` ÷ page size), ctx =
@@ -529,8 +530,32 @@ impl KpiFromProc {
         s.clone()
     }
 
-    fn scan(&mut self, time: Timestamp, scan: BTreeMap<i64, Vals>) {
+    fn scan(&mut self, time: Timestamp, mut scan: BTreeMap<i64, Vals>) {
         self.scans += 1;
+        // The proc indom's membership says which processes exist (its
+        // comings and goings), also when a record holds values for only
+        // some of them; values alone decide where no indom is known.
+        let proc_indom = self
+            .uses
+            .values()
+            .find(|u| u.role.is_some_and(|r| r != Role::Ncpu) && u.indom.is_some())
+            .and_then(|u| u.indom);
+        if let Some(d) = proc_indom {
+            for ((i, inst), name) in &self.inst_names {
+                if *i != d {
+                    continue;
+                }
+                scan.entry(*inst as i64).or_insert_with(|| {
+                    let mut x = Vals::default();
+                    let rest = name.trim_start_matches(|c: char| c.is_ascii_digit());
+                    let rest = rest.strip_prefix(' ').unwrap_or(rest);
+                    if !rest.is_empty() {
+                        x.psargs = Some(rest.as_bytes().to_vec());
+                    }
+                    x
+                });
+            }
+        }
         let ncpu = self.ncpu.unwrap_or(1).max(1) as i128;
         let mut new = Vec::new();
         let mut act = Vec::new();
@@ -638,13 +663,11 @@ impl KpiFromProc {
             !u
         });
         if used > 0 {
-            let mut l = self.loss.borrow_mut();
-            for _ in 0..used {
-                l.degrade(
-                    "proc.*, hinv.ncpu and interrupt values",
-                    "turned into KPI datasets (dlt-kpi units)",
-                );
-            }
+            let key = (
+                "proc.*, hinv.ncpu and interrupt values".to_string(),
+                "turned into KPI datasets (dlt-kpi units)".to_string(),
+            );
+            *self.loss.borrow_mut().degraded.entry(key).or_default() += used;
         }
         (s.metrics.len() == before || !s.metrics.is_empty()).then_some(s)
     }
