@@ -61,7 +61,46 @@ pub fn adapt(
         adapter_loss = Some(ec.loss.clone());
         reader = Box::new(ec);
     }
+    // KPI lines from any process data (proc.* metrics, process events).
+    if to.id() == FormatId::Kpi {
+        let k = crate::stages::KpiFromProc::wrap(reader);
+        adapter_loss = Some(k.loss.clone());
+        reader = Box::new(k);
+    }
     (reader, adapter_loss)
+}
+
+/// Pass every item on; returns how many data items the writer received.
+fn feed(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
+    let mut data = 0u64;
+    while let Some(item) = reader.next_item()? {
+        data += item.is_data() as u64;
+        w.write_item(&item)?;
+    }
+    Ok(data)
+}
+
+/// Nothing to write is an error, not an empty file that no reader accepts.
+fn nothing_check(data: u64) -> Result<()> {
+    if data == 0 {
+        return Err(Error::nothing_to_write(
+            "nothing to write",
+            "no data item (event, sample, mark or annotation) reached the writer: \
+             the input has none, or none falls inside --begin/--end",
+        ));
+    }
+    Ok(())
+}
+
+/// Name the input in a [`Error::NothingToWrite`] ("… in FILE: why").
+pub fn name_input(e: Error, input: &str) -> Error {
+    match e {
+        Error::NothingToWrite { what, why } => Error::NothingToWrite {
+            what: format!("{what} in {input}"),
+            why,
+        },
+        e => e,
+    }
 }
 
 /// Stream `reader` into a new output of format `to`.
@@ -88,18 +127,23 @@ pub fn convert(
                 )));
             }
             let mut w = to.create(&OutTarget::Stdout, &header, wopts)?;
-            while let Some(item) = reader.next_item()? {
-                w.write_item(&item)?;
-            }
+            nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
             out.loss = w.finish()?;
+            if let Some(l) = &adapter_loss {
+                out.loss.merge(&l.borrow());
+            }
         }
         Dest::Path { path, force } => {
             let staged = Staged::new(path, inputs, force)?;
             let mut w = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
-            while let Some(item) = reader.next_item()? {
-                w.write_item(&item)?;
-            }
+            nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+            // A writer refuses (NothingToWrite) when none of the data suits
+            // its format; the staged output is then dropped unseen.
             out.loss = w.finish()?;
+            // What the stages adapted counts as loss too (--strict sees it).
+            if let Some(l) = &adapter_loss {
+                out.loss.merge(&l.borrow());
+            }
             if wopts.strict && out.loss.has_loss() {
                 return Err(Error::Strict(format!(
                     "nothing written; the {} writer would lose data:\n{}",
@@ -109,9 +153,6 @@ pub fn convert(
             }
             out.outputs = staged.commit()?;
         }
-    }
-    if let Some(l) = adapter_loss {
-        out.loss.merge(&l.borrow());
     }
     out.diagnostics = reader.diagnostics().to_vec();
     Ok(out)

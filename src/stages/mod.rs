@@ -5,11 +5,13 @@
 pub mod counters;
 pub mod filter;
 pub mod framing;
+pub mod kpi;
 pub mod merge;
 pub mod window;
 
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
 pub use filter::Filter;
 pub use framing::Unframe;
+pub use kpi::KpiFromProc;
 pub use merge::{Merge, MergeInput};
 pub use window::Window;
