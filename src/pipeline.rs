@@ -52,8 +52,14 @@ pub fn adapt(
     to: &dyn Format,
 ) -> (Box<dyn TraceReader>, Option<SharedLoss>) {
     let mut reader = reader;
-    if reader.header().source != to.id() {
+    let source = reader.header().source;
+    if source != to.id() {
         reader = Box::new(crate::stages::Unframe::wrap(reader));
+        // A .dlt holds messages in arrival order, not clock order; another
+        // format gets them in time order (a DLT target keeps the file's).
+        if source == FormatId::Dlt {
+            reader = Box::new(crate::stages::Reorder::wrap(reader));
+        }
     }
     let mut adapter_loss = None;
     if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {

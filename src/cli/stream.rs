@@ -125,7 +125,12 @@ pub fn open_with(
                 .open(&s.input, &ropts)
                 .with_context(|| format!("opening {}", s.input.name()))?;
             // A merged output is a new trace: no input's framing is data.
-            let r: Box<dyn TraceReader> = Box::new(Unframe::wrap(r));
+            let mut r: Box<dyn TraceReader> = Box::new(Unframe::wrap(r));
+            // The merge takes each input in time order; a .dlt is in
+            // arrival order (see `stages::reorder`).
+            if r.header().source == crate::model::FormatId::Dlt {
+                r = Box::new(crate::stages::Reorder::wrap(r));
+            }
             let label = labels.get(k).cloned().unwrap_or_else(|| label_of(&s.input));
             inputs.push(MergeInput { reader: r, label });
         }

@@ -7,6 +7,7 @@ pub mod filter;
 pub mod framing;
 pub mod kpi;
 pub mod merge;
+pub mod reorder;
 pub mod window;
 
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
@@ -14,4 +15,5 @@ pub use filter::Filter;
 pub use framing::Unframe;
 pub use kpi::KpiFromProc;
 pub use merge::{Merge, MergeInput};
+pub use reorder::Reorder;
 pub use window::Window;
