@@ -1,0 +1,180 @@
+//! Damaged inputs (issue 16): one regression test per case, named after it,
+//! and a short sampled form of `scripts/sweep.sh`.
+
+mod common;
+
+use common::{bin, corpus};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A writable copy of a corpus file or directory in a fresh temp dir.
+fn copy_corpus(rel: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = corpus().join(rel);
+    let dst = tmp.path().join(src.file_name().unwrap());
+    copy_tree(&src, &dst);
+    (tmp, dst)
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    if src.is_dir() {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            copy_tree(&e.path(), &dst.join(e.file_name()));
+        }
+    } else {
+        std::fs::write(dst, std::fs::read(src).unwrap()).unwrap();
+    }
+}
+
+fn poke(path: &Path, at: u64, bytes: &[u8]) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize..at as usize + bytes.len()].copy_from_slice(bytes);
+    std::fs::write(path, b).unwrap();
+}
+
+fn truncate(path: &Path, len: u64) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.set_len(len).unwrap();
+}
+
+fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut c = Command::new(bin());
+    for a in args {
+        c.arg(a);
+    }
+    c.output().unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tree_size(p: &Path) -> u64 {
+    if p.is_dir() {
+        std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| tree_size(&e.unwrap().path()))
+            .sum()
+    } else {
+        std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// Case 1: one damaged block_start seconds field (cpu/0 byte 9, 0x57 -> 0)
+/// spreads cpu/0's events over 34 years. The LTT writer used to fill every
+/// 2^32 ns of that with heartbeats (6.7 GB); now the output stays within a
+/// small factor of the input and lists the same events at the same times.
+#[test]
+fn case1_write_amplification() {
+    let (tmp, trace) = copy_corpus("ltt/smp_example");
+    poke(&trace.join("cpu/0"), 9, &[0]);
+    let out = tmp.path().join("out");
+    let o = run(&[&"convert", &trace, &"--to", &"ltt", &"-o", &out]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stderr(&o).contains("resync heartbeat"), "{}", stderr(&o));
+    let (insz, outsz) = (tree_size(&trace), tree_size(&out));
+    assert!(outsz <= 4 * insz, "output {outsz} bytes from {insz}");
+    let a = run(&[&"dump", &"--no-framing", &trace]);
+    let b = run(&[&"dump", &"--no-framing", &out]);
+    assert_eq!(code(&a), 0);
+    assert_eq!(code(&b), 0);
+    assert_eq!(a.stdout.iter().filter(|&&c| c == b'\n').count(), 173_151);
+    assert!(a.stdout == b.stdout, "listing changed through the writer");
+}
+
+/// Case 2: a hostile `ltt_block_size` is checked against the tracefiles (a
+/// block larger than the file is an error, exit 2, before any allocation of
+/// that size); with `--salvage` the events are kept and the writer does not
+/// inherit the size.
+#[test]
+fn case2_hostile_block_size() {
+    for size in ["4294967295", "2147483647"] {
+        let (tmp, trace) = copy_corpus("ltt/smp_example");
+        let sys = trace.join("info/system.xml");
+        let x = std::fs::read_to_string(&sys).unwrap();
+        let x = x.replace(
+            "ltt_block_size=\"1000000\"",
+            &format!("ltt_block_size=\"{size}\""),
+        );
+        std::fs::write(&sys, x).unwrap();
+        for verb in ["dump", "info"] {
+            let o = run(&[&verb, &trace]);
+            assert_eq!(code(&o), 2, "{verb}: {}", stderr(&o));
+            let e = stderr(&o);
+            assert!(
+                e.contains("cpu/0: byte 0:") && e.contains(&format!("ltt_block_size {size}")),
+                "{e}"
+            );
+            assert!(o.stdout.is_empty());
+        }
+        let out = tmp.path().join("out");
+        let o = run(&[&"convert", &trace, &"--to", &"ltt", &"-o", &out]);
+        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        assert!(!out.exists());
+        let o = run(&[
+            &"convert",
+            &"--salvage",
+            &trace,
+            &"--to",
+            &"ltt",
+            &"-o",
+            &out,
+        ]);
+        assert_eq!(code(&o), 1, "{}", stderr(&o));
+        let sx = std::fs::read_to_string(out.join("info/system.xml")).unwrap();
+        assert!(sx.contains("ltt_block_size=\"100000\""), "{sx}");
+        let o = run(&[&"dump", &"--no-framing", &out]);
+        assert_eq!(o.stdout.iter().filter(|&&c| c == b'\n').count(), 173_151);
+    }
+}
+
+/// Case 3: `cpu/0` one byte short. Without `--salvage` every command
+/// refuses it (exit 2, offset of the partial block); with it, every event
+/// that decodes whole is kept (here all of them: block_end is found by
+/// walking the events) and the exit code is 1.
+#[test]
+fn case3_partial_block() {
+    let (tmp, trace) = copy_corpus("ltt/smp_example");
+    truncate(&trace.join("cpu/0"), 999_999);
+    let out = tmp.path().join("out");
+    for args in [
+        vec!["dump"],
+        vec!["info"],
+        vec!["check"],
+        vec!["convert", "--to", "pcp", "-o"],
+    ] {
+        let mut a: Vec<&dyn AsRef<std::ffi::OsStr>> = args.iter().map(|s| s as _).collect();
+        if args[0] == "convert" {
+            a.push(&out);
+        }
+        a.push(&trace);
+        let o = run(&a);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("cpu/0: byte 0:"), "{}", stderr(&o));
+    }
+    let o = run(&[&"dump", &"--salvage", &trace]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let reference = Command::new("xz")
+        .arg("-dc")
+        .arg(corpus().join("ltt/smp_example.dump.txt.xz"))
+        .output()
+        .unwrap();
+    assert!(o.stdout == reference.stdout, "salvaged listing differs");
+    // Cut inside the events: the whole events before the cut are kept,
+    // timed at the rate of one count per ns (no block before to borrow from).
+    truncate(&trace.join("cpu/0"), 500_000);
+    let o = run(&[&"dump", &"--salvage", &"--no-framing", &trace]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let n0 = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("(cpu/0)"))
+        .count();
+    assert!((40_000..85_917).contains(&n0), "{n0} cpu/0 events kept");
+    assert!(stderr(&o).contains("has no block_end"), "{}", stderr(&o));
+}
