@@ -1,5 +1,8 @@
 //! Atomic output: everything is written into a staging directory beside the
 //! target and renamed into place on commit. Inputs are never overwritten.
+//! Staging is removed when dropped, when a signal ends the process
+//! (`crate::cleanup`), and by the next run of the same target if a run that
+//! no longer exists left it behind.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -24,6 +27,7 @@ pub struct Staged {
     force: bool,
     protected: Vec<PathBuf>,
     committed: bool,
+    stale_removed: Vec<PathBuf>,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -67,12 +71,15 @@ impl Staged {
                 msg: "exists (use --force to replace it)".into(),
             });
         }
+        let stale_removed = crate::cleanup::remove_stale(&parent, &name);
         let stage_dir = tempfile::Builder::new()
-            .prefix(&format!(".{name}.polytrace-"))
+            .prefix(&crate::cleanup::stage_prefix_for_us(&name))
             .tempdir_in(&parent)
             .map_err(|e| Error::io(&parent, e))?
             .keep();
+        crate::cleanup::register(&stage_dir);
         Ok(Staged {
+            stale_removed,
             stage_dir,
             name,
             parent,
@@ -80,6 +87,12 @@ impl Staged {
             protected,
             committed: false,
         })
+    }
+
+    /// Staging directories of this target that dead runs had left behind,
+    /// removed when this one was prepared.
+    pub fn stale_removed(&self) -> &[PathBuf] {
+        &self.stale_removed
     }
 
     /// The path the writer should write to (see [`OutTarget::Path`]).
@@ -113,6 +126,8 @@ impl Staged {
             moves.push((src, dst));
         }
         let mut done = Vec::new();
+        // A signal now waits until every file is in place.
+        let mut live = crate::cleanup::hold();
         for (src, dst) in moves {
             if dst.is_dir() && !dst.is_symlink() {
                 // rename() cannot replace a non-empty directory: move it aside first.
@@ -124,6 +139,7 @@ impl Staged {
         }
         self.committed = true;
         let _ = std::fs::remove_dir_all(&self.stage_dir);
+        live.retain(|p| p != &self.stage_dir);
         Ok(done)
     }
 }
@@ -132,6 +148,7 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.stage_dir);
+            crate::cleanup::unregister(&self.stage_dir);
         }
     }
 }

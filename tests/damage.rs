@@ -178,3 +178,98 @@ fn case3_partial_block() {
     assert!((40_000..85_917).contains(&n0), "{n0} cpu/0 events kept");
     assert!(stderr(&o).contains("has no block_end"), "{}", stderr(&o));
 }
+
+/// Staging directories of `name` in `dir`.
+fn stagings(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let prefix = format!(".{name}.polytrace-");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .collect()
+}
+
+/// Start `convert - --from kpi --to ltt -o DIR/out.ltt` on a pipe, feed it
+/// more than the detection probe, and wait until its staging exists: the
+/// process is then mid-conversion, blocked on its input.
+fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::ChildStdin) {
+    use std::io::Write;
+    let mut child = Command::new(bin())
+        .args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
+        .arg(dir.join("out.ltt"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let text = std::fs::read(corpus().join("kpi/B-buf400.convert-a.txt")).unwrap();
+    stdin.write_all(&text).unwrap();
+    stdin.flush().unwrap();
+    for _ in 0..600 {
+        if !stagings(dir, "out.ltt").is_empty() {
+            return (child, stdin);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    panic!("no staging directory appeared");
+}
+
+/// Case 5: a conversion ended by SIGINT, SIGTERM or SIGHUP removes its
+/// staging and dies of that signal; SIGPIPE is ignored (a closed pipe is an
+/// EPIPE error instead) and the run completes; and a run's leftover staging
+/// (SIGKILL) is removed by the next run of the same target.
+#[test]
+fn case5_staging_removed_on_signals() {
+    use std::os::unix::process::ExitStatusExt;
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut child, stdin) = conversion_mid_write(tmp.path());
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let st = child.wait().unwrap();
+        drop(stdin);
+        assert_eq!(st.signal(), Some(sig), "signal {sig}: {st:?}");
+        assert!(stagings(tmp.path(), "out.ltt").is_empty(), "signal {sig}");
+        assert!(!tmp.path().join("out.ltt").exists());
+    }
+    // SIGPIPE: ignored; the conversion finishes when its input ends.
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, stdin) = conversion_mid_write(tmp.path());
+    unsafe { libc::kill(child.id() as i32, libc::SIGPIPE) };
+    drop(stdin);
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    assert!(tmp.path().join("out.ltt/info/system.xml").is_file());
+    assert!(stagings(tmp.path(), "out.ltt").is_empty());
+    // SIGKILL leaves staging behind; the next run of the target removes it,
+    // but not the staging of a live process nor that of another target.
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, stdin) = conversion_mid_write(tmp.path());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+    let left = stagings(tmp.path(), "out.ltt");
+    assert_eq!(left.len(), 1);
+    let live = tmp
+        .path()
+        .join(format!(".out.ltt.polytrace-{}-live", std::process::id()));
+    let other = tmp.path().join(".other.ltt.polytrace-1-x");
+    std::fs::create_dir(&live).unwrap();
+    std::fs::create_dir(&other).unwrap();
+    let o = run(&[
+        &"convert",
+        &corpus().join("kpi/B-buf400.dlt"),
+        &"--to",
+        &"ltt",
+        &"-o",
+        &tmp.path().join("out.ltt"),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!left[0].exists(), "stale staging kept");
+    assert!(live.exists() && other.exists());
+}
