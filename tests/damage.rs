@@ -273,3 +273,127 @@ fn case5_staging_removed_on_signals() {
     assert!(!left[0].exists(), "stale staging kept");
     assert!(live.exists() && other.exists());
 }
+
+/// A writable copy of a PCP archive of the corpus under base name `a`.
+fn copy_archive(base: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    for m in ["meta", "0", "index"] {
+        std::fs::copy(
+            corpus().join(format!("pcp/{base}.{m}")),
+            tmp.path().join(format!("a.{m}")),
+        )
+        .unwrap();
+    }
+    let a = tmp.path().join("a");
+    (tmp, a)
+}
+
+/// Lines of a PCP listing's temporal index.
+fn index_entries(o: &Output) -> usize {
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.split("Temporal Index")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .count()
+}
+
+/// Case 4: a `.index` cut mid-entry is damage (pmlogcheck says so too):
+/// `dump` and `check` exit 2 naming the entry, `--salvage` lists the whole
+/// entries and exits 1. The testsuite's bad archives where pmdumplog or
+/// pmlogcheck fail and we passed now fail too.
+#[test]
+fn case4_pcp_index_and_label_damage() {
+    let (_tmp, a) = copy_archive("live_v3");
+    let idx = a.with_extension("index");
+    let len = std::fs::metadata(&idx).unwrap().len();
+    let whole = index_entries(&run(&[&"dump", &a]));
+    assert_eq!(whole, 9);
+    truncate(&idx, len - 10);
+    for verb in ["dump", "check"] {
+        let o = run(&[&verb, &a]);
+        assert_eq!(code(&o), 2, "{verb}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("a.index: byte {}, record", len - 32))
+                && stderr(&o).contains("index entry cut short"),
+            "{verb}: {}",
+            stderr(&o)
+        );
+        let o = run(&[&verb, &"--salvage", &a]);
+        assert_eq!(code(&o), 1, "{verb} --salvage: {}", stderr(&o));
+    }
+    let o = run(&[&"dump", &"--salvage", &a]);
+    assert_eq!(index_entries(&o), whole - 1);
+    if let Some(pmlogcheck) = common::peer("pmlogcheck") {
+        let st = Command::new(pmlogcheck).arg(&a).output().unwrap();
+        assert_eq!(st.status.code(), Some(1), "pmlogcheck agrees it is damaged");
+    }
+    let Some(ts) = common::pcp_testsuite() else {
+        return;
+    };
+    let bad = ts.join("badarchives");
+    // (archive, verb, the peer that fails on it too)
+    for (name, verb) in [
+        ("badlabel-2", "dump"),
+        ("badti-4", "dump"),
+        ("badti-1", "check"),
+        ("logsummary-bug", "check"),
+        ("badti-1", "dump"),
+    ] {
+        let o = run(&[&verb, &bad.join(name)]);
+        assert_eq!(code(&o), 2, "{verb} {name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("byte "),
+            "{verb} {name}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// Case 7: cuts at a record boundary that the format can know about.
+#[test]
+fn case7_record_boundary_cuts() {
+    // PCP: the volume cut at a record boundary; the last index entry now
+    // points past its end.
+    let (_tmp, a) = copy_archive("live_v3");
+    truncate(&a.with_extension("0"), 38_068);
+    for verb in ["dump", "check"] {
+        let o = run(&[&verb, &a]);
+        assert_eq!(code(&o), 2, "{verb}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("points past the end of volume 0 (44240 > 38068)"),
+            "{verb}: {}",
+            stderr(&o)
+        );
+        assert_eq!(code(&run(&[&verb, &"--salvage", &a])), 1);
+    }
+    // DLT: the last message's length runs past the end of the file.
+    let (_t, dlt) = copy_corpus("kpi/B-buf400.dlt");
+    truncate(&dlt, 10_800);
+    for verb in ["dump", "info", "check"] {
+        let o = run(&[&verb, &dlt]);
+        assert_eq!(code(&o), 2, "{verb}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("byte 10771, record 56"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = run(&[&"dump", &"--salvage", &dlt]);
+    assert_eq!(code(&o), 1);
+    assert_eq!(o.stdout.iter().filter(|&&c| c == b'\n').count(), 56);
+    // LTT: a block whose trailer (the block's size bookkeeping) is damaged
+    // is reported and lost, the other file's events kept.
+    let (_t, trace) = copy_corpus("ltt/smp_example");
+    poke(&trace.join("cpu/1"), 999_996, &[0xff, 0xff, 0, 0]);
+    let o = run(&[&"dump", &"--no-framing", &trace]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cpu/1: byte 999996, record 0: block 0 lost: trailer 65535"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(o.stdout.iter().filter(|&&c| c == b'\n').count(), 85_914);
+}

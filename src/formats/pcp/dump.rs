@@ -619,21 +619,37 @@ fn scan_end(m: &Members, v: Version, from: Option<(i32, u64)>) -> Option<Stamp> 
     end
 }
 
-fn read_index(m: &Members, v: Version) -> Vec<(Stamp, i32, u64, u64)> {
+/// The temporal index's entries, and the first damage of the index file
+/// itself (bad label, an entry cut short): listed as far as it goes, then
+/// reported (issue 16, case 4).
+fn read_index(m: &Members, v: Version) -> (Vec<(Stamp, i32, u64, u64)>, Option<Error>) {
     let mut out = Vec::new();
     let Some(p) = &m.index else {
-        return out;
+        return (out, None);
     };
-    let Ok(mut rr) = RecordReader::open(p) else {
-        return out;
+    let mut rr = match RecordReader::open(p) {
+        Ok(r) => r,
+        Err(e) => return (out, Some(e)),
     };
-    if rr.label().is_err() {
-        return out;
+    if let Err(e) = rr.label() {
+        return (out, Some(e));
     }
-    let Ok(b) = rr.rest(1 << 32) else {
-        return out;
+    let b = match rr.rest(1 << 32) {
+        Ok(b) => b,
+        Err(e) => return (out, Some(e)),
     };
     let es = if v == Version::V2 { 20 } else { 32 };
+    let mut err = None;
+    if b.len() % es != 0 {
+        let n = b.len() / es;
+        err = Some(Error::format(
+            Position::at(p, (v.label_len() + n * es) as u64, Some(n as u64 + 1)),
+            format!(
+                "index entry cut short: {} of {es} bytes (pmlogcheck: unexpected EOF in index entry)",
+                b.len() % es
+            ),
+        ));
+    }
     for e in b.chunks_exact(es) {
         let Some(s) = get_stamp(v, e, 0) else {
             continue;
@@ -650,7 +666,51 @@ fn read_index(m: &Members, v: Version) -> Vec<(Stamp, i32, u64, u64)> {
         };
         out.push((s, vol, mo, d));
     }
-    out
+    (out, err)
+}
+
+/// The first index entry whose offsets cannot be right: inside the label
+/// (libpcp then fails to fetch: pmdumplog exits 1), past the end of the
+/// .meta, or past the end of a volume that exists (a cut volume).
+pub(super) fn index_entry_damage(
+    m: &Members,
+    v: Version,
+    index: &[(Stamp, i32, u64, u64)],
+    meta_size: u64,
+) -> Option<Error> {
+    let p = m.index.as_ref()?;
+    let es = if v == Version::V2 { 20 } else { 32 };
+    let base = v.label_len() as u64;
+    for (i, e) in index.iter().enumerate() {
+        let vol_size = m
+            .volumes
+            .iter()
+            .find(|(n, _)| *n as i64 == e.1 as i64)
+            .and_then(|(_, vp)| super::archive::plain_size(vp));
+        let msg = if (e.2 as i64) < base as i64 || (e.3 as i64) < base as i64 {
+            format!(
+                "index entry points inside the label (meta {}, log {})",
+                e.2, e.3
+            )
+        } else if e.2 > meta_size {
+            format!(
+                "index entry points past the end of the .meta ({} > {meta_size})",
+                e.2
+            )
+        } else if let Some(sz) = vol_size.filter(|&sz| e.3 > sz) {
+            format!(
+                "index entry points past the end of volume {} ({} > {sz}): volume cut short?",
+                e.1, e.3
+            )
+        } else {
+            continue;
+        };
+        return Some(Error::format(
+            Position::at(p, base + (i * es) as u64, Some(i as u64 + 1)),
+            msg,
+        ));
+    }
+    None
 }
 
 /// Write the pmdumplog-style listing.
@@ -679,7 +739,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     spool(&mut m, &|n| Some(n) == last_vol);
     let mf = load_meta(&m, salvage, &mut diags)?;
     let v = mf.label.version;
-    let index = read_index(&m, v);
+    let (index, index_cut) = read_index(&m, v);
     // ...and so does every volume from the last index entry's on.
     let from_vol = index.last().map_or(i64::MAX, |e| e.1 as i64);
     spool(&mut m, &|n| n as i64 >= from_vol && Some(n) != last_vol);
@@ -1004,6 +1064,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         }
         last = Some(e);
     }
+    let index_err = index_cut.or_else(|| index_entry_damage(&m, v, &index, meta_size));
     out.flush(&mut o, false)?;
     // Results: records are read here, formatted in batches by two helper
     // threads, and written in order.
@@ -1087,6 +1148,14 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         diags.push(Diagnostic::salvaged(pos_of(&e), format!("stopped: {e}")));
     }
     out.flush(&mut o, true)?;
+    // A damaged index does not stop the listing (the records are read in
+    // order, not through it), but it is damage all the same.
+    if let Some(e) = index_err {
+        if !salvage {
+            return Err(e);
+        }
+        diags.push(Diagnostic::salvaged(pos_of(&e), e.to_string()));
+    }
     Ok(diags)
 }
 
