@@ -397,3 +397,56 @@ fn case7_record_boundary_cuts() {
     );
     assert_eq!(o.stdout.iter().filter(|&&c| c == b'\n').count(), 85_914);
 }
+
+/// Case 6: detection on damaged files names the format it nearly is, what
+/// is wrong, and the byte offset.
+#[test]
+fn case6_detection_on_damaged_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = |rel: &str, n: usize, name: &str| {
+        let b = std::fs::read(corpus().join(rel)).unwrap();
+        let p = tmp.path().join(name);
+        std::fs::write(&p, &b[..n]).unwrap();
+        p
+    };
+    let cases = [
+        (
+            cut("timeline/a2-small-wrapped.dat", 30_000, "t.dat"),
+            "byte 30000: not recognised, but looks like timeline: A layout: the header's ring of 1024 entries ends at byte 65600, but the file has 30000 bytes",
+        ),
+        (
+            cut("timeline/v3-small-wrapped.dat", 5, "m.dat"),
+            "byte 5: not recognised, but looks like timeline: the file ends after 5 bytes, inside the mainline magic",
+        ),
+        (
+            cut("kpi/kpi-capture.convert-a.txt", 40, "k.txt"),
+            "byte 40: not recognised, but looks like kpi: dlt-convert -a text whose file ends inside line 1",
+        ),
+        (
+            cut("kpi/B-buf400.dlt", 3, "d.dlt"),
+            "byte 3: not recognised, but looks like dlt: the file ends after 3 bytes",
+        ),
+        (
+            cut("mmv/research_v1.mmv", 2, "x.mmv"),
+            "byte 2: not recognised, but looks like mmv: the file ends after 2 bytes, inside the \"MMV\\0\" magic",
+        ),
+        (
+            cut("pcp/live_v2.0", 6, "p.0"),
+            "byte 6: not recognised, but looks like pcp: the file ends after 6 bytes, inside a v2 label record of 132 bytes",
+        ),
+    ];
+    for (path, want) in cases {
+        let o = run(&[&"info", &path]);
+        assert_eq!(code(&o), 2);
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
+    // Unrelated bytes are still just unrecognised.
+    let p = tmp.path().join("junk");
+    std::fs::write(&p, b"\x07\x07\x07 hello").unwrap();
+    let o = run(&[&"info", &p]);
+    assert!(
+        stderr(&o).contains("unrecognised format (give --from"),
+        "{}",
+        stderr(&o)
+    );
+}
