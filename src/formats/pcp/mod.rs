@@ -5,6 +5,7 @@ pub mod archive;
 pub mod check;
 pub mod data;
 pub mod dump;
+pub mod index;
 pub mod layout;
 pub mod meta;
 pub mod reader;
