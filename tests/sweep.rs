@@ -409,6 +409,8 @@ struct Run {
 }
 
 /// Run the CLI with a time limit, measuring the child's peak RSS.
+// The child is reaped by wait4 (for its rusage), not by Child::wait.
+#[allow(clippy::zombie_processes)]
 fn run_limited(args: &[&std::ffi::OsStr], dir: &Path) -> Run {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin());
@@ -627,7 +629,9 @@ fn sweep(full: bool, seed: u64) -> Tally {
                         input.name,
                         m.rel,
                         d_short(d),
-                        to.as_ref().map(|t| format!(" --to {t}")).unwrap_or_default()
+                        to.as_ref()
+                            .map(|t| format!(" --to {t}"))
+                            .unwrap_or_default()
                     );
                     match r.code {
                         Some(c @ 0..=3) => t.codes[c as usize] += 1,

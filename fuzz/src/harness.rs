@@ -29,7 +29,9 @@ pub fn unpack(data: &[u8]) -> Option<Vec<(String, &[u8])>> {
         let nul = rest.iter().position(|&c| c == 0)?;
         let name = std::str::from_utf8(&rest[..nul]).ok()?.to_string();
         rest = &rest[nul + 1..];
-        let len = rest.get(..4).map(|b| u32::from_le_bytes(b.try_into().unwrap()))?;
+        let len = rest
+            .get(..4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))?;
         rest = &rest[4..];
         let n = (len as usize).min(rest.len());
         out.push((name, &rest[..n]));
@@ -81,9 +83,8 @@ pub fn materialise(fmt: FormatId, data: &[u8], dir: &Path) -> Option<PathBuf> {
             let root = dir.join("t");
             std::fs::create_dir_all(&root).ok()?;
             for (name, bytes) in files {
-                let pcp_member = fmt == FormatId::Pcp
-                    && name.starts_with("a.")
-                    && !name.contains('/');
+                let pcp_member =
+                    fmt == FormatId::Pcp && name.starts_with("a.") && !name.contains('/');
                 if !safe(&name) || (fmt == FormatId::Pcp && !pcp_member) {
                     continue;
                 }
@@ -139,6 +140,11 @@ pub fn run_in(fmt: FormatId, data: &[u8], dir: &Path) {
         }
         let _ = r.diagnostics();
     }
-    let _ = f.dump(&input, &ropts, &DumpOptions::default(), &mut std::io::sink());
+    let _ = f.dump(
+        &input,
+        &ropts,
+        &DumpOptions::default(),
+        &mut std::io::sink(),
+    );
     let _ = f.check(&input, &ropts);
 }

@@ -6,10 +6,13 @@ use super::archive::{Members, RecordReader};
 use super::layout::*;
 use crate::error::{Error, Position};
 
+/// One index entry: time, volume, `.meta` offset, volume offset.
+pub type Entry = (Stamp, i32, u64, u64);
+
 /// The temporal index's entries, and the first damage of the index file
 /// itself (bad label, an entry cut short): listed as far as it goes, then
 /// reported (issue 16, case 4).
-pub fn read_index(m: &Members, v: Version) -> (Vec<(Stamp, i32, u64, u64)>, Option<Error>) {
+pub fn read_index(m: &Members, v: Version) -> (Vec<Entry>, Option<Error>) {
     let mut out = Vec::new();
     let Some(p) = &m.index else {
         return (out, None);
@@ -62,7 +65,7 @@ pub fn read_index(m: &Members, v: Version) -> (Vec<(Stamp, i32, u64, u64)>, Opti
 pub fn index_entry_damage(
     m: &Members,
     v: Version,
-    index: &[(Stamp, i32, u64, u64)],
+    index: &[Entry],
     meta_size: u64,
 ) -> Option<Error> {
     let p = m.index.as_ref()?;
