@@ -620,6 +620,9 @@ fn sweep(full: bool, seed: u64) -> Tally {
                 }
                 let mut t = tally.lock().unwrap();
                 t.variants += 1;
+                if full && t.variants % 500 == 0 {
+                    eprintln!("{} of {} variants", t.variants, jobs.len());
+                }
                 for (verb, to, r, out_size) in local {
                     t.runs += 1;
                     t.max_rss_kb = t.max_rss_kb.max(r.rss_kb);
