@@ -58,6 +58,8 @@ struct Member {
     judge: Judge,
     /// (offset, width in bytes, big-endian) of length/size/count fields.
     hostile: Vec<(u64, usize, bool)>,
+    /// Text replacements of size attributes (XML), all run in every sweep.
+    hostile_text: Vec<(&'static str, &'static str)>,
 }
 
 /// One corpus input: a file, a PCP archive (base name) or an LTT directory.
@@ -89,6 +91,7 @@ fn dlt_member(rel: &str, b: &[u8]) -> Member {
         rel: rel.into(),
         judge: Judge::Records(bounds),
         hostile,
+        hostile_text: vec![],
     }
 }
 
@@ -121,6 +124,7 @@ fn pcp_member(rel: &str, b: &[u8]) -> Member {
         rel: rel.into(),
         judge: Judge::Records(bounds),
         hostile,
+        hostile_text: vec![],
     }
 }
 
@@ -148,6 +152,7 @@ fn inputs() -> Vec<Input> {
                 rel: "in.txt".into(),
                 judge: Judge::No,
                 hostile: vec![],
+                hostile_text: vec![],
             }],
         });
     }
@@ -173,6 +178,7 @@ fn inputs() -> Vec<Input> {
                 rel: "in.mmv".into(),
                 judge: Judge::Records(vec![]),
                 hostile,
+                hostile_text: vec![],
             }],
         });
     }
@@ -212,9 +218,9 @@ fn inputs() -> Vec<Input> {
             Member {
                 rel: format!("t/{r}"),
                 judge: Judge::Records(vec![0, n]),
-                // block_start's payload, block_end's (at 774284 / 798135),
-                // the trailer.
+                // block_start's seconds and cycle count, the trailer.
                 hostile: vec![(6, 4, false), (14, 8, false), (n - 4, 4, false)],
+                hostile_text: vec![],
             }
         };
         v.push(Input {
@@ -228,11 +234,16 @@ fn inputs() -> Vec<Input> {
                     rel: "t/info/system.xml".into(),
                     judge: Judge::No,
                     hostile: vec![],
+                    hostile_text: ["4294967295", "2147483647", "1000001", "999999", "56", "0"]
+                        .iter()
+                        .map(|v| ("ltt_block_size=\"1000000\"", *v))
+                        .collect(),
                 },
                 Member {
                     rel: "t/eventdefs/core.xml".into(),
                     judge: Judge::No,
                     hostile: vec![],
+                    hostile_text: vec![],
                 },
             ],
         });
@@ -261,6 +272,7 @@ fn inputs() -> Vec<Input> {
                 rel: "in.dat".into(),
                 judge,
                 hostile,
+                hostile_text: vec![],
             }],
         });
     }
@@ -274,6 +286,7 @@ enum Damage {
     Flip(u64, u8),
     Overwrite(u64, Vec<u8>),
     Hostile(u64, Vec<u8>),
+    Text(&'static str, String),
 }
 
 struct Rng(u64);
@@ -370,6 +383,12 @@ fn variants(m: &Member, len: u64, cuts: u64, flips: u64, full: bool, rng: &mut R
         hostile = vec![hostile.swap_remove(k)];
     }
     v.extend(hostile);
+    for (from, to) in &m.hostile_text {
+        v.push(Damage::Text(
+            from,
+            format!("{}\"{to}\"", &from[..from.find('"').unwrap()]),
+        ));
+    }
     v
 }
 
@@ -378,6 +397,7 @@ fn apply(path: &Path, d: &Damage) {
     match d {
         Damage::Cut(n) => b.truncate(*n as usize),
         Damage::Flip(at, bit) => b[*at as usize] ^= 1 << bit,
+        Damage::Text(..) => {}
         Damage::Overwrite(at, bytes) | Damage::Hostile(at, bytes) => {
             for (i, x) in bytes.iter().enumerate() {
                 if let Some(c) = b.get_mut(*at as usize + i) {
@@ -385,6 +405,10 @@ fn apply(path: &Path, d: &Damage) {
                 }
             }
         }
+    }
+    if let Damage::Text(from, to) = d {
+        let t = String::from_utf8_lossy(&b).replace(from, to);
+        b = t.into_bytes();
     }
     std::fs::write(path, b).unwrap();
 }
@@ -684,6 +708,7 @@ fn d_short(d: &Damage) -> String {
         Damage::Flip(at, bit) => format!("bit {bit} of byte {at} flipped"),
         Damage::Overwrite(at, b) => format!("{} bytes at {at} overwritten", b.len()),
         Damage::Hostile(at, b) => format!("length field at {at} set to {b:02x?}"),
+        Damage::Text(_, to) => to.clone(),
     }
 }
 
