@@ -200,14 +200,24 @@ fn stagings(dir: &Path, name: &str) -> Vec<PathBuf> {
 /// process is then mid-conversion, blocked on its input.
 fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::ChildStdin) {
     use std::io::Write;
-    let mut child = Command::new(bin())
-        .args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin());
+    cmd.args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
         .arg(dir.join("out.ltt"))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    // A test run in the background (nohup, `&`) inherits SIGHUP and SIGINT
+    // ignored, which polytrace rightly keeps: give the child the defaults.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let text = std::fs::read(corpus().join("kpi/B-buf400.convert-a.txt")).unwrap();
     stdin.write_all(&text).unwrap();
@@ -223,6 +233,19 @@ fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::Child
     panic!("no staging directory appeared");
 }
 
+/// Wait for `child`, killing it after 60 s (a test must not hang).
+fn wait_bounded(child: &mut std::process::Child) -> std::process::ExitStatus {
+    for _ in 0..1200 {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let st = child.wait().unwrap();
+    panic!("child did not end within 60 s: {st:?}");
+}
+
 /// Case 5: a conversion ended by SIGINT, SIGTERM or SIGHUP removes its
 /// staging and dies of that signal; SIGPIPE is ignored (a closed pipe is an
 /// EPIPE error instead) and the run completes; and a run's leftover staging
@@ -234,7 +257,7 @@ fn case5_staging_removed_on_signals() {
         let tmp = tempfile::tempdir().unwrap();
         let (mut child, stdin) = conversion_mid_write(tmp.path());
         unsafe { libc::kill(child.id() as i32, sig) };
-        let st = child.wait().unwrap();
+        let st = wait_bounded(&mut child);
         drop(stdin);
         assert_eq!(st.signal(), Some(sig), "signal {sig}: {st:?}");
         assert!(stagings(tmp.path(), "out.ltt").is_empty(), "signal {sig}");
@@ -245,7 +268,7 @@ fn case5_staging_removed_on_signals() {
     let (mut child, stdin) = conversion_mid_write(tmp.path());
     unsafe { libc::kill(child.id() as i32, libc::SIGPIPE) };
     drop(stdin);
-    let st = child.wait().unwrap();
+    let st = wait_bounded(&mut child);
     assert_eq!(st.code(), Some(0), "{st:?}");
     assert!(tmp.path().join("out.ltt/info/system.xml").is_file());
     assert!(stagings(tmp.path(), "out.ltt").is_empty());
