@@ -27,7 +27,6 @@ pub struct Staged {
     force: bool,
     protected: Vec<PathBuf>,
     committed: bool,
-    stale_removed: Vec<PathBuf>,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -71,7 +70,7 @@ impl Staged {
                 msg: "exists (use --force to replace it)".into(),
             });
         }
-        let stale_removed = crate::cleanup::remove_stale(&parent, &name);
+        crate::cleanup::remove_stale(&parent, &name);
         let stage_dir = tempfile::Builder::new()
             .prefix(&crate::cleanup::stage_prefix_for_us(&name))
             .tempdir_in(&parent)
@@ -79,7 +78,6 @@ impl Staged {
             .keep();
         crate::cleanup::register(&stage_dir);
         Ok(Staged {
-            stale_removed,
             stage_dir,
             name,
             parent,
@@ -87,12 +85,6 @@ impl Staged {
             protected,
             committed: false,
         })
-    }
-
-    /// Staging directories of this target that dead runs had left behind,
-    /// removed when this one was prepared.
-    pub fn stale_removed(&self) -> &[PathBuf] {
-        &self.stale_removed
     }
 
     /// The path the writer should write to (see [`OutTarget::Path`]).
