@@ -206,7 +206,9 @@ fn round_trip(set: &str, full_values: bool, extra: &[&str]) -> Option<String> {
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let r = Proc::new(common::bin()).args(&args).output().unwrap();
-    if !r.status.success() {
+    // With --salvage a damaged set converts with exit 1.
+    let salvaged = extra.contains(&"--salvage") && r.status.code() == Some(1);
+    if !r.status.success() && !salvaged {
         return Some(format!(
             "{set}: convert failed: {}",
             String::from_utf8_lossy(&r.stderr)
@@ -908,7 +910,10 @@ fn full_sweep_all_testsuite_sets() {
         .filter(|s| s != "multi-corrupted/20150508.11.50") // truncated on purpose
         .map(|s| &*Box::leak(s.into_boxed_str()))
         .collect();
-    let mut fails = parallel(&leaked, |s| round_trip(s, true, &[]));
+    // binning's index points past the end of its volume: damage (issue 16).
+    let mut fails = parallel(&leaked, |s| {
+        round_trip(s, true, if s == "binning" { &["--salvage"] } else { &[] })
+    });
     let mut differ: Vec<String> = parallel(&leaked, listing_diff)
         .into_iter()
         .map(|m| m.split(':').next().unwrap_or("").to_string())

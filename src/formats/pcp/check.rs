@@ -178,11 +178,7 @@ pub fn check(m: Members, salvage: bool) -> Result<Vec<Diagnostic>> {
         if !salvage {
             return Err(e);
         }
-        let pos = match &e {
-            Error::Format { pos, .. } => pos.clone(),
-            _ => Position::new(&m.base),
-        };
-        diags.push(Diagnostic::salvaged(pos, e.to_string()));
+        diags.push(super::index::salvaged(e, &m.base));
     }
     check_index(&m, v, &mf.label, mf.size, &mut diags, salvage)?;
     Ok(diags)
@@ -345,11 +341,7 @@ fn check_index(
         if !salvage {
             return Err(e);
         }
-        let pos = match &e {
-            Error::Format { pos, .. } => pos.clone(),
-            _ => Position::new(p),
-        };
-        diags.push(Diagnostic::salvaged(pos, e.to_string()));
+        diags.push(super::index::salvaged(e, p));
     }
     Ok(())
 }

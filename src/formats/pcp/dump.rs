@@ -1061,7 +1061,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
         if !salvage {
             return Err(e);
         }
-        diags.push(Diagnostic::salvaged(pos_of(&e), e.to_string()));
+        diags.push(super::index::salvaged(e, &PathBuf::new()));
     }
     Ok(diags)
 }

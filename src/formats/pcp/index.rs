@@ -4,7 +4,7 @@
 
 use super::archive::{Members, RecordReader};
 use super::layout::*;
-use crate::error::{Error, Position};
+use crate::error::{Diagnostic, Error, Position};
 
 /// One index entry: time, volume, `.meta` offset, volume offset.
 pub type Entry = (Stamp, i32, u64, u64);
@@ -109,4 +109,13 @@ pub fn index_damage(m: &Members, v: Version, meta_size: u64) -> Option<Error> {
     let (entries, cut) = read_index(m, v);
     let meta_size = super::archive::plain_size(&m.meta).unwrap_or(meta_size);
     cut.or_else(|| index_entry_damage(m, v, &entries, meta_size))
+}
+
+/// `e` as a salvaged diagnostic at its own position (`fallback` if it has
+/// none), without repeating the position in the message.
+pub fn salvaged(e: Error, fallback: &std::path::Path) -> Diagnostic {
+    match e {
+        Error::Format { pos, msg } => Diagnostic::salvaged(pos, msg),
+        e => Diagnostic::salvaged(Position::new(fallback), e.to_string()),
+    }
 }

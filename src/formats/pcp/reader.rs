@@ -321,11 +321,7 @@ impl PcpReader {
             if !opts.salvage {
                 return Err(e);
             }
-            let pos = match &e {
-                Error::Format { pos, .. } => pos.clone(),
-                _ => Position::new(&m.base),
-            };
-            diags.push(Diagnostic::salvaged(pos, e.to_string()));
+            diags.push(super::index::salvaged(e, &m.base));
         }
         let header = header_of(&mf.label, &m);
         let mut types = HashMap::new();
