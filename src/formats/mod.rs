@@ -7,6 +7,9 @@ use crate::model::FormatId;
 
 pub use format::{not_implemented, Caps, Format, FormatInfo};
 
+pub mod chrome;
+pub mod csv;
+pub mod ctf;
 pub mod dlt;
 pub mod format;
 pub mod kpi;
@@ -15,48 +18,19 @@ pub mod mmv;
 pub mod pcp;
 pub mod timeline;
 
-/// A format known by name only (export-only writers still to come).
-struct Planned(&'static FormatInfo);
-
-impl Format for Planned {
-    fn info(&self) -> &'static FormatInfo {
-        self.0
-    }
-    fn detect(&self, _: &Input) -> u8 {
-        0
-    }
-}
-
 static KPI: kpi::KpiFormat = kpi::KpiFormat;
 static DLT: dlt::DltFormat = dlt::DltFormat;
 static MMV: mmv::MmvFormat = mmv::MmvFormat;
 static PCP: pcp::PcpFormat = pcp::PcpFormat;
 static LTT: ltt::LttFormat = ltt::LttFormat;
 static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
-static CHROME: Planned = Planned(&FormatInfo {
-    id: FormatId::ChromeJson,
-    caps: Caps {
-        read: false,
-        write: false,
-        dump: false,
-        text_output: false,
-    },
-    describe: "Chrome trace-event JSON (export only, planned)",
-});
-static CSV: Planned = Planned(&FormatInfo {
-    id: FormatId::Csv,
-    caps: Caps {
-        read: false,
-        write: false,
-        dump: false,
-        text_output: false,
-    },
-    describe: "CSV of samples and events (export only, planned)",
-});
+static CTF: ctf::CtfFormat = ctf::CtfFormat;
+static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
+static CSV: csv::CsvFormat = csv::CsvFormat;
 
 /// Every format, in `polytrace formats` order.
-pub fn all() -> [&'static dyn Format; 8] {
-    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV]
+pub fn all() -> [&'static dyn Format; 9] {
+    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF]
 }
 
 pub fn get(id: FormatId) -> &'static dyn Format {
