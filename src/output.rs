@@ -1,5 +1,8 @@
 //! Atomic output: everything is written into a staging directory beside the
 //! target and renamed into place on commit. Inputs are never overwritten.
+//! Staging is removed when dropped, when a signal ends the process
+//! (`crate::cleanup`), and by the next run of the same target if a run that
+//! no longer exists left it behind.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -67,11 +70,13 @@ impl Staged {
                 msg: "exists (use --force to replace it)".into(),
             });
         }
+        crate::cleanup::remove_stale(&parent, &name);
         let stage_dir = tempfile::Builder::new()
-            .prefix(&format!(".{name}.polytrace-"))
+            .prefix(&crate::cleanup::stage_prefix_for_us(&name))
             .tempdir_in(&parent)
             .map_err(|e| Error::io(&parent, e))?
             .keep();
+        crate::cleanup::register(&stage_dir);
         Ok(Staged {
             stage_dir,
             name,
@@ -131,6 +136,8 @@ impl Staged {
             moves.push((src, dst));
         }
         let mut done = Vec::new();
+        // A signal now waits until every file is in place.
+        let mut live = crate::cleanup::hold();
         for (src, dst) in moves {
             if dst.is_dir() && !dst.is_symlink() {
                 // rename() cannot replace a non-empty directory: move it aside first.
@@ -142,6 +149,7 @@ impl Staged {
         }
         self.committed = true;
         let _ = std::fs::remove_dir_all(&self.stage_dir);
+        live.retain(|p| p != &self.stage_dir);
         Ok(done)
     }
 }
@@ -150,6 +158,7 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.stage_dir);
+            crate::cleanup::unregister(&self.stage_dir);
         }
     }
 }

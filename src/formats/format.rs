@@ -43,6 +43,12 @@ pub trait Format: Sync {
     }
     /// How sure we are that `input` is this format: 0 = no, 100 = magic matched.
     fn detect(&self, input: &Input) -> u8;
+    /// When no format detects `input`: does it nearly look like this one
+    /// (a cut or damaged header)? The byte offset and what is wrong there.
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        let _ = input;
+        None
+    }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let _ = (input, opts);
         Err(not_implemented(self.id(), "reading"))

@@ -49,6 +49,19 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
     match best {
         Some((score, f)) if score > 0 => Ok(f),
         _ => {
+            // Nothing matches fully: say what it nearly is, and where not.
+            if let Some((f, (off, what))) = all()
+                .into_iter()
+                .find_map(|f| f.near_miss(input).map(|m| (f, m)))
+            {
+                return Err(Error::format(
+                    crate::error::Position::at(&input.path, off, None),
+                    format!(
+                        "not recognised, but looks like {id}: {what} (give --from {id} to read it anyway)",
+                        id = f.id()
+                    ),
+                ));
+            }
             let msg = match input.kind {
                 InputKind::File if input.probe.is_empty() => "empty file: no format to detect",
                 InputKind::Stdin if input.probe.is_empty() => "empty input on stdin",

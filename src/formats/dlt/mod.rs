@@ -72,6 +72,19 @@ impl Format for DltFormat {
             0
         }
     }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        let p = &input.probe;
+        let cut = !p.is_empty() && p.len() < layout::PATTERN.len();
+        (cut && (layout::PATTERN.starts_with(p) || layout::PATTERN_V2.starts_with(p))).then(|| {
+            (
+                p.len() as u64,
+                format!(
+                    "the file ends after {} bytes, inside the storage header's \"DLT\\x01\" pattern",
+                    p.len()
+                ),
+            )
+        })
+    }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(reader::DltReader::open(input, opts)?))
     }

@@ -58,6 +58,9 @@ impl Format for KpiFormat {
             None => 0,
         }
     }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        text::near_miss(&input.probe, crate::input::PROBE_LEN)
+    }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(self.open_text(input, opts)?))
     }

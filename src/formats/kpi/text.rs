@@ -181,6 +181,43 @@ pub fn line_style(line: &[u8]) -> Option<Style> {
     parse_convert_line(line).map(|_| Style::Convert)
 }
 
+/// Text that begins like a `dlt-convert -a` line (index, then a
+/// `YYYY/MM/DD` date) but whose first line does not parse: cut inside
+/// line 1 (the file ends there) or damaged.
+pub fn near_miss(probe: &[u8], probe_max: usize) -> Option<(u64, String)> {
+    let start = probe.iter().position(|b| !b.is_ascii_whitespace())?;
+    let line = &probe[start..];
+    let nl = line.iter().position(|&b| b == b'\n');
+    let first = &line[..nl.unwrap_or(line.len())];
+    let mut parts = first.split(|&b| b == b' ').filter(|s| !s.is_empty());
+    let index = parts.next()?;
+    let date = parts.next()?;
+    let like = !index.is_empty()
+        && index.iter().all(u8::is_ascii_digit)
+        && date.len() == 10
+        && date[4] == b'/'
+        && date[7] == b'/'
+        && date
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit());
+    if !like {
+        return None;
+    }
+    let end = (start + first.len()) as u64;
+    Some(if nl.is_none() && probe.len() < probe_max {
+        (
+            end,
+            format!("dlt-convert -a text whose file ends inside line 1, after {end} bytes"),
+        )
+    } else {
+        (
+            start as u64,
+            "dlt-convert -a text, but line 1 does not parse".to_string(),
+        )
+    })
+}
+
 pub struct KpiTextReader {
     header: Header,
     src: Box<dyn BufRead>,

@@ -49,17 +49,23 @@ pub struct Opened {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// Open strictly (a cut tracefile is an error).
 pub fn open_trace(input: &Input) -> Result<Opened> {
+    open_trace_with(input, false)
+}
+
+/// Open; `salvage` decodes what a cut tracefile still holds.
+pub fn open_trace_with(input: &Input, salvage: bool) -> Result<Opened> {
     match input.kind {
         InputKind::Dir => Ok(Opened {
-            trace: Trace::open(&input.path)?,
+            trace: Trace::open_with(&input.path, salvage)?,
             _tmp: None,
         }),
         InputKind::File if writer::is_tar_gz_name(&input.path) => {
             let tmp = writer::unpack_tar_gz(&input.path)?;
             let root = writer::tar_root(tmp.path());
             Ok(Opened {
-                trace: Trace::open(&root)?,
+                trace: Trace::open_with(&root, salvage)?,
                 _tmp: Some(tmp),
             })
         }
@@ -98,8 +104,8 @@ impl Format for LttFormat {
             _ => 0,
         }
     }
-    fn open(&self, input: &Input, _opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
-        let o = open_trace(input)?;
+    fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
+        let o = open_trace_with(input, opts.salvage)?;
         Ok(Box::new(LttReader::new(o)))
     }
     fn create(
@@ -122,11 +128,11 @@ impl Format for LttFormat {
     fn dump(
         &self,
         input: &Input,
-        _ropts: &ReadOptions,
+        ropts: &ReadOptions,
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        let o = open_trace(input)?;
+        let o = open_trace_with(input, ropts.salvage)?;
         dump::dump_subset(
             &o.trace,
             dopts.no_framing,

@@ -105,6 +105,20 @@ impl Format for MmvFormat {
             0
         }
     }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        let p = &input.probe;
+        (!p.is_empty() && p.len() < layout::MAGIC.len() && layout::MAGIC.starts_with(p)).then(
+            || {
+                (
+                    p.len() as u64,
+                    format!(
+                        "the file ends after {} bytes, inside the \"MMV\\0\" magic",
+                        p.len()
+                    ),
+                )
+            },
+        )
+    }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let data = read_all(input)?;
         Ok(Box::new(reader::open(&input.path, &data, opts.salvage)?))

@@ -5,6 +5,7 @@ pub mod archive;
 pub mod check;
 pub mod data;
 pub mod dump;
+pub mod index;
 pub mod layout;
 pub mod meta;
 pub mod reader;
@@ -68,6 +69,31 @@ impl Format for PcpFormat {
             }
         }
         0
+    }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        // A label record cut inside its length word or magic.
+        let p = &input.probe;
+        if p.is_empty() || p.len() >= 8 {
+            return None;
+        }
+        [layout::Version::V2, layout::Version::V3]
+            .into_iter()
+            .find(|v| {
+                let mut start = (v.label_len() as u32).to_be_bytes().to_vec();
+                start.extend_from_slice(&(layout::MAGIC_BASE | v.number()).to_be_bytes());
+                start.starts_with(p)
+            })
+            .map(|v| {
+                (
+                    p.len() as u64,
+                    format!(
+                        "the file ends after {} bytes, inside a v{} label record of {} bytes",
+                        p.len(),
+                        v.number(),
+                        v.label_len()
+                    ),
+                )
+            })
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let m = reader::members_of(input)?;

@@ -315,6 +315,14 @@ impl PcpReader {
     pub fn open(m: Members, opts: &ReadOptions) -> Result<PcpReader> {
         let mut diags = Vec::new();
         let mf = load_meta(&m, opts.salvage, &mut diags)?;
+        // The records are read in order, not through the index, but a
+        // damaged index is damage all the same.
+        if let Some(e) = super::index::index_damage(&m, mf.label.version, mf.size) {
+            if !opts.salvage {
+                return Err(e);
+            }
+            diags.push(super::index::salvaged(e, &m.base));
+        }
         let header = header_of(&mf.label, &m);
         let mut types = HashMap::new();
         let mut pending = VecDeque::new();

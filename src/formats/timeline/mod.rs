@@ -128,6 +128,13 @@ impl Format for TimelineFormat {
         let len = std::fs::metadata(&input.path).map_or(0, |m| m.len());
         detect_bytes(&input.probe, len)
     }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        if input.kind != InputKind::File {
+            return None;
+        }
+        let len = std::fs::metadata(&input.path).map_or(0, |m| m.len());
+        layout::near_miss(&input.probe, len)
+    }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let data = read_all(input)?;
         Ok(Box::new(reader::TimelineReader::from_bytes(
