@@ -4,7 +4,8 @@ use super::args::Style;
 use super::report::report_diagnostics;
 use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
-use crate::input::{Input, InputKind};
+use super::naming::target_format;
+use crate::input::Input;
 use crate::pipeline::{self, Dest};
 use crate::stages::Window;
 use anyhow::{Context, Result};
@@ -15,8 +16,8 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Formats => formats_table(),
         Command::Convert(a) => convert(a, quiet),
-        Command::Dump(a) => dump(a),
-        Command::Info(a) => info(a),
+        Command::Dump(a) => dump(a, quiet),
+        Command::Info(a) => info(a, quiet),
         Command::Check(a) => check(a, quiet),
         Command::Record(a) => super::record::run(&a, quiet),
     }
@@ -54,25 +55,21 @@ fn open_input(
     path: &std::path::Path,
     ia: &super::args::InputArgs,
 ) -> Result<(Input, &'static dyn Format)> {
-    let input = Input::resolve(path)?;
-    let fmt = pipeline::format_of(&input, ia.from)?;
-    Ok((input, fmt))
+    Ok(pipeline::resolve_input(path, ia.from)?)
 }
 
 fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
-    let to_id = a
-        .output
-        .to
-        .context("--to FORMAT is required (see `polytrace formats`)")?;
+    let to_id = target_format(a.output.to, a.output.output.as_deref())?;
     let to = formats::get(to_id);
-    let input = Input::resolve(&a.input)?;
-    if input.kind == InputKind::Dir
-        && formats::detect(&input).is_err()
-        && a.input_args.from != Some(crate::model::FormatId::Ltt)
-    {
-        return super::batch::convert_tree(&a, to, quiet);
+    if a.input.as_os_str() != "-" && a.input.is_dir() {
+        let input = Input::resolve(&a.input)?;
+        if formats::detect(&input).is_err()
+            && a.input_args.from != Some(crate::model::FormatId::Ltt)
+        {
+            return super::batch::convert_tree(&a, to, quiet);
+        }
     }
-    let from = pipeline::format_of(&input, a.input_args.from)?;
+    let (input, from) = open_input(&a.input, &a.input_args)?;
     let out_path = a.output.output.clone().context("-o OUT is required")?;
     let ropts = a.input_args.read_options();
     let reader = from.open(&input, &ropts)?;
@@ -107,14 +104,14 @@ fn indent_report(s: &str) -> String {
     s.lines().map(|l| format!("polytrace: {l}\n")).collect()
 }
 
-fn dump(a: DumpCmd) -> Result<u8> {
+fn dump(a: DumpCmd, quiet: bool) -> Result<u8> {
     let (input, fmt) = open_input(&a.input, &a.input_args)?;
     let ropts = a.input_args.read_options();
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let windowed = a.input_args.begin.is_some() || a.input_args.end.is_some();
     let diags = if a.dump.style == Style::Common || (windowed && a.dump.style == Style::Native) {
-        if windowed && a.dump.style == Style::Native {
+        if windowed && a.dump.style == Style::Native && !quiet {
             eprintln!("polytrace: --begin/--end apply to the common listing; using --style common");
         }
         let r = fmt.open(&input, &ropts)?;
@@ -125,14 +122,14 @@ fn dump(a: DumpCmd) -> Result<u8> {
         fmt.dump(&input, &ropts, &a.dump.dump_options(), &mut out)?
     };
     out.flush().map_err(|e| crate::Error::io("<stdout>", e))?;
-    Ok(if report_diagnostics(&diags, false) {
+    Ok(if report_diagnostics(&diags, quiet) {
         EXIT_SALVAGED
     } else {
         EXIT_OK
     })
 }
 
-fn info(a: InfoArgs) -> Result<u8> {
+fn info(a: InfoArgs, quiet: bool) -> Result<u8> {
     let (input, fmt) = open_input(&a.input, &a.input_args)?;
     let r = fmt.open(&input, &a.input_args.read_options())?;
     let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
@@ -173,7 +170,7 @@ fn info(a: InfoArgs) -> Result<u8> {
         }
     }
     let diags = r.diagnostics().to_vec();
-    Ok(if report_diagnostics(&diags, false) {
+    Ok(if report_diagnostics(&diags, quiet) {
         EXIT_SALVAGED
     } else {
         EXIT_OK
@@ -183,7 +180,7 @@ fn info(a: InfoArgs) -> Result<u8> {
 fn check(a: InfoArgs, quiet: bool) -> Result<u8> {
     let (input, fmt) = open_input(&a.input, &a.input_args)?;
     let diags = fmt.check(&input, &a.input_args.read_options())?;
-    let lossy = report_diagnostics(&diags, false);
+    let lossy = report_diagnostics(&diags, quiet);
     if !quiet && !lossy {
         println!("{}: ok ({} format)", input.name(), fmt.id());
     }

@@ -4,6 +4,7 @@
 pub mod args;
 mod batch;
 mod commands;
+mod naming;
 mod record;
 mod report;
 
@@ -138,10 +139,28 @@ fn run_args(argv: Vec<std::ffi::OsString>) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::from(EXIT_OK);
             }
-            eprintln!("polytrace: error: {e:#}");
+            eprintln!("polytrace: error: {}", error_text(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// The error and its causes, each cause once: a library error already
+/// shows its I/O cause (`file: No such file or directory`), so a cause
+/// whose text is already there is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -18,7 +18,7 @@ use crate::error::{Diagnostic, Position, Result};
 use crate::formats::kpi::assemble::Assembler;
 use crate::formats::kpi::dataset::Kind;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
-use crate::input::{Input, InputKind};
+use crate::input::Input;
 use crate::model::*;
 use crate::options::ReadOptions;
 use std::collections::VecDeque;
@@ -258,10 +258,15 @@ impl State {
             self.mark_storage(it, None);
         }
         self.queue.extend(out);
-        for w in std::mem::take(&mut self.asm.warnings) {
-            self.warn(0, 0, w);
-        }
+        // Totals over the whole file (datasets flagged, groups left open):
+        // no one record to point at.
         let p = Position::new(&self.path);
+        for w in std::mem::take(&mut self.asm.warnings) {
+            if self.warned < 100 {
+                self.diags.push(Diagnostic::warning(p.clone(), w));
+            }
+            self.warned += 1;
+        }
         if self.warned > 100 {
             self.diags.push(Diagnostic::warning(
                 p.clone(),
@@ -300,7 +305,7 @@ pub struct DltReader {
 
 impl DltReader {
     pub fn open(input: &Input, opts: &ReadOptions) -> Result<DltReader> {
-        let segs = if input.kind == InputKind::File {
+        let segs = if input.file().is_some() {
             prescan(input, opts.salvage)?
         } else {
             Vec::new()

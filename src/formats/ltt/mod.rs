@@ -63,6 +63,18 @@ pub fn open_trace(input: &Input) -> Result<Opened> {
                 _tmp: Some(tmp),
             })
         }
+        // stdin, copied to a file: a .tar.gz is the one way a trace fits a pipe.
+        InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => {
+            let file = input.file().ok_or_else(|| {
+                Error::Usage("<stdin>: an LTT .tar.gz on stdin must be spooled first".into())
+            })?;
+            let tmp = writer::unpack_tar_gz(file)?;
+            let root = writer::tar_root(tmp.path());
+            Ok(Opened {
+                trace: Trace::open(&root)?,
+                _tmp: Some(tmp),
+            })
+        }
         _ => Err(Error::Usage(format!(
             "{}: an LTT trace is a directory (or a .tar.gz of one)",
             input.name()
@@ -95,6 +107,8 @@ impl Format for LttFormat {
             {
                 60
             }
+            // No name on stdin: gzip is the only compressed input we read.
+            InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => 40,
             _ => 0,
         }
     }

@@ -473,5 +473,12 @@ impl TraceReader for PcpReader {
 
 /// Open an archive named by any member or its base name.
 pub fn members_of(input: &crate::input::Input) -> Result<Members> {
+    if input.kind == crate::input::InputKind::Stdin {
+        return Err(crate::Error::Usage(
+            "<stdin>: a PCP archive is several files (.meta, .index, volumes) and cannot come \
+             through stdin: name the archive (its base name or any member file)"
+                .into(),
+        ));
+    }
     archive::resolve(&archive::base_of(input))
 }
