@@ -56,6 +56,13 @@ fn bare_os_error(e: &std::io::Error) -> String {
     }
 }
 
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
 impl Staged {
     /// Prepare to write `target`, refusing to ever replace any of `inputs`.
     pub fn new(target: &Path, inputs: &[PathBuf], force: bool) -> Result<Staged> {

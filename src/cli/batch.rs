@@ -9,7 +9,8 @@ use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
 use crate::stages::Window;
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use super::progress;
+use indicatif::ProgressBar;
 use super::naming::batch_output_name;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -127,23 +128,17 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     let inputs = collect_inputs(root, &canon_out);
     let names = output_names(root, &inputs, to.id());
     let total_bytes: u64 = inputs.iter().map(|(_, s)| *s).sum();
-    let pb = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-    if quiet {
-        pb.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
+    let pb = progress::bar(total_bytes, quiet);
     let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
+    let mut done_bytes = 0;
     for (i, ((path, size), name)) in inputs.iter().zip(&names).enumerate() {
         let rel = path.strip_prefix(root).unwrap_or(path);
         pb.set_message(format!("{}/{} {}", i + 1, inputs.len(), rel.display()));
         let target = out_root.join(name);
-        let outcome = convert_one(a, to, path, &target, quiet, &pb);
+        let outcome = convert_one(a, to, path, &target, quiet, &pb, (done_bytes, *size));
         results.push((rel.to_path_buf(), outcome));
-        pb.inc(*size);
+        done_bytes += size;
+        pb.set_position(done_bytes);
     }
     pb.finish_and_clear();
 
@@ -191,6 +186,7 @@ fn convert_one(
     target: &Path,
     quiet: bool,
     pb: &ProgressBar,
+    (base, span): (u64, u64),
 ) -> Outcome {
     let input = match Input::resolve(path) {
         Ok(i) => i,
@@ -214,6 +210,7 @@ fn convert_one(
     let ropts = a.input_args.read_options();
     let run = || -> crate::Result<pipeline::ConvertOutcome> {
         let r = from.open(&input, &ropts)?;
+        let r = progress::ProgressReader::wrap(r, pb, base, span);
         let r = Window::wrap(r, a.input_args.begin, a.input_args.end);
         pipeline::convert(
             r,

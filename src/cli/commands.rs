@@ -5,6 +5,7 @@ use super::report::report_diagnostics;
 use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
 use super::naming::target_format;
+use super::progress;
 use crate::input::Input;
 use crate::pipeline::{self, Dest};
 use crate::stages::Window;
@@ -20,7 +21,40 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Info(a) => info(a, quiet),
         Command::Check(a) => check(a, quiet),
         Command::Record(a) => super::record::run(&a, quiet),
+        Command::Completions(a) => completions(a.shell),
+        Command::Man(a) => man(a.command.as_deref()),
     }
+}
+
+fn completions(shell: clap_complete::Shell) -> Result<u8> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "polytrace", &mut std::io::stdout());
+    Ok(EXIT_OK)
+}
+
+/// `polytrace man [COMMAND]`: roff from the same clap definitions as
+/// `--help`; a verb's page is `polytrace-<verb>(1)`, as git names its pages.
+fn man(verb: Option<&str>) -> Result<u8> {
+    let top = <Cli as clap::CommandFactory>::command();
+    let cmd = match verb {
+        None => top,
+        Some(v) => {
+            let version = top.get_version().map(str::to_string);
+            let mut sub = top
+                .find_subcommand(v)
+                .with_context(|| format!("no command {v:?}"))?
+                .clone()
+                .name(format!("polytrace-{v}"));
+            if let Some(ver) = version {
+                sub = sub.version(ver);
+            }
+            sub
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    clap_mangen::Man::new(cmd).render(&mut out)?;
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
 fn formats_table() -> Result<u8> {
@@ -73,6 +107,13 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     let out_path = a.output.output.clone().context("-o OUT is required")?;
     let ropts = a.input_args.read_options();
     let reader = from.open(&input, &ropts)?;
+    // A byte bar for readers that can tell their position, never over a
+    // listing going to the same terminal.
+    let size = progress::input_size(&input);
+    let show = reader.progress().is_some() && out_path.as_os_str() != "-";
+    let pb = progress::bar(size, quiet || !show);
+    pb.set_message(input.name());
+    let reader = progress::ProgressReader::wrap(reader, &pb, 0, size);
     let reader = Window::wrap(reader, a.input_args.begin, a.input_args.end);
     let dest = if out_path.as_os_str() == "-" {
         Dest::Stdout
@@ -89,6 +130,7 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
         dest,
         &a.output.write_options(),
     )?;
+    pb.finish_and_clear();
     let salvaged = report_diagnostics(&outcome.diagnostics, quiet);
     if !quiet {
         eprint!("{}", indent_report(&outcome.loss.to_string()));

@@ -5,11 +5,12 @@ pub mod args;
 mod batch;
 mod commands;
 mod naming;
+mod progress;
 mod record;
 mod report;
 
 use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,6 +52,29 @@ pub enum Command {
     Check(InfoArgs),
     /// Show which formats can be read, written and dumped.
     Formats,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print a man page in roff: `polytrace man convert | man -l -`.
+    Man(ManArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ManArgs {
+    /// The command whose page to print (default: polytrace itself).
+    #[arg(value_parser = man_topics())]
+    pub command: Option<String>,
+}
+
+/// The commands that have a man page of their own.
+fn man_topics() -> Vec<&'static str> {
+    vec!["record", "convert", "dump", "info", "check", "formats", "completions", "man"]
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,28 +136,81 @@ pub fn main() -> ExitCode {
     run_args(std::env::args_os().collect())
 }
 
-/// Entry point of a `polytrace-<verb>` binary: the same code, verb implied.
+/// A `polytrace-<verb>` binary's command line: the verb's options at the top.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Thin<A: clap::Args> {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(flatten)]
+    args: A,
+}
+
+/// Entry point of a `polytrace-<verb>` binary: the verb's own command
+/// (`polytrace-dump <INPUT>`, `polytrace-convert --version`), the same code.
 pub fn main_verb(verb: &str) -> ExitCode {
-    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let prog = argv
-        .first()
-        .cloned()
-        .unwrap_or_else(|| format!("polytrace-{verb}").into());
-    argv[0] = prog;
-    argv.insert(1, verb.into());
-    run_args(argv)
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match verb {
+        "convert" => run_thin(verb, argv, Command::Convert),
+        "dump" => run_thin(verb, argv, Command::Dump),
+        "record" => run_thin(verb, argv, Command::Record),
+        _ => {
+            eprintln!("polytrace: error: no command {verb:?}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// The clap command of `polytrace-<verb>`: help text as `polytrace <verb>`'s.
+pub fn thin_command<A: clap::Args>(verb: &str) -> clap::Command {
+    let top = Cli::command();
+    let sub = top
+        .find_subcommand(verb)
+        .expect("every thin binary names a verb");
+    let mut cmd = Thin::<A>::command()
+        .name(format!("polytrace-{verb}"))
+        .bin_name(format!("polytrace-{verb}"));
+    if let Some(a) = sub.get_about() {
+        cmd = cmd.about(a.clone());
+    }
+    if let Some(a) = top.get_after_help() {
+        cmd = cmd.after_help(a.clone());
+    }
+    cmd
+}
+
+fn run_thin<A: clap::Args + clap::FromArgMatches>(
+    verb: &str,
+    argv: Vec<std::ffi::OsString>,
+    wrap: fn(A) -> Command,
+) -> ExitCode {
+    let parsed = thin_command::<A>(verb)
+        .try_get_matches_from(argv)
+        .and_then(|m| Thin::<A>::from_arg_matches(&m));
+    match parsed {
+        Ok(t) => finish(commands::run(Cli {
+            global: t.global,
+            command: wrap(t.args),
+        })),
+        Err(e) => clap_exit(e),
+    }
+}
+
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+    let _ = e.print();
+    ExitCode::from(code)
 }
 
 fn run_args(argv: Vec<std::ffi::OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
-    };
-    match commands::run(cli) {
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => finish(commands::run(cli)),
+        Err(e) => clap_exit(e),
+    }
+}
+
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if is_broken_pipe(&e) {

@@ -301,6 +301,8 @@ pub struct DltReader {
     st: State,
     idx: u64,
     done: bool,
+    /// File length, for progress (None on a stream).
+    len: Option<u64>,
 }
 
 impl DltReader {
@@ -342,6 +344,10 @@ impl DltReader {
             },
             idx: 0,
             done: false,
+            len: input
+                .file()
+                .and_then(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len()),
         })
     }
 
@@ -354,6 +360,10 @@ impl DltReader {
 impl TraceReader for DltReader {
     fn header(&self) -> &Header {
         &self.st.header
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.len.map(|len| (self.sc.offset().min(len), len))
     }
 
     fn next_item(&mut self) -> Result<Option<Item>> {

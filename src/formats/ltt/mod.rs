@@ -178,6 +178,13 @@ impl TraceReader for LttReader {
     fn header(&self) -> &Header {
         &self.header
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        let t = &self.opened.trace;
+        Some(match &self.merge {
+            Some(m) => m.progress(t),
+            None => (0, t.files.iter().map(|f| f.len).sum()),
+        })
+    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         if let Some(it) = self.pending.pop_front() {
             return Ok(Some(it));
