@@ -37,11 +37,36 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size {s:?} (e.g. 1G, 64M, 4096)"))
 }
 
+/// `--from` values: the formats this build reads (listed in `--help`,
+/// offered by shell completion).
+pub fn readable_format() -> impl clap::builder::TypedValueParser<Value = FormatId> {
+    format_values(|c| c.read)
+}
+
+/// `--to` values: the formats this build writes.
+pub fn writable_format() -> impl clap::builder::TypedValueParser<Value = FormatId> {
+    format_values(|c| c.write)
+}
+
+fn format_values(
+    keep: fn(crate::formats::Caps) -> bool,
+) -> impl clap::builder::TypedValueParser<Value = FormatId> {
+    let names: Vec<&'static str> = crate::formats::all()
+        .into_iter()
+        .filter(|f| keep(f.caps()))
+        .map(|f| f.id().name())
+        .collect();
+    clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(names),
+        |s: String| FormatId::from_name(&s).expect("offered names are format names"),
+    )
+}
+
 /// Input selection and reading behaviour.
 #[derive(Args, Debug, Clone, Default)]
 pub struct InputArgs {
     /// Input format (default: detected from the content).
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = readable_format(), value_name = "FORMAT")]
     pub from: Option<FormatId>,
     /// Keep only data at or after this time (RFC 3339, epoch seconds, or +DURATION from the start).
     #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
@@ -88,8 +113,9 @@ pub struct OutputArgs {
     /// Output path (`-` = stdout for text formats).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_parser = parse_format)]
+    /// Output format (default: from OUT's extension: .kpi, .dlt, .mmv, .ltt,
+    /// .timeline, …; a PCP archive needs --to pcp).
+    #[arg(long, value_parser = writable_format(), value_name = "FORMAT")]
     pub to: Option<FormatId>,
     /// Replace an existing output (never an input).
     #[arg(long)]
@@ -210,7 +236,7 @@ impl DumpArgs {
 /// Quietness.
 #[derive(Args, Debug, Clone, Default)]
 pub struct GlobalArgs {
-    /// Print nothing but errors (no progress, no loss report).
+    /// Print nothing but errors: no progress, no warnings, no loss report.
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }

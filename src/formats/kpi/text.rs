@@ -224,7 +224,7 @@ impl KpiTextReader {
             match first.and_then(|l| line_style(l.strip_suffix(b"\r").unwrap_or(l))) {
                 Some(s) => s,
                 None if buf.is_empty() => {
-                    return Err(Error::format(Position::new(&file), "empty input: no KPI lines"))
+                    return Err(Error::format(Position::at(&file, 0, None), "empty input: no KPI lines"))
                 }
                 None => {
                     return Err(Error::format(
