@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the real peer tools polytrace is checked against (Debian packages):
 # PCP 6.0.3 (pmdumplog, pmlogcheck, mmvdump) with its testsuite archives,
-# dlt-tools (dlt-convert), babeltrace2. Does nothing when all are present.
+# dlt-tools (dlt-convert), babeltrace2, man-db (renders `polytrace man` pages in
+# the tests). Does nothing when all are present.
 #
 # pcp's maintainer scripts call systemctl when one exists; where PID 1 is not
 # systemd that call fails and leaves dpkg half-configured. A no-op systemctl
@@ -9,7 +10,7 @@
 # `dpkg --configure -a`, which is what actually leaves the tools usable.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools babeltrace2 xz-utils bzip2 gzip)
+PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools babeltrace2 xz-utils bzip2 gzip man-db groff-base)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -35,6 +36,6 @@ dpkg --configure -a >/dev/null
 
 # Prove the tools run, not just that packages are marked installed.
 pmdumplog -l /var/lib/pcp/testsuite/archives/omnibus_v3 >/dev/null
-command -v pmlogcheck dlt-convert babeltrace2 >/dev/null
+command -v pmlogcheck dlt-convert babeltrace2 man >/dev/null
 test -x /var/lib/pcp/pmdas/mmv/mmvdump
 echo "install-peers: ok" >&2

@@ -41,12 +41,7 @@ impl Input {
     pub fn resolve(path: &Path) -> Result<Input> {
         if path.as_os_str() == "-" {
             // Keep the first bytes for detection; open_stream replays them.
-            let mut probe = Vec::with_capacity(PROBE_LEN);
-            std::io::stdin()
-                .lock()
-                .take(PROBE_LEN as u64)
-                .read_to_end(&mut probe)
-                .map_err(|e| Error::io("<stdin>", e))?;
+            let probe = probe_stdin().map_err(|e| Error::io("<stdin>", e))?;
             return Ok(Input {
                 path: PathBuf::from("<stdin>"),
                 kind: InputKind::Stdin,
@@ -182,6 +177,43 @@ impl Input {
                 .collect(),
         }
     }
+}
+
+/// The first bytes of stdin: up to [`PROBE_LEN`], but text stops at its
+/// first complete non-blank line, so a live pipe of KPI lines is detected
+/// (and converted) without waiting for more input than that.
+fn probe_stdin() -> std::io::Result<Vec<u8>> {
+    let mut probe = vec![0u8; PROBE_LEN];
+    let mut len = 0;
+    let mut stdin = std::io::stdin().lock();
+    while len < PROBE_LEN {
+        let n = match stdin.read(&mut probe[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        len += n;
+        if has_text_line(&probe[..len]) {
+            break;
+        }
+    }
+    probe.truncate(len);
+    Ok(probe)
+}
+
+/// A complete line with something in it, and no binary bytes so far.
+fn has_text_line(b: &[u8]) -> bool {
+    let binary = b
+        .iter()
+        .any(|&c| c == 0 || (c < 0x20 && !matches!(c, b'\t' | b'\n' | b'\r')));
+    !binary
+        && b.split(|&c| c == b'\n')
+            .rev()
+            .skip(1) // what follows the last newline is not complete
+            .any(|l| !l.iter().all(u8::is_ascii_whitespace))
 }
 
 /// Strip a compression suffix, if any.

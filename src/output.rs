@@ -101,7 +101,11 @@ impl Staged {
         // if this output is never committed).
         let created = create_parents(&parent).map_err(|e| Error::Output {
             path: target.to_path_buf(),
-            msg: format!("cannot create directory {}: {}", parent.display(), bare_os_error(&e)),
+            msg: format!(
+                "cannot create directory {}: {}",
+                parent.display(),
+                bare_os_error(&e)
+            ),
         })?;
         let stage_dir = match tempfile::Builder::new()
             .prefix(&format!(".{name}.polytrace-"))
@@ -112,7 +116,11 @@ impl Staged {
                 remove_empty(&created);
                 return Err(Error::Output {
                     path: target.to_path_buf(),
-                    msg: format!("cannot write in {}: {}", parent.display(), bare_os_error(&e)),
+                    msg: format!(
+                        "cannot write in {}: {}",
+                        parent.display(),
+                        bare_os_error(&e)
+                    ),
                 });
             }
         };

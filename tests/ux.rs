@@ -176,7 +176,10 @@ fn kpi_text_on_stdin_still_streams() {
     assert!(!waited_for_eof, "polytrace waited for the end of stdin");
     assert_eq!(out.status.code(), Some(2));
     let e = stderr_of(&out);
-    assert!(e.contains("<stdin>: byte 19, record 2: bad ACT dataset"), "{e}");
+    assert!(
+        e.contains("<stdin>: byte 19, record 2: bad ACT dataset"),
+        "{e}"
+    );
 }
 
 // --------------------------------------------------------------- messages
@@ -219,7 +222,10 @@ fn unwritable_output_directory_names_the_target_once() {
     let e = stderr_of(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(
-        e.starts_with(&format!("polytrace: error: {}: cannot write in ", target.display())),
+        e.starts_with(&format!(
+            "polytrace: error: {}: cannot write in ",
+            target.display()
+        )),
         "{e}"
     );
     assert!(!e.contains(".polytrace-"), "staging path leaked: {e}");
@@ -235,16 +241,31 @@ fn kpi_records_are_one_based_lines() {
     assert_eq!(o.status.code(), Some(2));
     let e = stderr_of(&o);
     // Line 2 starts at byte 19.
-    assert!(e.contains("bad.kpi: byte 19, record 2: bad ACT dataset"), "{e}");
+    assert!(
+        e.contains("bad.kpi: byte 19, record 2: bad ACT dataset"),
+        "{e}"
+    );
     // Salvage names the same line.
     let o = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr_of(&o).contains("byte 19, record 2: bad ACT"), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("byte 19, record 2: bad ACT"),
+        "{}",
+        stderr_of(&o)
+    );
     // A first line that is not KPI: after two blank lines it is line 3.
     let g = dir.path().join("notkpi.kpi");
     std::fs::write(&g, b"\n\nhello world\n").unwrap();
-    let o = pt().args(["info", "--from", "kpi"]).arg(&g).output().unwrap();
-    assert!(stderr_of(&o).contains("byte 2, record 3: not KPI text"), "{}", stderr_of(&o));
+    let o = pt()
+        .args(["info", "--from", "kpi"])
+        .arg(&g)
+        .output()
+        .unwrap();
+    assert!(
+        stderr_of(&o).contains("byte 2, record 3: not KPI text"),
+        "{}",
+        stderr_of(&o)
+    );
 }
 
 #[test]
@@ -283,7 +304,11 @@ fn quiet_silences_loss_lines_and_warnings() {
         .arg(corpus("kpi/kpi-capture.dlt"))
         .output()
         .unwrap();
-    assert!(stderr_of(&loud).contains("dropped: 13 annotations"), "{}", stderr_of(&loud));
+    assert!(
+        stderr_of(&loud).contains("dropped: 13 annotations"),
+        "{}",
+        stderr_of(&loud)
+    );
     // ... with -q nothing, on every verb.
     for args in [
         vec!["convert", "-q", "--to", "mmv", "-o", out.to_str().unwrap()],
@@ -375,7 +400,10 @@ fn batch_never_rereads_its_own_output_tree() {
             .unwrap();
         let e = stderr_of(&o);
         assert_eq!(o.status.code(), Some(0), "run {run}: {e}");
-        assert!(e.contains("2 ok, 0 salvaged, 0 failed, 0 skipped"), "run {run}: {e}");
+        assert!(
+            e.contains("2 ok, 0 salvaged, 0 failed, 0 skipped"),
+            "run {run}: {e}"
+        );
         assert!(!e.contains("out/"), "run {run}: {e}");
     }
     let mut files: Vec<String> = walkdir::WalkDir::new(&out)
@@ -416,7 +444,12 @@ fn output_parents_are_created_and_removed_on_failure() {
 #[test]
 fn output_extension_implies_the_target_format() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, fmt) in [("y.kpi", "kpi"), ("y.dlt", "dlt"), ("y.mmv", "mmv"), ("y.ltt", "ltt")] {
+    for (name, fmt) in [
+        ("y.kpi", "kpi"),
+        ("y.dlt", "dlt"),
+        ("y.mmv", "mmv"),
+        ("y.ltt", "ltt"),
+    ] {
         let out = dir.path().join(name);
         let o = pt()
             .args(["convert", "-q"])
@@ -441,7 +474,10 @@ fn output_extension_implies_the_target_format() {
             .unwrap();
         assert_eq!(o.status.code(), Some(2));
         let e = stderr_of(&o);
-        assert!(e.contains("--to FORMAT is required") && e.contains("--to pcp"), "{e}");
+        assert!(
+            e.contains("--to FORMAT is required") && e.contains("--to pcp"),
+            "{e}"
+        );
         assert!(!dir.path().join(name).exists());
     }
 }
@@ -536,7 +572,11 @@ fn thin_binaries_are_their_own_commands() {
     // A wrong option is an error of that command, exit 2.
     let o = thin("convert").arg("--bogus").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr_of(&o).contains("polytrace-convert"), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("polytrace-convert"),
+        "{}",
+        stderr_of(&o)
+    );
 }
 
 // ------------------------------------------------- completions, man pages
@@ -578,7 +618,10 @@ fn bash_completion_completes_subcommands() {
 
 #[test]
 fn zsh_and_fish_completions_are_generated() {
-    for (shell, marker) in [("zsh", "#compdef polytrace"), ("fish", "complete -c polytrace")] {
+    for (shell, marker) in [
+        ("zsh", "#compdef polytrace"),
+        ("fish", "complete -c polytrace"),
+    ] {
         let o = pt().args(["completions", shell]).output().unwrap();
         assert_eq!(o.status.code(), Some(0));
         let s = String::from_utf8_lossy(&o.stdout);
@@ -613,7 +656,11 @@ fn man_page_renders() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let name = match topic {
             None => "polytrace".to_string(),
             Some(t) => format!("polytrace-{t}"),
@@ -720,7 +767,11 @@ fn progress_bar_names_the_file_and_moves_on_a_terminal() {
     );
     assert!(text.contains("ETA"), "{}", text.escape_debug());
     // The bar is cleared before the loss report.
-    assert!(text.contains("polytrace: written:"), "{}", text.escape_debug());
+    assert!(
+        text.contains("polytrace: written:"),
+        "{}",
+        text.escape_debug()
+    );
 
     // A batch names the file being converted.
     let src = dir.path().join("in");
@@ -756,7 +807,10 @@ fn no_progress_when_stderr_is_not_a_terminal() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     let e = stderr_of(&o);
-    assert!(!e.contains('\r') && !e.contains("ETA") && !e.contains('\x1b'), "{e:?}");
+    assert!(
+        !e.contains('\r') && !e.contains("ETA") && !e.contains('\x1b'),
+        "{e:?}"
+    );
     // Only the reader's warnings and the loss report: every line is ours.
     assert!(e.lines().all(|l| l.starts_with("polytrace: ")), "{e}");
     // -q on a terminal: nothing at all.

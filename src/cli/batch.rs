@@ -1,6 +1,8 @@
 //! `convert DIR --to FORMAT -o OUTDIR`: walk a tree, convert every trace in
 //! it, keep relative paths, continue past failures, end with a summary.
 
+use super::naming::batch_output_name;
+use super::progress;
 use super::report::report_diagnostics;
 use super::{ConvertArgs, EXIT_BATCH_FAILED, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
@@ -9,9 +11,7 @@ use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
 use crate::stages::Window;
 use anyhow::{Context, Result};
-use super::progress;
 use indicatif::ProgressBar;
-use super::naming::batch_output_name;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

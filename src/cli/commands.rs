@@ -1,11 +1,11 @@
 //! The verbs.
 
 use super::args::Style;
+use super::naming::target_format;
+use super::progress;
 use super::report::report_diagnostics;
 use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
-use super::naming::target_format;
-use super::progress;
 use crate::input::Input;
 use crate::pipeline::{self, Dest};
 use crate::stages::Window;

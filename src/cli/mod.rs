@@ -74,7 +74,16 @@ pub struct ManArgs {
 
 /// The commands that have a man page of their own.
 fn man_topics() -> Vec<&'static str> {
-    vec!["record", "convert", "dump", "info", "check", "formats", "completions", "man"]
+    vec![
+        "record",
+        "convert",
+        "dump",
+        "info",
+        "check",
+        "formats",
+        "completions",
+        "man",
+    ]
 }
 
 #[derive(clap::Args, Debug)]

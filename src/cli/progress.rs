@@ -18,7 +18,8 @@ pub fn bar(total: u64, quiet: bool) -> ProgressBar {
         ProgressDrawTarget::stderr()
     };
     // Cleared however the run ends, so an error message starts on a clean line.
-    let pb = ProgressBar::with_draw_target(Some(total), target).with_finish(ProgressFinish::AndClear);
+    let pb =
+        ProgressBar::with_draw_target(Some(total), target).with_finish(ProgressFinish::AndClear);
     pb.set_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} (ETA {eta})")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
