@@ -824,3 +824,81 @@ fn no_progress_when_stderr_is_not_a_terminal() {
     assert_eq!(code, Some(0));
     assert_eq!(text, "");
 }
+
+// -------------------------------------------------------------------- help
+
+/// `polytrace convert --help` at 100 columns, pinned. After a change to the
+/// options, review and accept the new text with `INSTA_UPDATE=always`.
+#[test]
+fn convert_help_groups_its_options() {
+    let o = pt()
+        .args(["convert", "--help"])
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout).into_owned();
+    // The groups, general ones first, then one per format.
+    let headings: Vec<&str> = help
+        .lines()
+        .filter(|l| l.ends_with(':') && !l.starts_with(' '))
+        .collect();
+    let pos = |h: &str| headings.iter().position(|x| *x == h);
+    for (a, b) in [
+        ("Input:", "Time window:"),
+        ("Time window:", "Output:"),
+        ("Output:", "PCP:"),
+    ] {
+        assert!(
+            pos(a) < pos(b) && pos(a).is_some(),
+            "{a} before {b}: {headings:?}"
+        );
+    }
+    for h in ["PCP:", "MMV:", "Timeline:", "DLT:", "KPI:", "LTT:"] {
+        assert!(pos(h) > pos("Output:"), "{h}: {headings:?}");
+    }
+    // A format's options sit under its heading.
+    let block = |h: &str| {
+        help.split(&format!("\n{h}\n"))
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(block("PCP:").contains("--pcp-version"));
+    assert!(block("DLT:").contains("--kpi-app") && block("DLT:").contains("--ecu"));
+    assert!(block("Timeline:").contains("--entries"));
+    assert!(block("Output:").contains("[possible values: kpi, dlt"));
+    insta::assert_snapshot!("convert_help", help);
+}
+
+#[test]
+fn check_and_info_offer_only_what_they_use() {
+    let help = |verb: &str| {
+        let o = pt().args([verb, "--help"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let check = help("check");
+    for absent in [
+        "--begin",
+        "--end",
+        "--to",
+        "--tsc-hz",
+        "--page-size",
+        "--style",
+    ] {
+        assert!(!check.contains(absent), "check offers {absent}");
+    }
+    for present in ["--from", "--salvage", "--kpi-app"] {
+        assert!(check.contains(present), "check lacks {present}");
+    }
+    let info = help("info");
+    for absent in ["--to", "--output", "--style", "--max", "--strict"] {
+        assert!(!info.contains(absent), "info offers {absent}");
+    }
+    // Refused, not ignored.
+    pt().args(["check", "--begin", "+1s"])
+        .arg(corpus("kpi/kpi-capture.dlt"))
+        .assert()
+        .code(2);
+}

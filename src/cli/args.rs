@@ -66,38 +66,47 @@ fn format_values(
 #[derive(Args, Debug, Clone, Default)]
 pub struct InputArgs {
     /// Input format (default: detected from the content).
-    #[arg(long, value_parser = readable_format(), value_name = "FORMAT")]
+    #[arg(long, value_parser = readable_format(), value_name = "FORMAT", help_heading = "Input")]
     pub from: Option<FormatId>,
     /// Keep only data at or after this time (RFC 3339, epoch seconds, or +DURATION from the start).
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, help_heading = "Time window")]
     pub begin: Option<TimeSpec>,
     /// Keep only data at or before this time (same forms as --begin).
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, help_heading = "Time window")]
     pub end: Option<TimeSpec>,
     /// On damaged input keep everything before the damage and exit 1.
-    #[arg(long)]
+    #[arg(long, help_heading = "Input")]
     pub salvage: bool,
-    /// DLT: application id of KPI messages (default PROC).
-    #[arg(long, value_name = "APID")]
+}
+
+/// Format-specific reading options. Kept apart from [`InputArgs`] and
+/// flattened after the output options, so that `--help` lists Input, Time
+/// window and Output before the per-format groups (clap orders headings by
+/// their first option).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ReadFormatArgs {
+    /// Application id of KPI messages (default PROC).
+    #[arg(long, value_name = "APID", help_heading = "DLT")]
     pub kpi_app: Option<String>,
-    /// DLT: context id of KPI messages (default PROC).
-    #[arg(long, value_name = "CTID")]
+    /// Context id of KPI messages (default PROC).
+    #[arg(long, value_name = "CTID", help_heading = "DLT")]
     pub kpi_ctx: Option<String>,
-    /// Timeline: TSC frequency in Hz, to place cycles on a time axis.
-    #[arg(long, value_name = "HZ")]
+    /// TSC frequency in Hz, to place cycles on a time axis.
+    #[arg(long, value_name = "HZ", help_heading = "Timeline")]
     pub tsc_hz: Option<f64>,
-    /// Timeline: epoch time of TSC 0 (RFC 3339 or epoch seconds).
-    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
+    /// Epoch time of TSC 0 (RFC 3339 or epoch seconds).
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Timeline")]
     pub tsc_anchor: Option<crate::model::Timestamp>,
-    /// KPI: page size for RSS pages (default 4096).
-    #[arg(long, value_name = "BYTES")]
+    /// Page size for RSS pages (default 4096).
+    #[arg(long, value_name = "BYTES", help_heading = "KPI")]
     pub page_size: Option<u64>,
 }
 
-impl InputArgs {
-    pub fn read_options(&self) -> ReadOptions {
+impl ReadFormatArgs {
+    /// The reader options, with `--salvage` from [`InputArgs`].
+    pub fn read_options(&self, input: &InputArgs) -> ReadOptions {
         ReadOptions {
-            salvage: self.salvage,
+            salvage: input.salvage,
             kpi_app: self.kpi_app.clone(),
             kpi_ctx: self.kpi_ctx.clone(),
             tsc_hz: self.tsc_hz,
@@ -110,57 +119,62 @@ impl InputArgs {
 /// Output selection and writing behaviour.
 #[derive(Args, Debug, Clone, Default)]
 pub struct OutputArgs {
-    /// Output path (`-` = stdout for text formats).
-    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    /// Output path (`-` = stdout for text formats; missing folders are created).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUT",
+        help_heading = "Output"
+    )]
     pub output: Option<PathBuf>,
     /// Output format (default: from OUT's extension: .kpi, .dlt, .mmv, .ltt,
     /// .timeline, …; a PCP archive needs --to pcp).
-    #[arg(long, value_parser = writable_format(), value_name = "FORMAT")]
+    #[arg(long, value_parser = writable_format(), value_name = "FORMAT", help_heading = "Output")]
     pub to: Option<FormatId>,
     /// Replace an existing output (never an input).
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub force: bool,
     /// Fail, writing nothing, if the target format would drop or degrade anything.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub strict: bool,
-    /// PCP: archive version to write (2 or 3).
-    #[arg(long, value_name = "2|3")]
+    /// Archive version to write (2 or 3).
+    #[arg(long, value_name = "2|3", help_heading = "PCP")]
     pub pcp_version: Option<u32>,
-    /// PCP: start a new volume after this many bytes (e.g. 64M).
-    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    /// Start a new volume after this many bytes (e.g. 64M).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", help_heading = "PCP")]
     pub volume_size: Option<u64>,
-    /// MMV: file version to write (1, 2 or 3; default: the smallest that fits).
-    #[arg(long, value_name = "1|2|3")]
+    /// File version to write (1, 2 or 3; default: the smallest that fits).
+    #[arg(long, value_name = "1|2|3", help_heading = "MMV")]
     pub mmv_version: Option<u32>,
-    /// MMV: take the snapshot at this time instead of the last sample.
-    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
+    /// Take the snapshot at this time instead of the last sample.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "MMV")]
     pub at: Option<crate::model::Timestamp>,
-    /// Timeline: layout to write (A2 or M3).
-    #[arg(long, value_name = "A2|M3")]
+    /// Layout to write (A2 or M3).
+    #[arg(long, value_name = "A2|M3", help_heading = "Timeline")]
     pub timeline_version: Option<String>,
-    /// Timeline: ring size in entries (a power of two).
-    #[arg(long, value_name = "N")]
+    /// Ring size in entries (A2: a power of two; default: sized to the data).
+    #[arg(long, value_name = "N", help_heading = "Timeline")]
     pub entries: Option<u64>,
-    /// DLT: ECU id to write (default ECU1).
-    #[arg(long)]
+    /// ECU id to write (default ECU1).
+    #[arg(long, help_heading = "DLT")]
     pub ecu: Option<String>,
-    /// DLT: application id to write (default PROC).
-    #[arg(long, value_name = "APID")]
+    /// Application id to write (default PROC).
+    #[arg(long, value_name = "APID", help_heading = "DLT")]
     pub app_id: Option<String>,
-    /// DLT: context id to write (default PROC).
-    #[arg(long, value_name = "CTID")]
+    /// Context id to write (default PROC).
+    #[arg(long, value_name = "CTID", help_heading = "DLT")]
     pub ctx_id: Option<String>,
-    /// DLT: session id to write.
-    #[arg(long, value_name = "ID")]
+    /// Session id to write.
+    #[arg(long, value_name = "ID", help_heading = "DLT")]
     pub session_id: Option<u32>,
-    /// DLT: maximum payload bytes per message (libdlt default 1390).
-    #[arg(long, value_name = "BYTES")]
+    /// Maximum payload bytes per message (libdlt default 1390).
+    #[arg(long, value_name = "BYTES", help_heading = "DLT")]
     pub dlt_payload_max: Option<usize>,
-    /// KPI: write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
-    #[arg(long, value_parser = ["bare", "dlt"])]
+    /// Write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
+    #[arg(long, value_parser = ["bare", "dlt"], help_heading = "KPI")]
     pub kpi_style: Option<String>,
-    /// LTT: block size of the tracefiles (default: the source's, else 100000).
-    #[arg(long, value_name = "BYTES")]
+    /// Block size of the tracefiles (default: the source's, else 100000).
+    #[arg(long, value_name = "BYTES", help_heading = "LTT")]
     pub ltt_block_size: Option<u64>,
 }
 
@@ -200,24 +214,24 @@ pub enum Style {
 #[derive(Args, Debug, Clone, Default)]
 pub struct DumpArgs {
     /// Listing style.
-    #[arg(long, value_enum, default_value_t = Style::Native)]
+    #[arg(long, value_enum, default_value_t = Style::Native, help_heading = "Listing")]
     pub style: Style,
-    /// Timeline: list at most N entries (as Snabb's dump(file, N)).
-    #[arg(long, value_name = "N")]
+    /// List at most N entries (as Snabb's dump(file, N)).
+    #[arg(long, value_name = "N", help_heading = "Timeline")]
     pub max: Option<u64>,
-    /// Timeline: newest-first `-cycles` listing of the older Snabb dump.
-    #[arg(long)]
+    /// Newest-first `-cycles` listing of the older Snabb dump.
+    #[arg(long, help_heading = "Timeline")]
     pub newest_first: bool,
-    /// Timeline: with --newest-first, also print the rows Snabb's old dump
-    /// printed for unwritten slots.
-    #[arg(long)]
+    /// With --newest-first, also print the rows Snabb's old dump printed
+    /// for unwritten slots.
+    #[arg(long, help_heading = "Timeline")]
     pub unwritten_slots: bool,
-    /// LTT: leave out block_start, block_end and heartbeat events (with
+    /// Leave out block_start, block_end and heartbeat events (with
     /// `--style common`: any format's framing events and their types).
-    #[arg(long)]
+    #[arg(long, help_heading = "LTT")]
     pub no_framing: bool,
-    /// DLT: header lines only, as `dlt-convert -s`.
-    #[arg(long)]
+    /// Header lines only, as `dlt-convert -s`.
+    #[arg(long, help_heading = "DLT")]
     pub headers_only: bool,
 }
 
@@ -230,6 +244,35 @@ impl DumpArgs {
             no_framing: self.no_framing,
             values: self.style == Style::Values,
             headers_only: self.headers_only,
+        }
+    }
+}
+
+/// What `check` reads with: only the options that change a validation.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CheckInputArgs {
+    /// Input format (default: detected from the content).
+    #[arg(long, value_parser = readable_format(), value_name = "FORMAT", help_heading = "Input")]
+    pub from: Option<FormatId>,
+    /// On damage, report it and go on where the format allows (exit 1)
+    /// instead of stopping at the first problem (exit 2).
+    #[arg(long, help_heading = "Input")]
+    pub salvage: bool,
+    /// Application id of KPI messages (default PROC).
+    #[arg(long, value_name = "APID", help_heading = "DLT")]
+    pub kpi_app: Option<String>,
+    /// Context id of KPI messages (default PROC).
+    #[arg(long, value_name = "CTID", help_heading = "DLT")]
+    pub kpi_ctx: Option<String>,
+}
+
+impl CheckInputArgs {
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            salvage: self.salvage,
+            kpi_app: self.kpi_app.clone(),
+            kpi_ctx: self.kpi_ctx.clone(),
+            ..ReadOptions::default()
         }
     }
 }

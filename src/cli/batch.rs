@@ -207,7 +207,7 @@ fn convert_one(
             return Outcome::Failed(format!("{}: {e}", parent.display()));
         }
     }
-    let ropts = a.input_args.read_options();
+    let ropts = a.read_options();
     let run = || -> crate::Result<pipeline::ConvertOutcome> {
         let r = from.open(&input, &ropts)?;
         let r = progress::ProgressReader::wrap(r, pb, base, span);

@@ -4,7 +4,7 @@ use super::args::Style;
 use super::naming::target_format;
 use super::progress;
 use super::report::report_diagnostics;
-use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
+use super::{CheckArgs, Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
 use crate::input::Input;
 use crate::pipeline::{self, Dest};
@@ -105,7 +105,7 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     }
     let (input, from) = open_input(&a.input, &a.input_args)?;
     let out_path = a.output.output.clone().context("-o OUT is required")?;
-    let ropts = a.input_args.read_options();
+    let ropts = a.read_options();
     let reader = from.open(&input, &ropts)?;
     // A byte bar for readers that can tell their position, never over a
     // listing going to the same terminal.
@@ -148,7 +148,7 @@ fn indent_report(s: &str) -> String {
 
 fn dump(a: DumpCmd, quiet: bool) -> Result<u8> {
     let (input, fmt) = open_input(&a.input, &a.input_args)?;
-    let ropts = a.input_args.read_options();
+    let ropts = a.read_options();
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let windowed = a.input_args.begin.is_some() || a.input_args.end.is_some();
@@ -177,7 +177,7 @@ fn dump(a: DumpCmd, quiet: bool) -> Result<u8> {
 
 fn info(a: InfoArgs, quiet: bool) -> Result<u8> {
     let (input, fmt) = open_input(&a.input, &a.input_args)?;
-    let r = fmt.open(&input, &a.input_args.read_options())?;
+    let r = fmt.open(&input, &a.read_options())?;
     let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
     let h = r.header().clone();
     let info = crate::info::info(r.as_mut())?;
@@ -223,8 +223,8 @@ fn info(a: InfoArgs, quiet: bool) -> Result<u8> {
     })
 }
 
-fn check(a: InfoArgs, quiet: bool) -> Result<u8> {
-    let (input, fmt) = open_input(&a.input, &a.input_args)?;
+fn check(a: CheckArgs, quiet: bool) -> Result<u8> {
+    let (input, fmt) = pipeline::resolve_input(&a.input, a.input_args.from)?;
     let diags = fmt.check(&input, &a.input_args.read_options())?;
     let lossy = report_diagnostics(&diags, quiet);
     if !quiet && !lossy {

@@ -9,7 +9,7 @@ mod progress;
 mod record;
 mod report;
 
-use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs};
+use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs, ReadFormatArgs};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,7 +49,7 @@ pub enum Command {
     /// Print what a trace holds: format, time span, counts.
     Info(InfoArgs),
     /// Validate a trace; report the first problem with its position.
-    Check(InfoArgs),
+    Check(CheckArgs),
     /// Show which formats can be read, written and dumped.
     Formats,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -120,6 +120,14 @@ pub struct ConvertArgs {
     pub input_args: InputArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub read_formats: ReadFormatArgs,
+}
+
+impl ConvertArgs {
+    pub fn read_options(&self) -> crate::options::ReadOptions {
+        self.read_formats.read_options(&self.input_args)
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -130,6 +138,14 @@ pub struct DumpCmd {
     pub input_args: InputArgs,
     #[command(flatten)]
     pub dump: DumpArgs,
+    #[command(flatten)]
+    pub read_formats: ReadFormatArgs,
+}
+
+impl DumpCmd {
+    pub fn read_options(&self) -> crate::options::ReadOptions {
+        self.read_formats.read_options(&self.input_args)
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -138,6 +154,22 @@ pub struct InfoArgs {
     pub input: PathBuf,
     #[command(flatten)]
     pub input_args: InputArgs,
+    #[command(flatten)]
+    pub read_formats: ReadFormatArgs,
+}
+
+impl InfoArgs {
+    pub fn read_options(&self) -> crate::options::ReadOptions {
+        self.read_formats.read_options(&self.input_args)
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Input file, directory, PCP archive base name, or `-` for stdin.
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub input_args: args::CheckInputArgs,
 }
 
 /// Entry point of `polytrace`.
