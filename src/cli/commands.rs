@@ -40,9 +40,10 @@ fn man(verb: Option<&str>) -> Result<u8> {
         None => top,
         Some(v) => {
             let version = top.get_version().map(str::to_string);
+            let names: Vec<&str> = top.get_subcommands().map(|c| c.get_name()).collect();
             let mut sub = top
                 .find_subcommand(v)
-                .with_context(|| format!("no command {v:?}"))?
+                .with_context(|| format!("no command {v:?} (one of: {})", names.join(", ")))?
                 .clone()
                 .name(format!("polytrace-{v}"));
             if let Some(ver) = version {

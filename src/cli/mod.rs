@@ -68,22 +68,7 @@ pub struct CompletionsArgs {
 #[derive(clap::Args, Debug)]
 pub struct ManArgs {
     /// The command whose page to print (default: polytrace itself).
-    #[arg(value_parser = man_topics())]
     pub command: Option<String>,
-}
-
-/// The commands that have a man page of their own.
-fn man_topics() -> Vec<&'static str> {
-    vec![
-        "record",
-        "convert",
-        "dump",
-        "info",
-        "check",
-        "formats",
-        "completions",
-        "man",
-    ]
 }
 
 #[derive(clap::Args, Debug)]
