@@ -94,16 +94,19 @@ fn open_input(
 }
 
 fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
-    let to_id = target_format(a.output.to, a.output.output.as_deref())?;
-    let to = formats::get(to_id);
     if a.input.as_os_str() != "-" && a.input.is_dir() {
         let input = Input::resolve(&a.input)?;
         if formats::detect(&input).is_err()
             && a.input_args.from != Some(crate::model::FormatId::Ltt)
         {
-            return super::batch::convert_tree(&a, to, quiet);
+            // OUTDIR is a folder: its name says nothing about the format.
+            let to_id = a.output.to.context(
+                "--to FORMAT is required when converting a directory (see `polytrace formats`)",
+            )?;
+            return super::batch::convert_tree(&a, formats::get(to_id), quiet);
         }
     }
+    let to = formats::get(target_format(a.output.to, a.output.output.as_deref())?);
     let (input, from) = open_input(&a.input, &a.input_args)?;
     let out_path = a.output.output.clone().context("-o OUT is required")?;
     let ropts = a.read_options();
