@@ -480,6 +480,19 @@ fn output_extension_implies_the_target_format() {
         );
         assert!(!dir.path().join(name).exists());
     }
+    // A batch writes a folder: its name implies nothing, --to is required.
+    let src = dir.path().join("in");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("x.kpi"), b"STP 1\n").unwrap();
+    let o = pt()
+        .arg("convert")
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.path().join("out.kpi"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr_of(&o).contains("--to FORMAT is required when converting a directory"));
 }
 
 // --------------------------------------------------------- timeline ring
