@@ -62,6 +62,26 @@ fn format_values(
     )
 }
 
+/// A CSV delimiter: one ASCII character other than a quote or line end
+/// (`tab` or `\t` for TAB).
+fn parse_delimiter(s: &str) -> Result<u8, String> {
+    let b = match s {
+        "tab" | "\\t" | "\t" => b'\t',
+        _ if s.len() == 1 && s.is_ascii() => s.as_bytes()[0],
+        _ => {
+            return Err(format!(
+                "bad delimiter {s:?}: one ASCII character (or `tab`)"
+            ))
+        }
+    };
+    if matches!(b, b'"' | b'\r' | b'\n') {
+        return Err(format!(
+            "bad delimiter {s:?}: a quote or line end cannot separate fields"
+        ));
+    }
+    Ok(b)
+}
+
 /// Input selection and reading behaviour.
 #[derive(Args, Debug, Clone, Default)]
 pub struct InputArgs {
@@ -176,6 +196,27 @@ pub struct OutputArgs {
     /// Block size of the tracefiles (default: the source's, else 100000).
     #[arg(long, value_name = "BYTES", help_heading = "LTT")]
     pub ltt_block_size: Option<u64>,
+    /// Counters as rates per second (default: raw values).
+    #[arg(long, help_heading = "CSV")]
+    pub rate: bool,
+    /// A second header line with each column's units.
+    #[arg(long, help_heading = "CSV")]
+    pub units_row: bool,
+    /// Field delimiter, one character or `tab` (default ,).
+    #[arg(long, value_parser = parse_delimiter, value_name = "CHAR", help_heading = "CSV")]
+    pub delimiter: Option<u8>,
+    /// Only the columns matching one of these globs (`*`, `?`), against
+    /// `metric` or `metric[instance]`; columns follow the patterns' order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "GLOB,...",
+        help_heading = "CSV"
+    )]
+    pub columns: Vec<String>,
+    /// Also write the events table (one row per event) to OUT.events.csv.
+    #[arg(long, help_heading = "CSV")]
+    pub events: bool,
 }
 
 impl OutputArgs {
@@ -195,6 +236,11 @@ impl OutputArgs {
             dlt_payload_max: self.dlt_payload_max,
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
+            rate: self.rate,
+            units_row: self.units_row,
+            delimiter: self.delimiter,
+            columns: self.columns.clone(),
+            events: self.events,
         }
     }
 }
