@@ -9,7 +9,6 @@ use crate::formats::{self, Format};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
-use crate::stages::Window;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,7 +25,12 @@ enum Outcome {
 
 /// Collect the inputs of a tree: files, LTT trace directories, and PCP
 /// archives (all members grouped under their base name).
-fn collect_inputs(root: &Path, skip: &Path) -> Vec<(PathBuf, u64)> {
+pub(super) fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
+    collect_inputs_skipping(root, None)
+}
+
+/// [`collect_inputs`], never entering the folder `skip` (canonical path).
+fn collect_inputs_skipping(root: &Path, skip: Option<&Path>) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     let mut seen_bases = BTreeSet::new();
     let mut it = walkdir::WalkDir::new(root)
@@ -39,7 +43,7 @@ fn collect_inputs(root: &Path, skip: &Path) -> Vec<(PathBuf, u64)> {
         if entry.file_type().is_dir() {
             // The output tree inside the input tree: never re-read what this
             // run or an earlier one wrote there.
-            if std::fs::canonicalize(path).is_ok_and(|c| c == skip) {
+            if skip.is_some_and(|s| std::fs::canonicalize(path).is_ok_and(|c| c == s)) {
                 it.skip_current_dir();
                 continue;
             }
@@ -113,7 +117,7 @@ fn output_names(root: &Path, inputs: &[(PathBuf, u64)], to: FormatId) -> Vec<OsS
 }
 
 pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Result<u8> {
-    let root = &a.input;
+    let root = &a.inputs[0];
     let out_root = a
         .output
         .output
@@ -125,7 +129,7 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     std::fs::create_dir_all(&out_root)
         .with_context(|| format!("creating {}", out_root.display()))?;
     let canon_out = std::fs::canonicalize(&out_root)?;
-    let inputs = collect_inputs(root, &canon_out);
+    let inputs = collect_inputs_skipping(root, Some(&canon_out));
     let names = output_names(root, &inputs, to.id());
     let total_bytes: u64 = inputs.iter().map(|(_, s)| *s).sum();
     let pb = progress::bar(total_bytes, quiet);
@@ -207,21 +211,23 @@ fn convert_one(
             return Outcome::Failed(format!("{}: {e}", parent.display()));
         }
     }
-    let ropts = a.read_options();
-    let run = || -> crate::Result<pipeline::ConvertOutcome> {
-        let r = from.open(&input, &ropts)?;
-        let r = progress::ProgressReader::wrap(r, pb, base, span);
-        let r = Window::wrap(r, a.input_args.begin, a.input_args.end);
-        pipeline::convert(
-            r,
-            &input.member_paths(),
-            to,
-            Dest::Path {
-                path: target,
-                force: a.output.force,
-            },
-            &a.output.write_options(),
-        )
+    let run = || -> anyhow::Result<pipeline::ConvertOutcome> {
+        let src = super::stream::Source { input, fmt: from };
+        let st = super::stream::open(
+            std::slice::from_ref(&src),
+            &[],
+            &a.input_args,
+            &a.filter,
+            &[a.output.at],
+        )?;
+        let mut wopts = a.output.write_options();
+        wopts.at = super::stream::resolve_at(a.output.at, st.start, st.end)?;
+        let reader = progress::ProgressReader::wrap(st.reader, pb, base, span);
+        let dest = Dest::Path {
+            path: target,
+            force: a.output.force,
+        };
+        Ok(pipeline::convert(reader, &st.members, to, dest, &wopts)?)
     };
     match run() {
         Ok(o) => {
@@ -238,6 +244,6 @@ fn convert_one(
                 Outcome::Ok
             }
         }
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => Outcome::Failed(format!("{e:#}")),
     }
 }

@@ -8,8 +8,9 @@ mod naming;
 mod progress;
 mod record;
 mod report;
+mod stream;
 
-use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs, ReadFormatArgs};
+use args::{DumpArgs, FilterArgs, GlobalArgs, InputArgs, MergeArgs, OutputArgs};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,12 +43,13 @@ pub struct Cli {
 pub enum Command {
     /// Sample /proc (like dlt-kpi) with TSC timestamps and write any format.
     Record(RecordArgs),
-    /// Convert a trace (or a directory tree of traces) into another format.
-    Convert(ConvertArgs),
+    /// Convert a trace (or a directory tree of traces, or several traces
+    /// merged into one) into another format.
+    Convert(Box<ConvertArgs>),
     /// Print a listing of a trace.
     Dump(DumpCmd),
-    /// Print what a trace holds: format, time span, counts.
-    Info(InfoArgs),
+    /// Print what a trace holds: format, time span, counts (--stats: figures).
+    Info(InfoCmd),
     /// Validate a trace; report the first problem with its position.
     Check(CheckArgs),
     /// Show which formats can be read, written and dumped.
@@ -99,20 +101,18 @@ pub struct RecordArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ConvertArgs {
-    /// Input file, directory, PCP archive base name, or `-` for stdin.
-    pub input: PathBuf,
+    /// Input file, directory, PCP archive base name, or `-` for stdin;
+    /// several inputs are merged into one time-ordered output.
+    #[arg(required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub input_args: InputArgs,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub filter: FilterArgs,
     #[command(flatten)]
-    pub read_formats: ReadFormatArgs,
-}
-
-impl ConvertArgs {
-    pub fn read_options(&self) -> crate::options::ReadOptions {
-        self.read_formats.read_options(&self.input_args)
-    }
+    pub merge: MergeArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -122,31 +122,29 @@ pub struct DumpCmd {
     #[command(flatten)]
     pub input_args: InputArgs,
     #[command(flatten)]
-    pub dump: DumpArgs,
+    pub filter: FilterArgs,
     #[command(flatten)]
-    pub read_formats: ReadFormatArgs,
-}
-
-impl DumpCmd {
-    pub fn read_options(&self) -> crate::options::ReadOptions {
-        self.read_formats.read_options(&self.input_args)
-    }
+    pub dump: DumpArgs,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct InfoArgs {
-    /// Input file, directory, PCP archive base name, or `-` for stdin.
-    pub input: PathBuf,
+pub struct InfoCmd {
+    /// Input file, directory, PCP archive base name, or `-` for stdin;
+    /// several inputs are taken together, as a merge would see them.
+    #[arg(required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub input_args: InputArgs,
     #[command(flatten)]
-    pub read_formats: ReadFormatArgs,
-}
-
-impl InfoArgs {
-    pub fn read_options(&self) -> crate::options::ReadOptions {
-        self.read_formats.read_options(&self.input_args)
-    }
+    pub filter: FilterArgs,
+    /// Figures: per metric and instance count, min, max, mean (and rate
+    /// for counters); per event type count and events/s; per CPU and per
+    /// source span and gaps.
+    #[arg(long)]
+    pub stats: bool,
+    /// Print as JSON (for scripts).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -177,7 +175,7 @@ struct Thin<A: clap::Args> {
 pub fn main_verb(verb: &str) -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     match verb {
-        "convert" => run_thin(verb, argv, Command::Convert),
+        "convert" => run_thin(verb, argv, |a| Command::Convert(Box::new(a))),
         "dump" => run_thin(verb, argv, Command::Dump),
         "record" => run_thin(verb, argv, Command::Record),
         _ => {
