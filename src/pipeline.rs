@@ -2,7 +2,7 @@
 
 use crate::error::{Diagnostic, Error, Result, Severity};
 use crate::formats::{self, Format};
-use crate::input::Input;
+use crate::input::{Input, InputKind};
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::{OutTarget, Staged};
@@ -14,6 +14,25 @@ pub fn format_of(input: &Input, from: Option<FormatId>) -> Result<&'static dyn F
         Some(id) => Ok(formats::get(id)),
         None => formats::detect(input),
     }
+}
+
+/// Resolve a command-line input and its format. Stdin stays a stream for a
+/// format that reads one (KPI text, possibly a live pipe); for any other it
+/// is first copied to a temporary file, so that it reads exactly as a file
+/// with the same bytes would.
+pub fn resolve_input(path: &Path, from: Option<FormatId>) -> Result<(Input, &'static dyn Format)> {
+    let mut input = Input::resolve(path)?;
+    if input.kind == InputKind::Stdin {
+        let streams = match from {
+            Some(id) => formats::get(id).reads_stream(),
+            None => formats::detect(&input).is_ok_and(|f| f.reads_stream()),
+        };
+        if !streams {
+            input.spool_stdin()?;
+        }
+    }
+    let fmt = format_of(&input, from)?;
+    Ok((input, fmt))
 }
 
 /// What one conversion did.
@@ -141,11 +160,14 @@ pub fn convert(
         }
         Dest::Path { path, force } => {
             let staged = Staged::new(path, inputs, force)?;
-            let mut w = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
-            nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
             // A writer refuses (NothingToWrite) when none of the data suits
             // its format; the staged output is then dropped unseen.
-            out.loss = w.finish()?;
+            let written = (|| {
+                let mut w = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
+                nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+                w.finish()
+            })();
+            out.loss = written.map_err(|e| staged.relabel(e))?;
             // What the stages adapted counts as loss too (--strict sees it).
             if let Some(l) = &adapter_loss {
                 out.loss.merge(&l.borrow());

@@ -249,8 +249,8 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
         err.contains("1 ok, 0 salvaged, 0 failed, 1 skipped"),
         "{err}"
     );
-    assert!(!outdir.join("a.mmv.kpi").exists());
-    assert!(outdir.join("b.dlt.kpi").exists());
+    assert!(!outdir.join("a.kpi").exists());
+    assert!(outdir.join("b.kpi").exists());
 }
 
 #[test]

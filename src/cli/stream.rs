@@ -18,8 +18,7 @@ pub struct Source {
 
 impl Source {
     pub fn open(path: &Path, ia: &InputArgs) -> Result<Source> {
-        let input = Input::resolve(path)?;
-        let fmt = pipeline::format_of(&input, ia.from)?;
+        let (input, fmt) = pipeline::resolve_input(path, ia.from)?;
         Ok(Source { input, fmt })
     }
 

@@ -41,6 +41,12 @@ pub trait Format: Sync {
     fn describe(&self) -> &'static str {
         self.info().describe
     }
+    /// The reader reads its input front to back once, so stdin can stay a
+    /// stream (a live pipe). Otherwise stdin is first copied to a temporary
+    /// file ([`Input::spool_stdin`]) and read exactly as a file.
+    fn reads_stream(&self) -> bool {
+        false
+    }
     /// How sure we are that `input` is this format: 0 = no, 100 = magic matched.
     fn detect(&self, input: &Input) -> u8;
     /// When no format detects `input`: does it nearly look like this one

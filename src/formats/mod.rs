@@ -65,9 +65,7 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
             let msg = match input.kind {
                 InputKind::File if input.probe.is_empty() => "empty file: no format to detect",
                 InputKind::Stdin if input.probe.is_empty() => "empty input on stdin",
-                InputKind::Stdin => {
-                    "unrecognised format on stdin (give --from; binary formats need a file)"
-                }
+                InputKind::Stdin => "unrecognised format on stdin (give --from to choose one)",
                 InputKind::Dir => "directory is not an LTT trace (no info/system.xml)",
                 _ => "unrecognised format (give --from to choose one)",
             };

@@ -127,4 +127,7 @@ impl TraceReader for EventCounters {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.inner.progress()
+    }
 }

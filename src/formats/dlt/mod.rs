@@ -20,7 +20,7 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{Caps, Format, FormatInfo};
-use crate::input::{Input, InputKind};
+use crate::input::Input;
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
@@ -31,12 +31,12 @@ pub struct DltFormat;
 /// The input as an unbuffered byte stream: the scanner does its own
 /// buffering, so a file is read with no BufReader in between.
 pub(crate) fn open_raw(input: &Input) -> Result<Box<dyn Read>> {
-    match input.kind {
-        InputKind::File => {
-            let f = std::fs::File::open(&input.path).map_err(|e| Error::io(&input.path, e))?;
+    match input.file() {
+        Some(file) => {
+            let f = std::fs::File::open(file).map_err(|e| Error::io(&input.path, e))?;
             Ok(Box::new(f))
         }
-        _ => Ok(Box::new(input.open_stream()?)),
+        None => Ok(Box::new(input.open_stream()?)),
     }
 }
 

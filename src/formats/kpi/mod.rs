@@ -47,6 +47,9 @@ impl Format for KpiFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
     }
+    fn reads_stream(&self) -> bool {
+        true
+    }
     fn detect(&self, input: &Input) -> u8 {
         let first = input
             .probe

@@ -248,17 +248,24 @@ impl KpiTextReader {
         // Peek the first non-empty line for the style (without consuming).
         let style = {
             let buf = src.fill_buf().map_err(|e| Error::io(&file, e))?;
-            let first = buf
-                .split(|&b| b == b'\n')
-                .find(|l| !l.iter().all(|b| b.is_ascii_whitespace()));
+            let (mut offset, mut line_no) = (0u64, 1u64);
+            let mut first = None;
+            for l in buf.split(|&b| b == b'\n') {
+                if !l.iter().all(|b| b.is_ascii_whitespace()) {
+                    first = Some(l);
+                    break;
+                }
+                offset += l.len() as u64 + 1;
+                line_no += 1;
+            }
             match first.and_then(|l| line_style(l.strip_suffix(b"\r").unwrap_or(l))) {
                 Some(s) => s,
                 None if buf.is_empty() => {
-                    return Err(Error::format(Position::at(&file, 0, Some(0)), "empty input: no KPI lines"))
+                    return Err(Error::format(Position::at(&file, 0, None), "empty input: no KPI lines"))
                 }
                 None => {
                     return Err(Error::format(
-                        Position::at(&file, 0, Some(0)),
+                        Position::at(&file, offset, Some(line_no)),
                         "not KPI text: the first line is neither a KPI dataset line (NEW/STP/ACT/CHK/IRQ) nor a dlt-convert -a line",
                     ))
                 }
@@ -312,8 +319,10 @@ impl KpiTextReader {
         self.asm.counts()
     }
 
+    /// Position of the current line: for KPI text a record is a line,
+    /// counted from 1 as editors and `sed -n Np` count them.
     fn pos(&self) -> Position {
-        Position::at(&self.file, self.offset, Some(self.line_no))
+        Position::at(&self.file, self.offset, Some(self.line_no + 1))
     }
 
     fn bad_line(&mut self, msg: String) -> Result<()> {
@@ -328,14 +337,12 @@ impl KpiTextReader {
         }
     }
 
-    fn drain_warnings(&mut self) {
+    /// `pos`: the line that raised them, or none for the totals at the end.
+    fn drain_warnings(&mut self, pos: Position) {
         for w in self.asm.warnings.drain(..) {
             // Sanity flags can be many; keep the first 100 and count the rest.
             if self.warned < 100 {
-                self.diags.push(Diagnostic::warning(
-                    Position::at(&self.file, self.offset, Some(self.line_no)),
-                    w,
-                ));
+                self.diags.push(Diagnostic::warning(pos.clone(), w));
             }
             self.warned += 1;
         }
@@ -407,7 +414,7 @@ impl KpiTextReader {
             return self.bad_line(e);
         }
         self.queue.extend(out);
-        self.drain_warnings();
+        self.drain_warnings(self.pos());
         Ok(())
     }
 }
@@ -429,7 +436,7 @@ impl TraceReader for KpiTextReader {
                 let mut out = Vec::new();
                 self.asm.finish(&mut out);
                 self.queue.extend(out);
-                self.drain_warnings();
+                self.drain_warnings(Position::new(&self.file));
                 if self.warned > 100 {
                     self.diags.push(Diagnostic::warning(
                         Position::new(&self.file),

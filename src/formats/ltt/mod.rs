@@ -69,6 +69,18 @@ pub fn open_trace_with(input: &Input, salvage: bool) -> Result<Opened> {
                 _tmp: Some(tmp),
             })
         }
+        // stdin, copied to a file: a .tar.gz is the one way a trace fits a pipe.
+        InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => {
+            let file = input.file().ok_or_else(|| {
+                Error::Usage("<stdin>: an LTT .tar.gz on stdin must be spooled first".into())
+            })?;
+            let tmp = writer::unpack_tar_gz(file)?;
+            let root = writer::tar_root(tmp.path());
+            Ok(Opened {
+                trace: Trace::open(&root)?,
+                _tmp: Some(tmp),
+            })
+        }
         _ => Err(Error::Usage(format!(
             "{}: an LTT trace is a directory (or a .tar.gz of one)",
             input.name()
@@ -101,6 +113,8 @@ impl Format for LttFormat {
             {
                 60
             }
+            // No name on stdin: gzip is the only compressed input we read.
+            InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => 40,
             _ => 0,
         }
     }
@@ -192,6 +206,13 @@ impl LttReader {
 impl TraceReader for LttReader {
     fn header(&self) -> &Header {
         &self.header
+    }
+    fn progress(&self) -> Option<(u64, u64)> {
+        let t = &self.opened.trace;
+        Some(match &self.merge {
+            Some(m) => m.progress(t),
+            None => (0, t.files.iter().map(|f| f.len).sum()),
+        })
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
         if let Some(it) = self.pending.pop_front() {

@@ -1104,6 +1104,17 @@ impl Merge {
         }
     }
 
+    /// Tracefile bytes read so far (whole blocks) and in all.
+    pub fn progress(&self, t: &Trace) -> (u64, u64) {
+        let total = t.files.iter().map(|f| f.len).sum();
+        let done = self
+            .cursors
+            .iter()
+            .map(|c| c.block.min(c.nblocks) * t.sys.block_size)
+            .sum();
+        (done, total)
+    }
+
     /// The next event: (cursor index, event). The payload lives in
     /// `self.cursors[i].buf` until the next call.
     pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<(usize, RawEv)> {

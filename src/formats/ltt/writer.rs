@@ -518,9 +518,16 @@ impl LttWriter {
         }
         let pending = std::mem::take(&mut self.pending);
         let mut cats: Vec<(String, Vec<Pending>)> = Vec::new();
+        // Types of one category share a facility unless their names clash
+        // (same name, another layout): a clash opens another facility of
+        // that name, so every event keeps its name.
         for p in pending {
             let c = sanitize(&p.category);
-            match cats.iter_mut().find(|(n, _)| *n == c) {
+            let n = sanitize(&p.name);
+            match cats
+                .iter_mut()
+                .find(|(f, v)| *f == c && !v.iter().any(|q| sanitize(&q.name) == n))
+            {
                 Some((_, v)) => v.push(p),
                 None => cats.push((c, vec![p])),
             }

@@ -8,7 +8,7 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::formats::format::{Caps, Format, FormatInfo};
-use crate::input::{Input, InputKind};
+use crate::input::Input;
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
@@ -99,7 +99,7 @@ impl Format for MmvFormat {
         &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
-        if input.kind == InputKind::File && input.probe.starts_with(layout::MAGIC) {
+        if input.file().is_some() && input.probe.starts_with(layout::MAGIC) {
             100
         } else {
             0

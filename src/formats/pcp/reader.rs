@@ -211,11 +211,19 @@ pub struct VolumeWalker {
     /// Offset, volume and record number of the record in `buf`.
     pub at: (u64, u32, u64),
     pub done: bool,
+    /// Size on disk of each volume, for progress.
+    vol_sizes: Vec<u64>,
 }
 
 impl VolumeWalker {
     pub fn new(members: Members, label: LogLabel) -> VolumeWalker {
+        let vol_sizes = members
+            .volumes
+            .iter()
+            .map(|(_, p)| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .collect();
         VolumeWalker {
+            vol_sizes,
             version: label.version,
             members,
             label,
@@ -225,6 +233,20 @@ impl VolumeWalker {
             at: (0, 0, 0),
             done: false,
         }
+    }
+
+    /// Volume bytes read so far and in all, by size on disk. A compressed
+    /// volume counts once it is finished (its read position is in
+    /// decompressed bytes).
+    pub fn progress(&self) -> (u64, u64) {
+        let total = self.vol_sizes.iter().sum();
+        let k = self.vol_idx.min(self.vol_sizes.len());
+        let done: u64 = self.vol_sizes[..k].iter().sum();
+        let cur = match (&self.cur, self.vol_sizes.get(k)) {
+            (Some(rr), Some(&size)) if !rr.compressed => rr.pos.min(size),
+            _ => 0,
+        };
+        (done + cur, total)
     }
 
     pub fn path(&self) -> std::path::PathBuf {
@@ -477,9 +499,19 @@ impl TraceReader for PcpReader {
     fn diagnostics(&self) -> &[Diagnostic] {
         &self.diags
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        Some(self.walker.progress())
+    }
 }
 
 /// Open an archive named by any member or its base name.
 pub fn members_of(input: &crate::input::Input) -> Result<Members> {
+    if input.kind == crate::input::InputKind::Stdin {
+        return Err(crate::Error::Usage(
+            "<stdin>: a PCP archive is several files (.meta, .index, volumes) and cannot come \
+             through stdin: name the archive (its base name or any member file)"
+                .into(),
+        ));
+    }
     archive::resolve(&archive::base_of(input))
 }

@@ -74,12 +74,15 @@ pub struct TimelineFormat;
 /// Read the whole input (timeline files are snapshots; the allocation is the
 /// real file size, never a size declared inside the file).
 fn read_all(input: &Input) -> Result<Vec<u8>> {
+    if let Some(file) = input.file() {
+        return std::fs::read(file).map_err(|e| Error::io(&input.path, e));
+    }
     match input.kind {
-        InputKind::File => std::fs::read(&input.path).map_err(|e| Error::io(&input.path, e)),
         InputKind::Stdin => {
+            // The stream replays the detection probe before the rest of stdin.
             let mut v = Vec::new();
-            std::io::stdin()
-                .lock()
+            input
+                .open_stream()?
                 .read_to_end(&mut v)
                 .map_err(|e| Error::io("<stdin>", e))?;
             Ok(v)
@@ -122,10 +125,11 @@ impl Format for TimelineFormat {
         &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
-        if input.kind != InputKind::File {
+        // The A layout is recognised partly by the file length.
+        let Some(file) = input.file() else {
             return 0;
-        }
-        let len = std::fs::metadata(&input.path).map_or(0, |m| m.len());
+        };
+        let len = std::fs::metadata(file).map_or(0, |m| m.len());
         detect_bytes(&input.probe, len)
     }
     fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
