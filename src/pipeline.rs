@@ -60,9 +60,10 @@ pub fn convert(
     if header.source != to.id() {
         reader = Box::new(crate::stages::Unframe::wrap(reader));
     }
-    // Metric-only targets take events as per-type counters.
+    // MMV holds no events: it takes them as per-type counters (a PCP
+    // archive holds them as event records).
     let mut adapter_loss = None;
-    if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {
+    if to.id() == FormatId::Mmv {
         let ec = crate::stages::EventCounters::wrap(reader);
         adapter_loss = Some(ec.loss.clone());
         reader = Box::new(ec);

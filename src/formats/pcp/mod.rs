@@ -5,9 +5,11 @@ pub mod archive;
 pub mod check;
 pub mod data;
 pub mod dump;
+pub mod events;
 pub mod layout;
 pub mod meta;
 pub mod reader;
+pub mod selfdesc;
 pub mod values;
 pub mod writer;
 
