@@ -102,41 +102,6 @@ fn every_reader_into_every_writer() {
 }
 
 #[test]
-fn ltt_events_become_counters_in_an_archive() {
-    // design/model.md §3: events into a metrics-only writer are per-type counters.
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("smp");
-    let src = common::corpus().join("ltt/smp_example");
-    let (code, err) = run(Command::new(common::bin())
-        .args(["convert", "--to", "pcp", "-o"])
-        .arg(&out)
-        .arg(&src));
-    assert_eq!(code, 0, "{err}");
-    // 173,157 events, of which 6 are LTT framing (block start/end,
-    // heartbeats), which never become another format's data.
-    assert!(err.contains("degraded: 173151 events"), "{err}");
-    // The final counter values add up to the data event count.
-    let o = Command::new(common::bin())
-        .args(["dump", "--style", "common"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    let mut last: std::collections::BTreeMap<String, u64> = Default::default();
-    for l in text.lines().filter(|l| l.contains(" sample ")) {
-        for kv in l.split_whitespace().skip(2) {
-            if let Some((k, v)) = kv.split_once('=') {
-                if let Ok(n) = v.parse::<u64>() {
-                    last.insert(k.to_string(), n);
-                }
-            }
-        }
-    }
-    assert_eq!(last.values().sum::<u64>(), 173_151, "{last:?}");
-    assert!(!last.keys().any(|k| k.contains("block_")), "{last:?}");
-}
-
-#[test]
 fn instance_names_survive_in_an_ltt_trace() {
     // Indom membership travels as indom.indom_<id> events, so a KPI capture
     // written as LTT keeps its process names and drops nothing.

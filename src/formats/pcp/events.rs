@@ -188,11 +188,16 @@ impl XKind {
     }
 }
 
+/// Per record metric: per stream instance, the record count and records.
+type Sets = Vec<(MetricId, Vec<(InstId, u32, Vec<u8>)>)>;
+/// Per record metric: per stream instance, an event array payload.
+pub type Arrays = Vec<(MetricId, Vec<(InstId, Vec<u8>)>)>;
+
 /// The event arrays of one result: per record metric, per stream instance,
 /// the records so far.
 #[derive(Default)]
 struct Batch {
-    sets: Vec<(MetricId, Vec<(InstId, u32, Vec<u8>)>)>,
+    sets: Sets,
     records: usize,
     bytes: usize,
     first: i64,
@@ -201,10 +206,12 @@ struct Batch {
 
 /// One result's worth of event arrays, ready to be framed by the writer.
 pub struct EventResult {
+    /// Metadata to write first: labels and instance domain of new streams.
+    pub meta: Vec<Item>,
     /// The latest event time in the result.
     pub time: Timestamp,
     /// (record metric, [(instance, HIGHRES_EVENT array payload)]).
-    pub sets: Vec<(MetricId, Vec<(InstId, Vec<u8>)>)>,
+    pub sets: Arrays,
 }
 
 /// Writer side: event types and events into metric definitions and
@@ -220,6 +227,13 @@ pub struct EventEncoder {
     streams: HashMap<(Option<u32>, Option<String>), InstId>,
     /// The last stream looked up, to spare a key copy per event.
     last_stream: Option<(Option<u32>, Option<String>, InstId)>,
+    /// Time of the first stream added since the last result, and the
+    /// labels of the streams added.
+    new_streams: Option<i64>,
+    new_labels: Vec<LabelSet>,
+    /// Time of the last instance-domain record: each is later than the one
+    /// before (libpcp keeps one record per indom and time).
+    indom_time: Option<i64>,
     stream_names: HashSet<String>,
     instances: Vec<Instance>,
     extras: HashMap<(String, XKind), MetricId>,
@@ -257,6 +271,9 @@ impl EventEncoder {
             used_type_nodes: HashMap::new(),
             streams: HashMap::new(),
             last_stream: None,
+            new_streams: None,
+            new_labels: Vec::new(),
+            indom_time: None,
             stream_names: HashSet::new(),
             instances: Vec::new(),
             extras: HashMap::new(),
@@ -268,6 +285,15 @@ impl EventEncoder {
             scratch: Vec::new(),
             loss: LossReport::default(),
         }
+    }
+
+    /// The format the events come from (through a PCP rewrite: the one
+    /// they were first converted from).
+    fn source(&self) -> String {
+        self.header
+            .extras
+            .str(selfdesc::SOURCE_KEY)
+            .map_or_else(|| self.header.source.name().to_string(), str::to_string)
     }
 
     /// The stream indom's help, carrying the source header, once.
@@ -287,7 +313,7 @@ impl EventEncoder {
             text: format!(
                 "The CPU or tracefile each event came from, converted by polytrace from the {} \
                  format. The labels cpu and stream of each instance say which.\n\n{HEADER_TAG}{}",
-                self.header.source,
+                self.source(),
                 selfdesc::header_json(&self.header)
             ),
         }));
@@ -330,7 +356,7 @@ impl EventEncoder {
         d.help_long = Some(format!(
             "Events {label}, converted by polytrace from the {} format: one record per event, \
              one parameter per field.{}\n\n{TYPE_TAG}{}",
-            self.header.source,
+            self.source(),
             t.description
                 .as_deref()
                 .map(|s| format!("\n{s}"))
@@ -387,38 +413,33 @@ impl EventEncoder {
         );
     }
 
-    fn stream(&mut self, e: &Event, out: &mut Vec<Item>) -> InstId {
+    /// The instance of an event's stream, if it has one already.
+    fn find_stream(&mut self, e: &Event) -> Option<InstId> {
         if let Some((c, s, i)) = &self.last_stream {
             if *c == e.cpu && s.as_deref() == e.stream.as_deref() {
-                return *i;
+                return Some(*i);
             }
         }
         let key = (e.cpu, e.stream.clone());
-        if let Some(&i) = self.streams.get(&key) {
-            self.last_stream = Some((key.0, key.1, i));
-            return i;
-        }
-        self.last_stream = Some((key.0, key.1.clone(), self.instances.len() as InstId));
+        let i = *self.streams.get(&key)?;
+        self.last_stream = Some((key.0, key.1, i));
+        Some(i)
+    }
+
+    /// A new stream instance; its labels and the instance domain are
+    /// written before the result that first uses it (see [`Self::take`]).
+    fn add_stream(&mut self, e: &Event) -> InstId {
         let id = self.instances.len() as InstId;
+        let key = (e.cpu, e.stream.clone());
+        self.last_stream = Some((key.0, key.1.clone(), id));
+        self.streams.insert(key, id);
         let base = match (&e.stream, e.cpu) {
             (Some(s), _) if !s.is_empty() => s.clone(),
             (_, Some(c)) => format!("cpu{c}"),
             _ => "all".into(),
         };
         let name = unique(base, &mut self.stream_names);
-        self.streams.insert(key, id);
-        self.instances.push(Instance {
-            id,
-            name: name.clone(),
-        });
-        out.push(Item::Indom(IndomUpdate {
-            time: e.time,
-            id: STREAM_INDOM,
-            kind: IndomKind::Full,
-            instances: self.instances.clone(),
-            removed: vec![],
-            extras: Extras::default(),
-        }));
+        self.instances.push(Instance { id, name });
         let mut o = serde_json::Map::new();
         if let Some(c) = e.cpu {
             o.insert("cpu".into(), json!(c));
@@ -435,14 +456,15 @@ impl EventEncoder {
             })
             .collect::<Vec<_>>();
         if !labels.is_empty() {
-            out.push(Item::Labels(LabelSet {
-                time: Some(e.time),
+            self.new_labels.push(LabelSet {
+                time: None,
                 target: LabelTarget::Instances(STREAM_INDOM),
                 inst: id,
                 json: J::Object(o).to_string(),
                 labels,
-            }));
+            });
         }
+        self.new_streams.get_or_insert(e.time.0);
         id
     }
 
@@ -500,7 +522,25 @@ impl EventEncoder {
             return None;
         };
         let record = te.record;
-        let inst = self.stream(e, out);
+        let found = self.find_stream(e);
+        let inst = found.unwrap_or(self.instances.len() as InstId);
+        let t = e.time.0;
+        let b = &self.batch;
+        let close = match b.last {
+            None => false,
+            Some((p, i, last)) => {
+                self.results == 0
+                    || t < last
+                    || (t == last && (p, i) != (record, inst))
+                    || t - b.first > BATCH_SPAN_NS
+                    || b.records >= BATCH_RECORDS
+                    || b.bytes >= BATCH_BYTES
+            }
+        };
+        let done = if close { self.take() } else { None };
+        if found.is_none() {
+            self.add_stream(e);
+        }
         if e.raw_clock.is_some() && !self.raw_clock {
             self.raw_clock = true;
             self.shared_param(
@@ -569,22 +609,8 @@ impl EventEncoder {
             self.loss
                 .drop_item("events", "event larger than a PCP value block (16 MB)");
             self.scratch = rec;
-            return None;
+            return done;
         }
-        let t = e.time.0;
-        let b = &self.batch;
-        let close = match b.last {
-            None => false,
-            Some((p, i, last)) => {
-                self.results == 0
-                    || t < last
-                    || (t == last && (p, i) != (record, inst))
-                    || t - b.first > BATCH_SPAN_NS
-                    || b.records >= BATCH_RECORDS
-                    || b.bytes + rec.len() > BATCH_BYTES
-            }
-        };
-        let done = if close { self.take() } else { None };
         let b = &mut self.batch;
         if b.last.is_none() {
             b.first = t;
@@ -614,9 +640,28 @@ impl EventEncoder {
     /// Close the current result, if any.
     pub fn take(&mut self) -> Option<EventResult> {
         let b = std::mem::take(&mut self.batch);
-        let (_, _, time) = b.last?;
+        let (_, _, mut time) = b.last?;
         self.results += 1;
+        let mut meta = Vec::new();
+        if let Some(first) = self.new_streams.take() {
+            let t = self.indom_time.map_or(first, |last| first.max(last + 1));
+            self.indom_time = Some(t);
+            time = time.max(t);
+            for mut l in std::mem::take(&mut self.new_labels) {
+                l.time = Some(Timestamp(t));
+                meta.push(Item::Labels(l));
+            }
+            meta.push(Item::Indom(IndomUpdate {
+                time: Timestamp(t),
+                id: STREAM_INDOM,
+                kind: IndomKind::Full,
+                instances: self.instances.clone(),
+                removed: vec![],
+                extras: Extras::default(),
+            }));
+        }
         Some(EventResult {
+            meta,
             time: Timestamp(time),
             sets: b
                 .sets
@@ -677,7 +722,7 @@ fn int_of(v: &Value) -> Option<i128> {
 /// to be cut to fit.
 fn put_scalar(b: &mut Vec<u8>, pid: MetricId, t: i32, v: &Value) -> bool {
     match t {
-        0 | 1 | 2 | 3 => {
+        0..=3 => {
             let x = int_of(v);
             let n = x.unwrap_or(0);
             let fits = match t {

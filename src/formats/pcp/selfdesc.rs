@@ -274,30 +274,49 @@ pub fn event_type_from(j: &J) -> Option<EventType> {
 // ------------------------------------------------------------ header
 
 /// What the archive cannot say in its own label: the source's format,
-/// version, system description, time base and extras.
+/// version, time base, system description and extras. A header this module
+/// restored gives back what it was restored from, so a rewrite is stable.
 pub fn header_json(h: &Header) -> J {
+    let x = &h.extras;
     let mut o = Map::new();
-    o.insert("source".into(), json!(h.source.name()));
-    o.insert("version".into(), json!(h.version));
+    o.insert(
+        "source".into(),
+        json!(x.str(SOURCE_KEY).unwrap_or(h.source.name())),
+    );
+    o.insert(
+        "version".into(),
+        json!(x.str(SOURCE_VERSION_KEY).unwrap_or(&h.version)),
+    );
+    o.insert(
+        "time_base".into(),
+        json!(x
+            .str(TIME_BASE_KEY)
+            .map(str::to_string)
+            .unwrap_or_else(|| h.time_base.describe())),
+    );
     if !h.system.is_empty() {
         o.insert(
             "system".into(),
             J::Array(h.system.iter().map(|(k, v)| json!([k, v])).collect()),
         );
     }
-    if let Some(s) = h.start {
-        o.insert("start".into(), json!(s.0));
-    }
-    o.insert("time_base".into(), json!(h.time_base.describe()));
-    if !h.extras.is_empty() {
-        o.insert("extras".into(), extras_json(&h.extras));
+    // The archive's own facts (label, volumes) are the archive's to say.
+    let own = Extras(
+        x.0.iter()
+            .filter(|(k, _)| !k.starts_with("pcp."))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
+    if !own.is_empty() {
+        o.insert("extras".into(), extras_json(&own));
     }
     J::Object(o)
 }
 
 /// Restore what [`header_json`] saved onto a PCP header. The stream stays a
 /// PCP stream (its times are the archive's); the source's own extras and
-/// system description come back beside the archive's `pcp.*` extras.
+/// system description come back beside the archive's `pcp.*` extras, and
+/// the source's format, version and time base as `pcp.polytrace.*`.
 pub fn apply_header(j: &J, h: &mut Header) -> Option<()> {
     if let Some(sys) = j.get("system") {
         h.system = sys
@@ -308,26 +327,28 @@ pub fn apply_header(j: &J, h: &mut Header) -> Option<()> {
     }
     if let Some(x) = j.get("extras") {
         for (k, v) in extras_from(x)?.0 {
-            // The archive's own label facts win over the saved ones.
             if !k.starts_with("pcp.") {
                 h.extras.set(&k, v);
             }
         }
     }
-    if let Some(src) = j.get("source").and_then(J::as_str) {
-        h.extras.set(SOURCE_KEY, ExtraValue::Str(src.to_string()));
-    }
-    if let Some(v) = j.get("version").and_then(J::as_str) {
-        h.extras
-            .set(SOURCE_VERSION_KEY, ExtraValue::Str(v.to_string()));
+    for (key, x) in [
+        ("source", SOURCE_KEY),
+        ("version", SOURCE_VERSION_KEY),
+        ("time_base", TIME_BASE_KEY),
+    ] {
+        if let Some(v) = j.get(key).and_then(J::as_str) {
+            h.extras.set(x, ExtraValue::Str(v.to_string()));
+        }
     }
     Some(())
 }
 
-/// Header extras a restored stream gets: the format and version the events
-/// were converted from.
+/// Header extras of a restored stream: the format, version and time base
+/// the events were converted from.
 pub const SOURCE_KEY: &str = "pcp.polytrace.source";
 pub const SOURCE_VERSION_KEY: &str = "pcp.polytrace.source_version";
+pub const TIME_BASE_KEY: &str = "pcp.polytrace.time_base";
 
 // ------------------------------------------------------------ values
 

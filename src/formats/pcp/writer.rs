@@ -498,6 +498,10 @@ impl PcpWriter {
     }
 
     fn write_events(&mut self, r: &EventResult) -> Result<()> {
+        for it in &r.meta {
+            self.write_item(it)?;
+        }
+        self.flush_labels()?;
         self.flush_indoms()?;
         // Results never go back in time; the records keep their own times.
         let t = Stamp::from_ns(r.time.0.max(self.last.map_or(i64::MIN, |l| l.ns())));
