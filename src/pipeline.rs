@@ -54,12 +54,31 @@ pub fn convert(
         return Err(formats::not_implemented(to.id(), "writing"));
     }
     let mut reader = reader;
-    let header = reader.header().clone();
     let mut out = ConvertOutcome::default();
-    // Another format's framing is never data (its writer makes its own).
-    if header.source != to.id() {
-        reader = Box::new(crate::stages::Unframe::wrap(reader));
+    // Writers never invent a date: a source without one needs --time-origin.
+    if to.info().absolute_time.needed(wopts) && !crate::stages::origin::has_dates(reader.header()) {
+        let input = inputs
+            .first()
+            .map(PathBuf::as_path)
+            .unwrap_or(Path::new("-"));
+        return Err(crate::stages::origin::no_dates_error(
+            reader.header(),
+            input,
+            to.id().name(),
+        ));
     }
+    let source = reader.header().source;
+    // Another format's framing is never data (its writer makes its own),
+    // and its raw clocks reach the writer only if they mean what it takes.
+    if source != to.id() {
+        reader = Box::new(crate::stages::Unframe::wrap(reader));
+        reader = crate::stages::RawClocks::wrap(
+            reader,
+            formats::get(source).info().raw_clock,
+            to.info().raw_clock,
+        );
+    }
+    let header = reader.header().clone();
     // MMV holds no events: it takes them as per-type counters (a PCP
     // archive holds them as event records).
     let mut adapter_loss = None;

@@ -58,18 +58,34 @@ pub struct InputArgs {
     /// DLT: context id of KPI messages (default PROC).
     #[arg(long, value_name = "CTID")]
     pub kpi_ctx: Option<String>,
-    /// Timeline: TSC frequency in Hz, to place cycles on a time axis.
+    /// TSC frequency in Hz, to place cycles (timeline) on a time axis.
     #[arg(long, value_name = "HZ")]
     pub tsc_hz: Option<f64>,
     /// Timeline: epoch time of TSC 0 (RFC 3339 or epoch seconds).
     #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
     pub tsc_anchor: Option<crate::model::Timestamp>,
+    /// Place the first data item at this time (RFC 3339 or epoch seconds):
+    /// gives a source with relative time or cycles (with --tsc-hz) the
+    /// dates a PCP archive or DLT file needs.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
+    pub time_origin: Option<crate::model::Timestamp>,
     /// KPI: page size for RSS pages (default 4096).
     #[arg(long, value_name = "BYTES")]
     pub page_size: Option<u64>,
 }
 
 impl InputArgs {
+    /// The stages every reading verb applies: the time origin, then the
+    /// time window (so --begin/--end count on the placed time axis).
+    pub fn stages(
+        &self,
+        r: Box<dyn crate::model::TraceReader>,
+        input: &std::path::Path,
+    ) -> crate::Result<Box<dyn crate::model::TraceReader>> {
+        let r = crate::stages::Origin::wrap(r, self.time_origin, input)?;
+        Ok(crate::stages::Window::wrap(r, self.begin, self.end))
+    }
+
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions {
             salvage: self.salvage,

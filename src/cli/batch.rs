@@ -7,7 +7,6 @@ use crate::formats::{self, Format};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
-use crate::stages::Window;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeSet;
@@ -202,7 +201,7 @@ fn convert_one(
     let ropts = a.input_args.read_options();
     let run = || -> crate::Result<pipeline::ConvertOutcome> {
         let r = from.open(&input, &ropts)?;
-        let r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+        let r = a.input_args.stages(r, path)?;
         pipeline::convert(
             r,
             &input.member_paths(),

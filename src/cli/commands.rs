@@ -6,7 +6,6 @@ use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED
 use crate::formats::{self, Format};
 use crate::input::{Input, InputKind};
 use crate::pipeline::{self, Dest};
-use crate::stages::Window;
 use anyhow::{Context, Result};
 use std::io::{BufWriter, Write};
 
@@ -76,7 +75,7 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     let out_path = a.output.output.clone().context("-o OUT is required")?;
     let ropts = a.input_args.read_options();
     let reader = from.open(&input, &ropts)?;
-    let reader = Window::wrap(reader, a.input_args.begin, a.input_args.end);
+    let reader = a.input_args.stages(reader, &a.input)?;
     let dest = if out_path.as_os_str() == "-" {
         Dest::Stdout
     } else {
@@ -118,7 +117,7 @@ fn dump(a: DumpCmd) -> Result<u8> {
             eprintln!("polytrace: --begin/--end apply to the common listing; using --style common");
         }
         let r = fmt.open(&input, &ropts)?;
-        let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+        let mut r = a.input_args.stages(r, &a.input)?;
         crate::listing::dump_common(r.as_mut(), &mut out)?;
         r.diagnostics().to_vec()
     } else {
@@ -135,7 +134,7 @@ fn dump(a: DumpCmd) -> Result<u8> {
 fn info(a: InfoArgs) -> Result<u8> {
     let (input, fmt) = open_input(&a.input, &a.input_args)?;
     let r = fmt.open(&input, &a.input_args.read_options())?;
-    let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+    let mut r = a.input_args.stages(r, &a.input)?;
     let h = r.header().clone();
     let info = crate::info::info(r.as_mut())?;
     let mut out = std::io::stdout().lock();

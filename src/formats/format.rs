@@ -20,6 +20,43 @@ pub struct Caps {
     pub text_output: bool,
 }
 
+/// Whether a format's writer needs absolute (epoch) time. A source with
+/// relative or cycle time goes into such a writer only with `--time-origin`
+/// (and `--tsc-hz` for cycles): writers never invent a date.
+#[derive(Debug, Clone, Copy)]
+pub enum AbsoluteTime {
+    /// Relative and cycle times are carried as they are.
+    NotNeeded,
+    /// Timestamps are dates (PCP archive labels and results, DLT storage time).
+    Needed,
+    /// Only with some write options (KPI `--kpi-style dlt` lines).
+    NeededWhen(fn(&WriteOptions) -> bool),
+}
+
+impl AbsoluteTime {
+    pub fn needed(self, opts: &WriteOptions) -> bool {
+        match self {
+            AbsoluteTime::NotNeeded => false,
+            AbsoluteTime::Needed => true,
+            AbsoluteTime::NeededWhen(f) => f(opts),
+        }
+    }
+}
+
+/// What the `raw_clock` of a format's items means (the `keys::RAW_CLOCK`
+/// names), so that no writer takes one clock for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawClock {
+    /// No raw clock: the reader gives none, the writer uses none.
+    None,
+    /// The reader gives, and the writer takes, raw clocks of this meaning
+    /// (`tsc`, `dlt-0.1ms`, `ltt-cycles`, …); raw clocks of any other
+    /// meaning are left out before the writer sees them.
+    Native(&'static str),
+    /// The writer keeps raw clocks of any meaning and records which.
+    Carried,
+}
+
 /// A format's one declaration: its name, what it can do, one line about it.
 #[derive(Debug, Clone, Copy)]
 pub struct FormatInfo {
@@ -27,6 +64,10 @@ pub struct FormatInfo {
     pub caps: Caps,
     /// One line for `polytrace formats`.
     pub describe: &'static str,
+    /// Whether the writer needs absolute time.
+    pub absolute_time: AbsoluteTime,
+    /// The meaning of the format's raw clocks.
+    pub raw_clock: RawClock,
 }
 
 /// One format: reader, writer and native listing.

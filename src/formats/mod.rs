@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::input::{Input, InputKind};
 use crate::model::FormatId;
 
-pub use format::{not_implemented, Caps, Format, FormatInfo};
+pub use format::{not_implemented, AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 
 pub mod dlt;
 pub mod format;
@@ -42,6 +42,8 @@ static CHROME: Planned = Planned(&FormatInfo {
         text_output: false,
     },
     describe: "Chrome trace-event JSON (export only, planned)",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::None,
 });
 static CSV: Planned = Planned(&FormatInfo {
     id: FormatId::Csv,
@@ -52,6 +54,8 @@ static CSV: Planned = Planned(&FormatInfo {
         text_output: false,
     },
     describe: "CSV of samples and events (export only, planned)",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::None,
 });
 
 /// Every format, in `polytrace formats` order.

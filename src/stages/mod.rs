@@ -2,10 +2,14 @@
 //! adapters that sit between a reader and a writer (or a listing). Each
 //! takes the stream it wraps and yields a stream of the same model.
 
+pub mod clock;
 pub mod counters;
 pub mod framing;
+pub mod origin;
 pub mod window;
 
+pub use clock::RawClocks;
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
 pub use framing::Unframe;
+pub use origin::Origin;
 pub use window::Window;

@@ -16,7 +16,7 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -47,6 +47,8 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "DLT storage files (.dlt) carrying dlt-kpi messages",
+    absolute_time: AbsoluteTime::Needed,
+    raw_clock: RawClock::Native("dlt-0.1ms"),
 };
 
 impl Format for DltFormat {

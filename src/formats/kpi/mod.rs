@@ -9,7 +9,7 @@ pub mod schema;
 pub mod text;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -41,6 +41,8 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: true,
     },
     describe: "dlt-kpi text lines (bare datasets or dlt-convert -a lines)",
+    absolute_time: AbsoluteTime::NeededWhen(|o| o.kpi_style.as_deref() == Some("dlt")),
+    raw_clock: RawClock::Native("dlt-0.1ms"),
 };
 
 impl Format for KpiFormat {

@@ -12,7 +12,7 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -80,6 +80,8 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "LTT directory traces (2003-2005) with XML event definitions",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::Native("ltt-cycles"),
 };
 
 impl Format for LttFormat {

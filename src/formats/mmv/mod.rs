@@ -7,7 +7,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -92,6 +92,8 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "PCP MMV memory-mapped value files v1/v2/v3",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::None,
 };
 
 impl Format for MmvFormat {

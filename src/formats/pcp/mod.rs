@@ -14,7 +14,7 @@ pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -38,6 +38,8 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "PCP archives v2/v3 (.meta, .0…, .index)",
+    absolute_time: AbsoluteTime::Needed,
+    raw_clock: RawClock::Carried,
 };
 
 impl Format for PcpFormat {

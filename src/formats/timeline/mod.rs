@@ -9,7 +9,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, RawClock};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -115,6 +115,8 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "Snabb timeline snapshots (A2 prototype, mainline M2/M3)",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::Native("tsc"),
 };
 
 impl Format for TimelineFormat {
