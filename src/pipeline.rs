@@ -87,6 +87,41 @@ pub fn convert(
         adapter_loss = Some(ec.loss.clone());
         reader = Box::new(ec);
     }
+    let input = inputs
+        .first()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("-"));
+    let strict = |loss: &LossReport| -> Result<()> {
+        // An empty file is no conversion (design/model.md §5).
+        if source != to.id() && loss.written.values().all(|&n| n == 0) {
+            return Err(Error::Usage(format!(
+                "{}: nothing to write: the {} format holds none of what this {source} \
+                 source has; nothing written\n{}",
+                input.display(),
+                to.id(),
+                loss
+            )));
+        }
+        if wopts.strict && loss.has_loss() {
+            return Err(Error::Strict(format!(
+                "nothing written; the {} writer would lose data:\n{}",
+                to.id(),
+                loss
+            )));
+        }
+        Ok(())
+    };
+    let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
+        let mut w = to.create(target, &header, wopts)?;
+        while let Some(item) = reader.next_item()? {
+            w.write_item(&item)?;
+        }
+        let mut loss = w.finish()?;
+        if let Some(l) = &adapter_loss {
+            loss.merge(&l.borrow());
+        }
+        Ok(loss)
+    };
     match dest {
         Dest::Stdout => {
             if !caps.text_output {
@@ -95,31 +130,27 @@ pub fn convert(
                     to.id()
                 )));
             }
-            let mut w = to.create(&OutTarget::Stdout, &header, wopts)?;
-            while let Some(item) = reader.next_item()? {
-                w.write_item(&item)?;
+            if wopts.strict {
+                // Held in a file until the loss is known: nothing reaches
+                // stdout if the conversion is refused.
+                let tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io("<tmp>", e))?;
+                out.loss = run(&mut reader, &OutTarget::Path(tmp.path().to_path_buf()))?;
+                strict(&out.loss)?;
+                let mut f =
+                    std::fs::File::open(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
+                std::io::copy(&mut f, &mut std::io::stdout().lock())
+                    .map_err(|e| Error::io("<stdout>", e))?;
+            } else {
+                out.loss = run(&mut reader, &OutTarget::Stdout)?;
+                strict(&out.loss)?;
             }
-            out.loss = w.finish()?;
         }
         Dest::Path { path, force } => {
             let staged = Staged::new(path, inputs, force)?;
-            let mut w = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
-            while let Some(item) = reader.next_item()? {
-                w.write_item(&item)?;
-            }
-            out.loss = w.finish()?;
-            if wopts.strict && out.loss.has_loss() {
-                return Err(Error::Strict(format!(
-                    "nothing written; the {} writer would lose data:\n{}",
-                    to.id(),
-                    out.loss
-                )));
-            }
+            out.loss = run(&mut reader, &OutTarget::Path(staged.path()))?;
+            strict(&out.loss)?;
             out.outputs = staged.commit()?;
         }
-    }
-    if let Some(l) = adapter_loss {
-        out.loss.merge(&l.borrow());
     }
     out.diagnostics = reader.diagnostics().to_vec();
     Ok(out)

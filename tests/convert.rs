@@ -82,6 +82,10 @@ fn every_reader_into_every_writer() {
                 .arg("-o")
                 .arg(&out)
                 .arg(&input));
+            // A target that holds none of the source: an error, no file.
+            if code == 2 && err.contains("nothing to write") && !out.exists() {
+                continue;
+            }
             // 0 = nothing lost, 1 = something dropped (listed on stderr).
             if code > 1 {
                 failures.push(format!("{src} -> {dst}: convert exit {code}: {err}"));
