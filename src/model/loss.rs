@@ -53,7 +53,8 @@ impl LossReport {
 fn summarise(map: &BTreeMap<(String, String), u64>) -> Vec<String> {
     // (reason, kind) → (total, [(subject, n)]); the kind is the last word
     // of "what" ("values", "events"), the subject what comes before it.
-    let mut groups: BTreeMap<(&str, &str), (u64, Vec<(&str, u64)>)> = BTreeMap::new();
+    type Subjects<'a> = (u64, Vec<(&'a str, u64)>);
+    let mut groups: BTreeMap<(&str, &str), Subjects> = BTreeMap::new();
     for ((what, why), n) in map {
         let (subject, kind) = match what.rsplit_once(' ') {
             Some((s, k)) => (s, k),
@@ -67,7 +68,7 @@ fn summarise(map: &BTreeMap<(String, String), u64>) -> Vec<String> {
         .into_iter()
         .map(|((why, kind), (total, mut subjects))| {
             let what = match subjects.as_slice() {
-                [(s, _)] if s.is_empty() => format!("{total} {kind}"),
+                [("", _)] => format!("{total} {kind}"),
                 [(s, _)] => format!("{total} {s} {kind}"),
                 _ => {
                     subjects.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
