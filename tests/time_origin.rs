@@ -32,8 +32,6 @@ fn nothing_written(dir: &Path) {
 }
 
 const BARE: &[u8] = b"NEW 1;0;/sbin/init\nNEW 2;1;/bin/sh\nACT 1;2;3;4;5;6\nSTP 2\n";
-/// 2026-11-22T03:43:55.5Z
-const ORIGIN_NS: i64 = 1_795_319_035_500_000_000;
 
 /// The archive's first timestamp as `pmdumplog -L` prints it (`commencing`).
 fn commencing(base: &Path) -> Option<String> {
