@@ -245,3 +245,62 @@ fn pmlogcheck_or_counter_wraps(base: &Path) {
         .collect();
     assert!(o.status.success() && odd.is_empty(), "{text}");
 }
+
+#[test]
+fn timeline_events_are_event_records_with_their_extras() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = common::corpus().join("timeline/a2-priorities.dat");
+    let out = dir.path().join("tl");
+    let opts = ["--tsc-hz", "2.5e9", "--time-origin", "1795319035.5"];
+    convert("pcp", &src, &out, &opts);
+    pmlogcheck_clean(&out);
+    // Read back: the same events as the timeline read with the same options.
+    let mut args = vec!["dump", "--style", "common"];
+    args.extend_from_slice(&opts);
+    let (_, want, _) = pt(&args, &[&src]);
+    let want: Vec<String> = want
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(want.len(), 42);
+    assert_eq!(common_events(&out), want);
+    let Some(d) = pmdumplog(&["-a", "-Z", "UTC"], &out) else {
+        return;
+    };
+    assert_eq!(d.matches("--- event record [").count(), 42);
+    // The TSC itself, 64 bits, and the slot the entry had, as parameters.
+    assert!(
+        d.contains("        454.4095.0 (trace.event.raw_clock): value 1891880793228\n"),
+        "{d}"
+    );
+    assert!(
+        d.contains("(trace.event.extra.timeline_slot): value 0\n"),
+        "{d}"
+    );
+}
+
+#[test]
+fn event_records_of_other_producers_read_as_before() {
+    let Some(ts) = common::pcp_testsuite() else {
+        return;
+    };
+    // pmlogger's sample PMDA records: values of samples, not model events.
+    let (code, out, err) = pt(&["info"], &[&ts.join("archives/eventrec")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("  events "), "{out}");
+    assert!(
+        out.contains("  sample.event.records           10\n"),
+        "{out}"
+    );
+    let (code, vals, err) = pt(
+        &["dump", "--style", "values"],
+        &[&ts.join("archives/eventrec")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        vals.lines().filter(|l| l.ends_with(" <10>")).count(),
+        10,
+        "{vals}"
+    );
+}

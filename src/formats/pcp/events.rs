@@ -1074,3 +1074,102 @@ fn extra_of(v: Value, kind: XKind) -> Option<ExtraValue> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoder_for(t: &EventType) -> EventDecoder {
+        let p = pmid(DOMAIN, 0, 0);
+        let mut roles = HashMap::new();
+        for i in 0..t.fields.len() {
+            roles.insert(pmid(DOMAIN, 0, i as u32 + 1), Role::Field(p, i));
+        }
+        roles.insert(RAW_CLOCK_PMID, Role::RawClock);
+        roles.insert(
+            pmid(DOMAIN, SHARED_CLUSTER, 1),
+            Role::Extra("kpi.group".into(), XKind::U64),
+        );
+        let mut types = HashMap::new();
+        types.insert(
+            p,
+            TypeDec {
+                id: t.id,
+                fields: t.fields.iter().map(|f| f.ty.clone()).collect(),
+            },
+        );
+        let mut streams = HashMap::new();
+        streams.insert(0, (Some(3), Some("cpu/3".to_string())));
+        EventDecoder {
+            types,
+            defs: HashMap::new(),
+            roles,
+            streams,
+            header: None,
+        }
+    }
+
+    #[test]
+    fn events_round_trip_and_damage_is_an_error() {
+        let t = EventType::new(
+            5,
+            "core",
+            "x",
+            vec![
+                Field::new("a", FieldType::Uint(1)),
+                Field::new("b", FieldType::Int(8)),
+                Field::new("s", FieldType::String),
+                Field::new(
+                    "l",
+                    FieldType::Sequence {
+                        len: Box::new(FieldType::Uint(1)),
+                        elem: Box::new(FieldType::Float(8)),
+                    },
+                ),
+            ],
+        );
+        let mut extras = Extras::default();
+        extras.set("kpi.group", ExtraValue::U64(9));
+        let ev = |ns: i64| Event {
+            time: Timestamp(1_795_319_035_000_000_000 + ns),
+            raw_clock: Some(u64::MAX - 1),
+            type_id: 5,
+            cpu: Some(3),
+            stream: Some("cpu/3".into()),
+            fields: vec![
+                Value::U64(255),
+                Value::I64(i64::MIN),
+                Value::Str("é".into()),
+                Value::List(vec![Value::F64(0.1), Value::F64(-2.5e300)]),
+            ],
+            extras: extras.clone(),
+        };
+        let mut enc = EventEncoder::new(&Header::new(FormatId::Ltt, "2.2"));
+        let mut meta = Vec::new();
+        enc.define(&t, &mut meta);
+        // The first result holds the first event alone.
+        assert!(enc.event(&ev(0), &mut meta).is_none());
+        let first = enc.event(&ev(1), &mut meta).expect("first result closed");
+        assert!(enc.event(&ev(1), &mut meta).is_none());
+        let second = enc.take().unwrap();
+        assert!(!enc.loss.has_loss(), "{}", enc.loss);
+        let dec = decoder_for(&t);
+        let mut got = Vec::new();
+        for r in [&first, &second] {
+            for (p, insts) in &r.sets {
+                for (inst, pay) in insts {
+                    dec.decode(*p, 10, *inst, pay, &mut got).unwrap();
+                }
+            }
+        }
+        assert_eq!(got, vec![ev(0), ev(1), ev(1)]);
+        // A cut array is a positioned error upstream, never a panic.
+        let pay = &second.sets[0].1[0].1;
+        for cut in [3, 20, 40, pay.len() - 1] {
+            let mut out = Vec::new();
+            assert!(dec
+                .decode(second.sets[0].0, 10, 0, &pay[..cut], &mut out)
+                .is_err());
+        }
+    }
+}
