@@ -70,13 +70,16 @@ pub fn convert(
     let source = reader.header().source;
     // Another format's framing is never data (its writer makes its own),
     // and its raw clocks reach the writer only if they mean what it takes.
+    let mut stripped = None;
     if source != to.id() {
         reader = Box::new(crate::stages::Unframe::wrap(reader));
-        reader = crate::stages::RawClocks::wrap(
+        let (r, s) = crate::stages::RawClocks::wrap(
             reader,
             formats::get(source).info().raw_clock,
             to.info().raw_clock,
         );
+        reader = r;
+        stripped = s;
     }
     let header = reader.header().clone();
     // MMV holds no events: it takes them as per-type counters (a PCP
@@ -119,6 +122,10 @@ pub fn convert(
         let mut loss = w.finish()?;
         if let Some(l) = &adapter_loss {
             loss.merge(&l.borrow());
+        }
+        if let Some(s) = stripped.as_ref().filter(|s| s.count.get() > 0) {
+            loss.dropped
+                .insert(("raw clocks".into(), s.why.into()), s.count.get());
         }
         Ok(loss)
     };

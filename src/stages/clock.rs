@@ -1,18 +1,27 @@
 //! Raw clocks keep their meaning: before a writer that takes raw clocks of
-//! one meaning (timeline: TSC; DLT and KPI: 0.1 ms ticks), raw clocks of
-//! another or unknown meaning are left out, so the writer derives its own
-//! from the time. A writer that carries any raw clock (PCP) gets the
-//! meaning recorded in the header (`keys::RAW_CLOCK`).
+//! one meaning (timeline: TSC; DLT and KPI: 0.1 ms ticks) or none at all,
+//! raw clocks of another or unknown meaning are left out (and counted), so
+//! the writer derives its own from the time. A writer that carries any raw
+//! clock (PCP, CTF) gets the meaning recorded in the header
+//! (`keys::RAW_CLOCK`). The decision is `formats::raw_clock_fate`, the same
+//! the mapping table prints.
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::RawClock;
+use crate::formats::{raw_clock_fate, Fate, RawClock};
 use crate::model::{keys, ExtraValue, Header, Item, TraceReader};
+use std::cell::Cell;
+use std::rc::Rc;
 
 pub struct RawClocks {
     inner: Box<dyn TraceReader>,
     header: Header,
-    strip: bool,
-    stripped: u64,
+    stripped: Rc<Cell<u64>>,
+}
+
+/// Raw clocks left out: how many so far, and why.
+pub struct Stripped {
+    pub count: Rc<Cell<u64>>,
+    pub why: &'static str,
 }
 
 impl RawClocks {
@@ -22,7 +31,7 @@ impl RawClocks {
         inner: Box<dyn TraceReader>,
         source: RawClock,
         target: RawClock,
-    ) -> Box<dyn TraceReader> {
+    ) -> (Box<dyn TraceReader>, Option<Stripped>) {
         let mut header = inner.header().clone();
         let meaning = header
             .extras
@@ -32,33 +41,29 @@ impl RawClocks {
                 RawClock::Native(m) => Some(m.to_string()),
                 _ => None,
             });
-        let strip = match target {
-            RawClock::Native(want) => meaning.as_deref() != Some(want),
-            RawClock::None => false,
-            RawClock::Carried => {
-                if let Some(m) = &meaning {
-                    header
-                        .extras
-                        .set(keys::RAW_CLOCK, ExtraValue::Str(m.clone()));
-                }
-                false
+        match raw_clock_fate(meaning.as_deref(), target) {
+            Fate::Dropped(why) => {
+                header.extras.0.remove(keys::RAW_CLOCK);
+                let count = Rc::new(Cell::new(0));
+                let r = RawClocks {
+                    inner,
+                    header,
+                    stripped: count.clone(),
+                };
+                (Box::new(r), Some(Stripped { count, why }))
             }
-        };
-        if strip {
-            header.extras.0.remove(keys::RAW_CLOCK);
-        } else if header.extras == inner.header().extras {
-            return inner;
+            _ => {
+                if target == RawClock::Carried {
+                    if let Some(m) = meaning {
+                        if header.extras.str(keys::RAW_CLOCK) != Some(&m) {
+                            header.extras.set(keys::RAW_CLOCK, ExtraValue::Str(m));
+                            return (Box::new(Relabel { inner, header }), None);
+                        }
+                    }
+                }
+                (inner, None)
+            }
         }
-        Box::new(RawClocks {
-            inner,
-            header,
-            strip,
-            stripped: 0,
-        })
-    }
-    /// Raw clock values left out so far.
-    pub fn stripped(&self) -> u64 {
-        self.stripped
     }
 }
 
@@ -68,18 +73,37 @@ impl TraceReader for RawClocks {
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
         let mut it = self.inner.next_item()?;
-        if self.strip {
-            let rc = match &mut it {
-                Some(Item::Event(e)) => &mut e.raw_clock,
-                Some(Item::Sample(s)) => &mut s.raw_clock,
-                Some(Item::Annotation(a)) => &mut a.raw_clock,
-                _ => return Ok(it),
-            };
-            if rc.take().is_some() {
-                self.stripped += 1;
-            }
+        let rc = match &mut it {
+            Some(Item::Event(e)) => &mut e.raw_clock,
+            Some(Item::Sample(s)) => &mut s.raw_clock,
+            Some(Item::Annotation(a)) => &mut a.raw_clock,
+            _ => return Ok(it),
+        };
+        if rc.take().is_some() {
+            self.stripped.set(self.stripped.get() + 1);
         }
         Ok(it)
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        self.inner.diagnostics()
+    }
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        self.inner.native_counts()
+    }
+}
+
+/// The same stream with the raw clock's meaning named in the header.
+struct Relabel {
+    inner: Box<dyn TraceReader>,
+    header: Header,
+}
+
+impl TraceReader for Relabel {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        self.inner.next_item()
     }
     fn diagnostics(&self) -> &[Diagnostic] {
         self.inner.diagnostics()
@@ -110,28 +134,41 @@ mod tests {
         }))
     }
 
-    fn raw(mut r: Box<dyn TraceReader>) -> Option<u64> {
-        match r.next_item().unwrap() {
+    fn raw(r: (Box<dyn TraceReader>, Option<Stripped>)) -> (Option<u64>, u64) {
+        let (mut r, s) = r;
+        let v = match r.next_item().unwrap() {
             Some(Item::Annotation(a)) => a.raw_clock,
             _ => None,
-        }
+        };
+        (v, s.map_or(0, |s| s.count.get()))
     }
 
     #[test]
     fn dlt_ticks_are_never_tsc_cycles() {
         let dlt = RawClock::Native("dlt-0.1ms");
         let tsc = RawClock::Native("tsc");
-        assert_eq!(raw(RawClocks::wrap(stream(None), dlt, tsc)), None);
-        assert_eq!(raw(RawClocks::wrap(stream(None), dlt, dlt)), Some(50_706));
+        assert_eq!(raw(RawClocks::wrap(stream(None), dlt, tsc)), (None, 1));
+        assert_eq!(
+            raw(RawClocks::wrap(stream(None), dlt, dlt)),
+            (Some(50_706), 0)
+        );
         // The recorder says its raw clock is a TSC, whatever its format.
         assert_eq!(
             raw(RawClocks::wrap(stream(Some("tsc")), dlt, tsc)),
-            Some(50_706)
+            (Some(50_706), 0)
         );
-        assert_eq!(raw(RawClocks::wrap(stream(Some("tsc")), dlt, dlt)), None);
+        assert_eq!(
+            raw(RawClocks::wrap(stream(Some("tsc")), dlt, dlt)),
+            (None, 1)
+        );
+        assert_eq!(
+            raw(RawClocks::wrap(stream(None), dlt, RawClock::None)),
+            (None, 1)
+        );
         // Carried: kept, and its meaning recorded.
-        let r = RawClocks::wrap(stream(None), dlt, RawClock::Carried);
+        let (r, s) = RawClocks::wrap(stream(None), dlt, RawClock::Carried);
+        assert!(s.is_none());
         assert_eq!(r.header().extras.str(keys::RAW_CLOCK), Some("dlt-0.1ms"));
-        assert_eq!(raw(r), Some(50_706));
+        assert_eq!(raw((r, None)), (Some(50_706), 0));
     }
 }

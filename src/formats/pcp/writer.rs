@@ -858,9 +858,7 @@ impl TraceWriter for PcpWriter {
                     self.write_item(it)?;
                 }
             }
-            Item::Annotation(_) => self
-                .loss
-                .drop_item("annotations", "PCP archives have no annotations"),
+            Item::Annotation(_) => super::ANNOTATIONS.record(&mut self.loss, None),
         }
         Ok(())
     }
