@@ -43,6 +43,16 @@ pub struct WriteOptions {
     pub kpi_style: Option<String>,
     /// LTT: block size of the tracefiles (default: the source's, else 100000).
     pub ltt_block_size: Option<u64>,
+    /// CSV: counters as rates per second instead of raw values.
+    pub rate: bool,
+    /// CSV: a second header line with each column's units.
+    pub units_row: bool,
+    /// CSV: field delimiter (default `,`).
+    pub delimiter: Option<u8>,
+    /// CSV: keep only columns matching one of these globs (`*`, `?`).
+    pub columns: Vec<String>,
+    /// CSV: also write the events table (`OUT.events.csv`).
+    pub events: bool,
 }
 
 /// Options for listings.

@@ -37,6 +37,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size {s:?} (e.g. 1G, 64M, 4096)"))
 }
 
+/// A CSV delimiter: one ASCII character other than a quote or line end
+/// (`tab` or `\t` for TAB).
+fn parse_delimiter(s: &str) -> Result<u8, String> {
+    let b = match s {
+        "tab" | "\\t" | "\t" => b'\t',
+        _ if s.len() == 1 && s.is_ascii() => s.as_bytes()[0],
+        _ => {
+            return Err(format!(
+                "bad delimiter {s:?}: one ASCII character (or `tab`)"
+            ))
+        }
+    };
+    if matches!(b, b'"' | b'\r' | b'\n') {
+        return Err(format!(
+            "bad delimiter {s:?}: a quote or line end cannot separate fields"
+        ));
+    }
+    Ok(b)
+}
+
 /// Input selection and reading behaviour.
 #[derive(Args, Debug, Clone, Default)]
 pub struct InputArgs {
@@ -152,6 +172,22 @@ pub struct OutputArgs {
     /// LTT: block size of the tracefiles (default: the source's, else 100000).
     #[arg(long, value_name = "BYTES")]
     pub ltt_block_size: Option<u64>,
+    /// CSV: counters as rates per second (default: raw values).
+    #[arg(long)]
+    pub rate: bool,
+    /// CSV: a second header line with each column's units.
+    #[arg(long)]
+    pub units_row: bool,
+    /// CSV: field delimiter, one character or `tab` (default ,).
+    #[arg(long, value_parser = parse_delimiter, value_name = "CHAR")]
+    pub delimiter: Option<u8>,
+    /// CSV: only the columns matching one of these globs (`*`, `?`), against
+    /// `metric` or `metric[instance]`; columns follow the patterns' order.
+    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    pub columns: Vec<String>,
+    /// CSV: also write the events table (one row per event) to OUT.events.csv.
+    #[arg(long)]
+    pub events: bool,
 }
 
 impl OutputArgs {
@@ -171,6 +207,11 @@ impl OutputArgs {
             dlt_payload_max: self.dlt_payload_max,
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
+            rate: self.rate,
+            units_row: self.units_row,
+            delimiter: self.delimiter,
+            columns: self.columns.clone(),
+            events: self.events,
         }
     }
 }
