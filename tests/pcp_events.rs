@@ -304,3 +304,36 @@ fn event_records_of_other_producers_read_as_before() {
         "{vals}"
     );
 }
+
+#[test]
+fn recorded_events_go_into_the_archive_as_records() {
+    if !Path::new("/proc/stat").exists() {
+        return;
+    }
+    // The recorder's NEW events come a little after the sample of their
+    // scan: the archive's results still never go back in time.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec");
+    let (code, _, err) = pt(
+        &[
+            "record",
+            "-q",
+            "--samples",
+            "3",
+            "--interval",
+            "100ms",
+            "--to",
+            "pcp",
+            "-o",
+        ],
+        &[&out],
+    );
+    assert_eq!(code, 0, "{err}");
+    pmlogcheck_clean(&out);
+    let events = common_events(&out);
+    assert!(
+        events.iter().any(|l| l.contains(" event kpi.NEW pid=1 ")),
+        "{}",
+        events.len()
+    );
+}

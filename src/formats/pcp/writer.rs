@@ -489,23 +489,41 @@ impl PcpWriter {
         self.data_since_index = 0;
     }
 
-    /// Write the pending result of event records, if any.
-    fn flush_events(&mut self) -> Result<()> {
+    /// Write the pending result of event records, if any, before a result
+    /// at `next` (a sample or mark) when there is one.
+    fn flush_events(&mut self, next: Option<Timestamp>) -> Result<()> {
         if let Some(r) = self.events.take() {
-            self.write_events(&r)?;
+            self.write_events(&r, next)?;
         }
         Ok(())
     }
 
-    fn write_events(&mut self, r: &EventResult) -> Result<()> {
+    fn write_events(&mut self, r: &EventResult, next: Option<Timestamp>) -> Result<()> {
+        // The records keep their own times; the result's is free between
+        // the previous result and the next, so results never go back in
+        // time even when a source's events run ahead of its samples.
+        let mut t = r.time.0;
+        if let Some(n) = next {
+            t = t.min(n.0);
+        }
+        t = t.max(self.last.map_or(i64::MIN, |l| l.ns()));
         for it in &r.meta {
-            self.write_item(it)?;
+            // Instance domains of new streams: at the latest with the result.
+            let mut it = it.clone();
+            match &mut it {
+                Item::Indom(u) => u.time.0 = u.time.0.min(t),
+                Item::Labels(l) => {
+                    if let Some(lt) = &mut l.time {
+                        lt.0 = lt.0.min(t);
+                    }
+                }
+                _ => {}
+            }
+            self.write_item(&it)?;
         }
         self.flush_labels()?;
         self.flush_indoms()?;
-        // Results never go back in time; the records keep their own times.
-        let t = Stamp::from_ns(r.time.0.max(self.last.map_or(i64::MIN, |l| l.ns())));
-        self.write_result(t, Body::Events(r))?;
+        self.write_result(Stamp::from_ns(t), Body::Events(r))?;
         self.loss.wrote("results", 1);
         Ok(())
     }
@@ -830,13 +848,13 @@ impl TraceWriter for PcpWriter {
                 self.labels.push(l.clone());
             }
             Item::Sample(s) => {
-                self.flush_events()?;
+                self.flush_events(Some(s.time))?;
                 self.flush_indoms()?;
                 self.write_result(Stamp::from_ns(s.time.0), Body::Sample(s))?;
                 self.loss.wrote("results", 1);
             }
             Item::Mark(m) => {
-                self.flush_events()?;
+                self.flush_events(Some(m.time))?;
                 self.flush_indoms()?;
                 self.write_result(Stamp::from_ns(m.time.0), Body::Mark)?;
                 self.loss.wrote("marks", 1);
@@ -852,7 +870,7 @@ impl TraceWriter for PcpWriter {
             Item::Event(e) => {
                 let mut meta = Vec::new();
                 if let Some(r) = self.events.event(e, &mut meta) {
-                    self.write_events(&r)?;
+                    self.write_events(&r, Some(e.time))?;
                 }
                 for it in &meta {
                     self.write_item(it)?;
@@ -864,7 +882,7 @@ impl TraceWriter for PcpWriter {
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
-        self.flush_events()?;
+        self.flush_events(None)?;
         self.flush_labels()?;
         self.flush_indoms()?;
         let el = std::mem::take(&mut self.events.loss);
