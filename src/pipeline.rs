@@ -41,6 +41,90 @@ pub enum Dest<'a> {
     Stdout,
 }
 
+/// What adapting loses, shared with the adapter that fills it in.
+pub type SharedLoss = std::rc::Rc<std::cell::RefCell<LossReport>>;
+
+/// The stages every conversion into `to` needs: another format's framing
+/// is never data (its writer makes its own), its raw clocks reach the
+/// writer only if they mean what it takes (`RawClock` declarations), and
+/// MMV, which holds no events, takes them as per-type counters (a PCP
+/// archive holds them as event records). What the stages drop or degrade
+/// is in the returned report once the stream has been read.
+pub fn adapt(reader: Box<dyn TraceReader>, to: &dyn Format) -> (Box<dyn TraceReader>, SharedLoss) {
+    let loss = SharedLoss::default();
+    let mut reader = reader;
+    let source = reader.header().source;
+    if source != to.id() {
+        reader = Box::new(crate::stages::Unframe::wrap(reader));
+        reader = crate::stages::RawClocks::wrap(
+            reader,
+            formats::get(source).info().raw_clock,
+            to.info().raw_clock,
+            &loss,
+        );
+    }
+    if to.id() == FormatId::Mmv {
+        let mut ec = crate::stages::EventCounters::wrap(reader);
+        ec.loss = loss.clone();
+        reader = Box::new(ec);
+    }
+    (reader, loss)
+}
+
+/// Writers never invent a date: a source without one into a format that
+/// needs dates is refused, naming `--time-origin` (and `--tsc-hz`).
+pub fn check_dates(
+    header: &Header,
+    inputs: &[PathBuf],
+    to: &dyn Format,
+    wopts: &WriteOptions,
+) -> Result<()> {
+    if to.info().absolute_time.needed(wopts) && !crate::stages::origin::has_dates(header) {
+        let input = inputs
+            .first()
+            .map(PathBuf::as_path)
+            .unwrap_or(Path::new("-"));
+        return Err(crate::stages::origin::no_dates_error(
+            header,
+            input,
+            to.id().name(),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse what must not be committed: an output holding nothing of the
+/// input (design/model.md §5), or under `--strict` any loss.
+pub fn refuse(
+    loss: &LossReport,
+    source: FormatId,
+    inputs: &[PathBuf],
+    to: &dyn Format,
+    wopts: &WriteOptions,
+) -> Result<()> {
+    if source != to.id() && loss.written.values().all(|&n| n == 0) {
+        let input = inputs
+            .first()
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("-"));
+        return Err(Error::Usage(format!(
+            "{}: nothing to write: the {} format holds none of what this {source} \
+             source has; nothing written\n{}",
+            input.display(),
+            to.id(),
+            loss
+        )));
+    }
+    if wopts.strict && loss.has_loss() {
+        return Err(Error::Strict(format!(
+            "nothing written; the {} writer would lose data:\n{}",
+            to.id(),
+            loss
+        )));
+    }
+    Ok(())
+}
+
 /// Stream `reader` into a new output of format `to`.
 pub fn convert(
     reader: Box<dyn TraceReader>,
@@ -53,80 +137,18 @@ pub fn convert(
     if !caps.write {
         return Err(formats::not_implemented(to.id(), "writing"));
     }
-    let mut reader = reader;
-    let mut out = ConvertOutcome::default();
-    // Writers never invent a date: a source without one needs --time-origin.
-    if to.info().absolute_time.needed(wopts) && !crate::stages::origin::has_dates(reader.header()) {
-        let input = inputs
-            .first()
-            .map(PathBuf::as_path)
-            .unwrap_or(Path::new("-"));
-        return Err(crate::stages::origin::no_dates_error(
-            reader.header(),
-            input,
-            to.id().name(),
-        ));
-    }
+    check_dates(reader.header(), inputs, to, wopts)?;
     let source = reader.header().source;
-    // Another format's framing is never data (its writer makes its own),
-    // and its raw clocks reach the writer only if they mean what it takes.
-    let mut stripped = None;
-    if source != to.id() {
-        reader = Box::new(crate::stages::Unframe::wrap(reader));
-        let (r, s) = crate::stages::RawClocks::wrap(
-            reader,
-            formats::get(source).info().raw_clock,
-            to.info().raw_clock,
-        );
-        reader = r;
-        stripped = s;
-    }
+    let mut out = ConvertOutcome::default();
+    let (mut reader, adapter_loss) = adapt(reader, to);
     let header = reader.header().clone();
-    // MMV holds no events: it takes them as per-type counters (a PCP
-    // archive holds them as event records).
-    let mut adapter_loss = None;
-    if to.id() == FormatId::Mmv {
-        let ec = crate::stages::EventCounters::wrap(reader);
-        adapter_loss = Some(ec.loss.clone());
-        reader = Box::new(ec);
-    }
-    let input = inputs
-        .first()
-        .cloned()
-        .unwrap_or_else(|| PathBuf::from("-"));
-    let strict = |loss: &LossReport| -> Result<()> {
-        // An empty file is no conversion (design/model.md §5).
-        if source != to.id() && loss.written.values().all(|&n| n == 0) {
-            return Err(Error::Usage(format!(
-                "{}: nothing to write: the {} format holds none of what this {source} \
-                 source has; nothing written\n{}",
-                input.display(),
-                to.id(),
-                loss
-            )));
-        }
-        if wopts.strict && loss.has_loss() {
-            return Err(Error::Strict(format!(
-                "nothing written; the {} writer would lose data:\n{}",
-                to.id(),
-                loss
-            )));
-        }
-        Ok(())
-    };
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;
         while let Some(item) = reader.next_item()? {
             w.write_item(&item)?;
         }
         let mut loss = w.finish()?;
-        if let Some(l) = &adapter_loss {
-            loss.merge(&l.borrow());
-        }
-        if let Some(s) = stripped.as_ref().filter(|s| s.count.get() > 0) {
-            loss.dropped
-                .insert(("raw clocks".into(), s.why.into()), s.count.get());
-        }
+        loss.merge(&adapter_loss.borrow());
         Ok(loss)
     };
     match dest {
@@ -142,20 +164,20 @@ pub fn convert(
                 // stdout if the conversion is refused.
                 let tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io("<tmp>", e))?;
                 out.loss = run(&mut reader, &OutTarget::Path(tmp.path().to_path_buf()))?;
-                strict(&out.loss)?;
+                refuse(&out.loss, source, inputs, to, wopts)?;
                 let mut f =
                     std::fs::File::open(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
                 std::io::copy(&mut f, &mut std::io::stdout().lock())
                     .map_err(|e| Error::io("<stdout>", e))?;
             } else {
                 out.loss = run(&mut reader, &OutTarget::Stdout)?;
-                strict(&out.loss)?;
+                refuse(&out.loss, source, inputs, to, wopts)?;
             }
         }
         Dest::Path { path, force } => {
             let staged = Staged::new(path, inputs, force)?;
             out.loss = run(&mut reader, &OutTarget::Path(staged.path()))?;
-            strict(&out.loss)?;
+            refuse(&out.loss, source, inputs, to, wopts)?;
             out.outputs = staged.commit()?;
         }
     }

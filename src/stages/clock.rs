@@ -8,30 +8,29 @@
 
 use crate::error::{Diagnostic, Result};
 use crate::formats::{raw_clock_fate, Fate, RawClock};
-use crate::model::{keys, ExtraValue, Header, Item, TraceReader};
-use std::cell::Cell;
+use crate::model::{keys, ExtraValue, Header, Item, LossReport, TraceReader};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 pub struct RawClocks {
     inner: Box<dyn TraceReader>,
     header: Header,
-    stripped: Rc<Cell<u64>>,
-}
-
-/// Raw clocks left out: how many so far, and why.
-pub struct Stripped {
-    pub count: Rc<Cell<u64>>,
-    pub why: &'static str,
+    stripped: u64,
+    why: &'static str,
+    /// Where the count goes at the end of the stream (one loss line).
+    loss: Rc<RefCell<LossReport>>,
 }
 
 impl RawClocks {
     /// `source` is the declaration of the format the stream was read from,
-    /// `target` the one of the writer.
+    /// `target` the one of the writer; raw clocks left out are reported
+    /// into `loss` when the stream ends.
     pub fn wrap(
         inner: Box<dyn TraceReader>,
         source: RawClock,
         target: RawClock,
-    ) -> (Box<dyn TraceReader>, Option<Stripped>) {
+        loss: &Rc<RefCell<LossReport>>,
+    ) -> Box<dyn TraceReader> {
         let mut header = inner.header().clone();
         let meaning = header
             .extras
@@ -44,24 +43,24 @@ impl RawClocks {
         match raw_clock_fate(meaning.as_deref(), target) {
             Fate::Dropped(why) => {
                 header.extras.0.remove(keys::RAW_CLOCK);
-                let count = Rc::new(Cell::new(0));
-                let r = RawClocks {
+                Box::new(RawClocks {
                     inner,
                     header,
-                    stripped: count.clone(),
-                };
-                (Box::new(r), Some(Stripped { count, why }))
+                    stripped: 0,
+                    why,
+                    loss: loss.clone(),
+                })
             }
             _ => {
                 if target == RawClock::Carried {
                     if let Some(m) = meaning {
                         if header.extras.str(keys::RAW_CLOCK) != Some(&m) {
                             header.extras.set(keys::RAW_CLOCK, ExtraValue::Str(m));
-                            return (Box::new(Relabel { inner, header }), None);
+                            return Box::new(Relabel { inner, header });
                         }
                     }
                 }
-                (inner, None)
+                inner
             }
         }
     }
@@ -73,6 +72,15 @@ impl TraceReader for RawClocks {
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
         let mut it = self.inner.next_item()?;
+        if it.is_none() && self.stripped > 0 {
+            let n = std::mem::take(&mut self.stripped);
+            *self
+                .loss
+                .borrow_mut()
+                .dropped
+                .entry(("raw clocks".into(), self.why.into()))
+                .or_default() += n;
+        }
         let rc = match &mut it {
             Some(Item::Event(e)) => &mut e.raw_clock,
             Some(Item::Sample(s)) => &mut s.raw_clock,
@@ -80,7 +88,7 @@ impl TraceReader for RawClocks {
             _ => return Ok(it),
         };
         if rc.take().is_some() {
-            self.stripped.set(self.stripped.get() + 1);
+            self.stripped += 1;
         }
         Ok(it)
     }
@@ -134,13 +142,16 @@ mod tests {
         }))
     }
 
-    fn raw(r: (Box<dyn TraceReader>, Option<Stripped>)) -> (Option<u64>, u64) {
-        let (mut r, s) = r;
+    fn raw(source: RawClock, clock: Option<&str>, target: RawClock) -> (Option<u64>, u64) {
+        let loss = Rc::new(RefCell::new(LossReport::default()));
+        let mut r = RawClocks::wrap(stream(clock), source, target, &loss);
         let v = match r.next_item().unwrap() {
             Some(Item::Annotation(a)) => a.raw_clock,
             _ => None,
         };
-        (v, s.map_or(0, |s| s.count.get()))
+        assert!(r.next_item().unwrap().is_none());
+        let n = loss.borrow().dropped.values().sum();
+        (v, n)
     }
 
     #[test]

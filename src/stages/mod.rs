@@ -4,12 +4,16 @@
 
 pub mod clock;
 pub mod counters;
+pub mod filter;
 pub mod framing;
+pub mod merge;
 pub mod origin;
 pub mod window;
 
 pub use clock::RawClocks;
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
+pub use filter::Filter;
 pub use framing::Unframe;
+pub use merge::{Merge, MergeInput};
 pub use origin::Origin;
 pub use window::Window;

@@ -232,7 +232,13 @@ pub struct LttWriter {
     min_time: Option<u64>,
     max_cpu: Option<u32>,
     payload: Vec<u8>,
+    /// A merged stream: each event type gets a last string field `source`
+    /// naming the input each event came from.
+    tag_source: bool,
 }
+
+/// The field that names an event's input in a trace written from a merge.
+pub const SOURCE_FIELD: &str = "source";
 
 fn werr(path: &Path, msg: impl Into<String>) -> Error {
     Error::format(Position::new(path), msg)
@@ -283,6 +289,10 @@ impl LttWriter {
             min_time: None,
             max_cpu: None,
             payload: Vec::new(),
+            tag_source: header
+                .extras
+                .get(crate::model::keys::MERGE_SOURCES)
+                .is_some(),
         };
         w.load_source_facilities()?;
         Ok(w)
@@ -402,6 +412,10 @@ impl LttWriter {
                 .fields
                 .iter()
                 .map(|f| (f.name.clone(), f.ty.clone()))
+                .chain(
+                    self.tag_source
+                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                )
                 .collect(),
         });
     }
@@ -430,7 +444,13 @@ impl LttWriter {
             category: "metric".into(),
             name: m.name().to_string(),
             description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
-            fields: vec![("instance".into(), FieldType::Int(4)), ("value".into(), vt)],
+            fields: [("instance".into(), FieldType::Int(4)), ("value".into(), vt)]
+                .into_iter()
+                .chain(
+                    self.tag_source
+                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                )
+                .collect(),
         });
     }
 
@@ -458,7 +478,7 @@ impl LttWriter {
                 Value::U64(1),
                 Value::Str(i.name.clone()),
             ];
-            self.write_event(key, u.time.0, None, Some(0), &fields)?;
+            self.write_event(key, u.time.0, None, Some(0), &fields, None)?;
         }
         for r in &u.removed {
             let fields = [
@@ -466,7 +486,7 @@ impl LttWriter {
                 Value::U64(0),
                 Value::Str(String::new()),
             ];
-            self.write_event(key, u.time.0, None, Some(0), &fields)?;
+            self.write_event(key, u.time.0, None, Some(0), &fields, None)?;
         }
         Ok(())
     }
@@ -590,6 +610,7 @@ impl LttWriter {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write_event(
         &mut self,
         key: Key,
@@ -597,6 +618,7 @@ impl LttWriter {
         stream: Option<&str>,
         cpu: Option<u32>,
         fields: &[Value],
+        source: Option<&str>,
     ) -> Result<()> {
         self.seal()?;
         let Some(target) = self.map.get(&key).cloned() else {
@@ -623,6 +645,16 @@ impl LttWriter {
         self.payload.clear();
         let enc = match &ty {
             None => Ok(()),
+            Some(Ty::Struct(fs))
+                if self.tag_source
+                    && fs.len() == fields.len() + 1
+                    && fs.last().is_some_and(|f| f.0 == SOURCE_FIELD) =>
+            {
+                let src = Value::Str(source.unwrap_or("").to_string());
+                fs.iter()
+                    .zip(fields.iter().chain(std::iter::once(&src)))
+                    .try_for_each(|((_, t), v)| layout::encode(t, v, self.bo, &mut self.payload))
+            }
             Some(Ty::Struct(fs)) => {
                 if fs.len() != fields.len() {
                     Err(format!(
@@ -697,7 +729,14 @@ impl LttWriter {
             }
             for (inst, v) in vals {
                 let fields = [Value::I64(*inst as i64), v.clone()];
-                self.write_event(Key::Metric(mv.metric), s.time.0, None, Some(0), &fields)?;
+                self.write_event(
+                    Key::Metric(mv.metric),
+                    s.time.0,
+                    None,
+                    Some(0),
+                    &fields,
+                    s.extras.str(crate::model::keys::SOURCE),
+                )?;
             }
         }
         Ok(())
@@ -825,6 +864,7 @@ impl TraceWriter for LttWriter {
                 e.stream.as_deref(),
                 e.cpu,
                 &e.fields,
+                e.extras.str(crate::model::keys::SOURCE),
             )?,
             Item::Sample(s) => self.write_sample(s)?,
             Item::Indom(u) => self.write_indom(u)?,
