@@ -158,28 +158,16 @@ mod tests {
     fn dlt_ticks_are_never_tsc_cycles() {
         let dlt = RawClock::Native("dlt-0.1ms");
         let tsc = RawClock::Native("tsc");
-        assert_eq!(raw(RawClocks::wrap(stream(None), dlt, tsc)), (None, 1));
-        assert_eq!(
-            raw(RawClocks::wrap(stream(None), dlt, dlt)),
-            (Some(50_706), 0)
-        );
+        assert_eq!(raw(dlt, None, tsc), (None, 1));
+        assert_eq!(raw(dlt, None, dlt), (Some(50_706), 0));
         // The recorder says its raw clock is a TSC, whatever its format.
-        assert_eq!(
-            raw(RawClocks::wrap(stream(Some("tsc")), dlt, tsc)),
-            (Some(50_706), 0)
-        );
-        assert_eq!(
-            raw(RawClocks::wrap(stream(Some("tsc")), dlt, dlt)),
-            (None, 1)
-        );
-        assert_eq!(
-            raw(RawClocks::wrap(stream(None), dlt, RawClock::None)),
-            (None, 1)
-        );
+        assert_eq!(raw(dlt, Some("tsc"), tsc), (Some(50_706), 0));
+        assert_eq!(raw(dlt, Some("tsc"), dlt), (None, 1));
+        assert_eq!(raw(dlt, None, RawClock::None), (None, 1));
         // Carried: kept, and its meaning recorded.
-        let (r, s) = RawClocks::wrap(stream(None), dlt, RawClock::Carried);
-        assert!(s.is_none());
+        let loss = Rc::new(RefCell::new(LossReport::default()));
+        let r = RawClocks::wrap(stream(None), dlt, RawClock::Carried, &loss);
         assert_eq!(r.header().extras.str(keys::RAW_CLOCK), Some("dlt-0.1ms"));
-        assert_eq!(raw((r, None)), (Some(50_706), 0));
+        assert_eq!(raw(dlt, None, RawClock::Carried), (Some(50_706), 0));
     }
 }
