@@ -46,10 +46,11 @@ pub type SharedLoss = std::rc::Rc<std::cell::RefCell<LossReport>>;
 
 /// The stages every conversion into `to` needs: another format's framing
 /// is never data (its writer makes its own), its raw clocks reach the
-/// writer only if they mean what it takes (`RawClock` declarations), and
-/// MMV, which holds no events, takes them as per-type counters (a PCP
-/// archive holds them as event records). What the stages drop or degrade
-/// is in the returned report once the stream has been read.
+/// writer only if they mean what it takes (`RawClock` declarations), MMV,
+/// which holds no events, takes them as per-type counters (a PCP archive
+/// holds them as event records), and KPI lines come from any process data.
+/// What the stages drop or degrade is in the returned report once the
+/// stream has been read.
 pub fn adapt(reader: Box<dyn TraceReader>, to: &dyn Format) -> (Box<dyn TraceReader>, SharedLoss) {
     let loss = SharedLoss::default();
     let mut reader = reader;
@@ -67,6 +68,12 @@ pub fn adapt(reader: Box<dyn TraceReader>, to: &dyn Format) -> (Box<dyn TraceRea
         let mut ec = crate::stages::EventCounters::wrap(reader);
         ec.loss = loss.clone();
         reader = Box::new(ec);
+    }
+    // KPI lines from any process data (proc.* metrics, process events).
+    if to.id() == FormatId::Kpi {
+        let mut k = crate::stages::KpiFromProc::wrap(reader);
+        k.loss = loss.clone();
+        reader = Box::new(k);
     }
     (reader, loss)
 }
@@ -93,27 +100,23 @@ pub fn check_dates(
     Ok(())
 }
 
-/// Refuse what must not be committed: an output holding nothing of the
-/// input (design/model.md §5), or under `--strict` any loss.
+/// Refuse what must not be committed: an output that holds none of what
+/// reached the writer (design/model.md §5), or under `--strict` any loss.
 pub fn refuse(
     loss: &LossReport,
     source: FormatId,
-    inputs: &[PathBuf],
     to: &dyn Format,
     wopts: &WriteOptions,
 ) -> Result<()> {
     if source != to.id() && loss.written.values().all(|&n| n == 0) {
-        let input = inputs
-            .first()
-            .cloned()
-            .unwrap_or_else(|| PathBuf::from("-"));
-        return Err(Error::Usage(format!(
-            "{}: nothing to write: the {} format holds none of what this {source} \
-             source has; nothing written\n{}",
-            input.display(),
-            to.id(),
-            loss
-        )));
+        return Err(Error::nothing_to_write(
+            "nothing to write",
+            format!(
+                "the {} format holds none of what this {source} source has; nothing written\n{}",
+                to.id(),
+                loss.to_string().trim_end()
+            ),
+        ));
     }
     if wopts.strict && loss.has_loss() {
         return Err(Error::Strict(format!(
@@ -123,6 +126,39 @@ pub fn refuse(
         )));
     }
     Ok(())
+}
+
+/// Pass every item on; returns how many data items the writer received.
+fn feed(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
+    let mut data = 0u64;
+    while let Some(item) = reader.next_item()? {
+        data += item.is_data() as u64;
+        w.write_item(&item)?;
+    }
+    Ok(data)
+}
+
+/// Nothing to write is an error, not an empty file that no reader accepts.
+fn nothing_check(data: u64) -> Result<()> {
+    if data == 0 {
+        return Err(Error::nothing_to_write(
+            "nothing to write",
+            "no data item (event, sample, mark or annotation) reached the writer: \
+             the input has none, or none falls inside --begin/--end",
+        ));
+    }
+    Ok(())
+}
+
+/// Name the input in a [`Error::NothingToWrite`] ("… in FILE: why").
+pub fn name_input(e: Error, input: &str) -> Error {
+    match e {
+        Error::NothingToWrite { what, why } => Error::NothingToWrite {
+            what: format!("{what} in {input}"),
+            why,
+        },
+        e => e,
+    }
 }
 
 /// Stream `reader` into a new output of format `to`.
@@ -144,11 +180,13 @@ pub fn convert(
     let header = reader.header().clone();
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;
-        while let Some(item) = reader.next_item()? {
-            w.write_item(&item)?;
-        }
+        nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+        // A writer refuses (NothingToWrite) when none of the data suits
+        // its format; the staged output is then dropped unseen.
         let mut loss = w.finish()?;
+        // What the stages adapted counts as loss too (--strict sees it).
         loss.merge(&adapter_loss.borrow());
+        refuse(&loss, source, to, wopts)?;
         Ok(loss)
     };
     match dest {
@@ -164,20 +202,17 @@ pub fn convert(
                 // stdout if the conversion is refused.
                 let tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io("<tmp>", e))?;
                 out.loss = run(&mut reader, &OutTarget::Path(tmp.path().to_path_buf()))?;
-                refuse(&out.loss, source, inputs, to, wopts)?;
                 let mut f =
                     std::fs::File::open(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
                 std::io::copy(&mut f, &mut std::io::stdout().lock())
                     .map_err(|e| Error::io("<stdout>", e))?;
             } else {
                 out.loss = run(&mut reader, &OutTarget::Stdout)?;
-                refuse(&out.loss, source, inputs, to, wopts)?;
             }
         }
         Dest::Path { path, force } => {
             let staged = Staged::new(path, inputs, force)?;
             out.loss = run(&mut reader, &OutTarget::Path(staged.path()))?;
-            refuse(&out.loss, source, inputs, to, wopts)?;
             out.outputs = staged.commit()?;
         }
     }

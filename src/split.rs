@@ -210,7 +210,7 @@ pub fn convert_split(
     }
     close(cur, &mut result)?;
     result.loss.merge(&adapter_loss.borrow());
-    crate::pipeline::refuse(&result.loss, source, inputs, to, wopts)?;
+    crate::pipeline::refuse(&result.loss, source, to, wopts)?;
     for s in done {
         result.outputs.extend(s.commit()?);
     }

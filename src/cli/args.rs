@@ -148,16 +148,16 @@ pub struct OutputArgs {
     /// Timeline: ring size in entries (a power of two).
     #[arg(long, value_name = "N")]
     pub entries: Option<u64>,
-    /// DLT: ECU id to write (default ECU1).
+    /// DLT: ECU id of every message (default: the source's, else ECU1).
     #[arg(long)]
     pub ecu: Option<String>,
-    /// DLT: application id to write (default PROC).
+    /// DLT: application id of every message (default: PROC for KPI, else from the category).
     #[arg(long, value_name = "APID")]
     pub app_id: Option<String>,
-    /// DLT: context id to write (default PROC).
+    /// DLT: context id of every message (default: PROC for KPI, else from the name).
     #[arg(long, value_name = "CTID")]
     pub ctx_id: Option<String>,
-    /// DLT: session id to write.
+    /// DLT: session id of every message (default: the source's, else polytrace's PID).
     #[arg(long, value_name = "ID")]
     pub session_id: Option<u32>,
     /// DLT: maximum payload bytes per message (libdlt default 1390).

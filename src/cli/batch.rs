@@ -158,7 +158,7 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
             eprintln!("{tag:<10} {}: {why}", rel.display());
         }
     }
-    eprintln!("{ok} ok, {salv} salvaged, {failed} failed, {skipped} skipped (not a trace)");
+    eprintln!("{ok} ok, {salv} salvaged, {failed} failed, {skipped} skipped (not a trace, or nothing to write)");
     Ok(if failed > 0 {
         EXIT_BATCH_FAILED
     } else if salv > 0 {
@@ -230,6 +230,16 @@ fn convert_one(
             } else {
                 Outcome::Ok
             }
+        }
+        // Nothing suits the target (no process data for KPI, an empty
+        // window): not a failure of the input, and nothing was written.
+        Err(e)
+            if matches!(
+                e.downcast_ref::<crate::Error>(),
+                Some(crate::Error::NothingToWrite { .. })
+            ) =>
+        {
+            Outcome::Skipped(format!("{e:#}"))
         }
         Err(e) => Outcome::Failed(format!("{e:#}")),
     }

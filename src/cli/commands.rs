@@ -94,6 +94,8 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     if sources.len() == 1 && !a.merge.label.is_empty() {
         anyhow::bail!("--label names the inputs of a merge; there is one input");
     }
+    let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
+    let names = names.join(", ");
     let st = stream::open(
         &sources,
         &a.merge.label,
@@ -114,7 +116,8 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
             a.output.force,
             &wopts,
             by,
-        )?,
+        )
+        .map_err(|e| pipeline::name_input(e, &names))?,
         None => {
             let dest = if stdout {
                 Dest::Stdout
@@ -124,7 +127,8 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
                     force: a.output.force,
                 }
             };
-            pipeline::convert(st.reader, &st.members, to, dest, &wopts)?
+            pipeline::convert(st.reader, &st.members, to, dest, &wopts)
+                .map_err(|e| pipeline::name_input(e, &names))?
         }
     };
     let salvaged = report_diagnostics(&outcome.diagnostics, quiet);

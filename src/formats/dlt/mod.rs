@@ -1,13 +1,16 @@
-//! DLT storage files (.dlt, protocol v1) carrying dlt-kpi messages
-//! (spec kpi-dlt.md §4–§6, §9). See docs/dlt.md.
+//! DLT storage files (.dlt, protocol v1): any application's log messages,
+//! and dlt-kpi's messages as KPI data (spec kpi-dlt.md §4–§6, §9). See
+//! docs/dlt.md.
 //!
 //! - `layout`: binary structures, header checks, record writer helpers.
 //! - `scan`: record framing with resynchronisation and damage reports.
 //! - `text`: the `dlt-convert -a`/`-s` rendering.
 //! - `dump`: the native listing.
-//! - `reader` / `writer`: model conversion through the shared KPI
-//!   assembler and grouper.
+//! - `args`: verbose arguments ↔ typed fields.
+//! - `reader` / `writer`: model conversion; KPI through the shared KPI
+//!   assembler and grouper, every other message as a typed event.
 
+pub mod args;
 pub mod dump;
 pub mod layout;
 pub mod reader;
@@ -46,7 +49,7 @@ pub const INFO: FormatInfo = FormatInfo {
         dump: true,
         text_output: false,
     },
-    describe: "DLT storage files (.dlt) carrying dlt-kpi messages",
+    describe: "DLT storage files (.dlt): log messages (typed events) and dlt-kpi data",
     absolute_time: AbsoluteTime::Needed,
     raw_clock: RawClock::Native("dlt-0.1ms"),
     reads: &[

@@ -436,6 +436,17 @@ impl TraceReader for KpiTextReader {
 
 // ------------------------------------------------------------------ writer
 
+/// True when the items' raw clock is a DLT header timestamp (0.1 ms ticks
+/// since boot): said by the header, or KPI text (whose raw clock is the
+/// tmsp column) and DLT files that predate the key. The recorder (source
+/// `kpi` too) names its TSC instead.
+pub fn raw_clock_is_tmsp(header: &Header) -> bool {
+    match header.extras.str(crate::model::keys::RAW_CLOCK) {
+        Some(k) => k == "dlt-0.1ms",
+        None => matches!(header.source, FormatId::Kpi | FormatId::Dlt),
+    }
+}
+
 /// Writes KPI lines: `dlt-convert -a` style when the source has absolute
 /// time (so times survive), bare lines otherwise.
 pub struct KpiTextWriter<W: Write> {
@@ -494,8 +505,7 @@ impl<W: Write> KpiTextWriter<W> {
             payload_max: opts.dlt_payload_max.unwrap_or(DEFAULT_PAYLOAD_MAX),
             // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
             // clock; the recorder (source kpi too) carries a TSC.
-            tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt)
-                && header.extras.get(crate::model::keys::RAW_CLOCK).is_none(),
+            tmsp_from_raw: raw_clock_is_tmsp(header),
             first_time: None,
         }
     }
@@ -593,7 +603,17 @@ impl<W: Write> TraceWriter for KpiTextWriter<W> {
     fn write_item(&mut self, item: &Item) -> Result<()> {
         self.write(item)
     }
+    /// No group at all is an error: an empty KPI file is nothing a reader
+    /// (ours or dlt-convert's) accepts.
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
-        self.close()
+        let loss = self.close()?;
+        if self.index == 0 {
+            return Err(Error::nothing_to_write(
+                "no process data for KPI lines",
+                "it has no proc.* metrics and no process events \
+                 (kpi NEW/STP/CHK, fork/exit, control/processes)",
+            ));
+        }
+        Ok(loss)
     }
 }

@@ -890,6 +890,13 @@ impl TraceWriter for PcpWriter {
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.flush_events(None)?;
+        if self.last_rec.is_none() {
+            // pmdumplog rejects an archive without records ("Empty archive").
+            return Err(Error::nothing_to_write(
+                "nothing to write as a PCP archive",
+                "no sample or mark (only items an archive cannot hold)",
+            ));
+        }
         self.flush_labels()?;
         self.flush_indoms()?;
         let el = std::mem::take(&mut self.events.loss);
