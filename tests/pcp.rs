@@ -455,7 +455,7 @@ fn corpus_round_trip_is_pmdumplog_identical() {
 // ------------------------------------------------------------ other sources
 
 #[test]
-fn writer_accepts_metrics_from_another_format_and_counts_events() {
+fn writer_accepts_metrics_and_events_from_another_format() {
     use polytrace::formats;
     use polytrace::model::*;
     use polytrace::options::WriteOptions;
@@ -547,8 +547,10 @@ fn writer_accepts_metrics_from_another_format_and_counts_events() {
         w.write_item(it).unwrap();
     }
     let loss = w.finish().unwrap();
-    assert_eq!(loss.written.get("results"), Some(&2));
-    assert!(loss.dropped.keys().any(|(what, _)| what == "events"));
+    // Two samples and one result of event records.
+    assert_eq!(loss.written.get("results"), Some(&3));
+    assert_eq!(loss.written.get("events"), Some(&1));
+    assert!(!loss.has_loss(), "{loss}");
     // Our own reader sees the values back.
     let vals = run_ok(&["dump", "--style", "values", base.to_str().unwrap()]);
     let vals = String::from_utf8(vals).unwrap();
@@ -567,6 +569,10 @@ fn writer_accepts_metrics_from_another_format_and_counts_events() {
     let d = pmdumplog(&dumplog, &["-a", "-Z", "UTC"], &base);
     assert!(d.contains("inst [1 or \"cpu1\"] value 1.5"), "{d}");
     assert!(d.contains("40.1.3 (kpi.rss): value 123999"), "{d}");
+    assert!(
+        d.contains("(trace.kpi.start.records[0 or \"all\"]): 1 event record"),
+        "{d}"
+    );
     let c = Proc::new(&check).arg(&base).output().unwrap();
     assert!(
         c.status.success() && c.stdout.is_empty(),

@@ -102,12 +102,17 @@ pub struct InputArgs {
     /// Context id of KPI messages (default PROC).
     #[arg(long, value_name = "CTID", help_heading = "DLT")]
     pub kpi_ctx: Option<String>,
-    /// TSC frequency in Hz, to place cycles on a time axis.
+    /// TSC frequency in Hz, to place cycles (timeline) on a time axis.
     #[arg(long, value_name = "HZ", help_heading = "Timeline")]
     pub tsc_hz: Option<f64>,
     /// Epoch time of TSC 0 (RFC 3339 or epoch seconds).
     #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Timeline")]
     pub tsc_anchor: Option<crate::model::Timestamp>,
+    /// Place the first data item at this time (RFC 3339 or epoch seconds):
+    /// gives a source with relative time or cycles (with --tsc-hz) the
+    /// dates a PCP archive or DLT file needs.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Time window")]
+    pub time_origin: Option<crate::model::Timestamp>,
     /// Page size for RSS pages (default 4096).
     #[arg(long, value_name = "BYTES", help_heading = "KPI")]
     pub page_size: Option<u64>,

@@ -15,7 +15,8 @@ use std::io::{BufWriter, Write};
 pub fn run(cli: Cli) -> Result<u8> {
     let quiet = cli.global.quiet;
     match cli.command {
-        Command::Formats => formats_table(),
+        Command::Formats(a) if a.mapping => mapping_table(),
+        Command::Formats(_) => formats_table(),
         Command::Convert(a) => convert(*a, quiet),
         Command::Dump(a) => dump(a, quiet),
         Command::Info(a) => info(a, quiet),
@@ -82,6 +83,13 @@ fn formats_table() -> Result<u8> {
         )?;
     }
     writeln!(out, "\n`-` = not implemented yet in this build.")?;
+    Ok(EXIT_OK)
+}
+
+/// `formats --mapping`: the source × target table, then each writer's rules.
+fn mapping_table() -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(crate::formats::mapping_markdown().as_bytes())?;
     Ok(EXIT_OK)
 }
 

@@ -53,7 +53,7 @@ pub enum Command {
     /// Validate a trace; report the first problem with its position.
     Check(CheckArgs),
     /// Show which formats can be read, written and dumped.
-    Formats,
+    Formats(FormatsArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Print a man page in roff: `polytrace man convert | man -l -`.
@@ -97,6 +97,14 @@ pub struct RecordArgs {
     /// instead of a trace file; `-o -` for stdout.
     #[arg(long, conflicts_with = "to")]
     pub listing: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FormatsArgs {
+    /// Print, for each source × target pair, what is kept, degraded and
+    /// dropped (a Markdown table, from the writers' own declarations).
+    #[arg(long)]
+    pub mapping: bool,
 }
 
 #[derive(clap::Args, Debug)]

@@ -135,6 +135,18 @@ pub fn open_with(
         }
         Box::new(Merge::new(inputs)?)
     };
+    // --time-origin: the stream's first data item lands on it, so the
+    // window counts on the placed axis.
+    let reader = match (ia.time_origin, sources.first()) {
+        (Some(origin), Some(first)) => {
+            if let (Some(s), Some(e)) = (start, end) {
+                end = Some(Timestamp(e.0.saturating_add(origin.0.saturating_sub(s.0))));
+            }
+            start = start.map(|_| origin);
+            crate::stages::Origin::wrap(reader, Some(origin), &first.input.path)?
+        }
+        _ => reader,
+    };
     if start.is_none() && need_start {
         start = reader.header().start;
     }

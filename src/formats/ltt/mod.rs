@@ -12,7 +12,7 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -98,7 +98,30 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "LTT directory traces (2003-2005) with XML event definitions",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::Native("ltt-cycles"),
+    reads: &[Kind::Events],
+    writes: WRITES,
+    undated: false,
 };
+
+/// What an LTT trace holds: typed events.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(Kind::Events, "facility events, one facility per category"),
+    Rule::kept(Kind::Samples, "metric.<name> events {instance, value}"),
+    Rule::some_dropped(
+        Kind::Samples,
+        "sample values",
+        "per-metric error codes",
+        "error code instead of a value",
+    ),
+    Rule::kept(Kind::Metrics, "as the event types of their values"),
+    Rule::kept(Kind::Indoms, "indom.indom_<id> events"),
+    Rule::dropped(Kind::Help, "help texts", "not representable in LTT"),
+    Rule::dropped(Kind::Labels, "label sets", "not representable in LTT"),
+    Rule::dropped(Kind::Marks, "marks", "not representable in LTT"),
+    Rule::dropped(Kind::Annotations, "annotations", "not representable in LTT"),
+];
 
 impl Format for LttFormat {
     fn info(&self) -> &'static FormatInfo {

@@ -5,15 +5,17 @@ pub mod archive;
 pub mod check;
 pub mod data;
 pub mod dump;
+pub mod events;
 pub mod index;
 pub mod layout;
 pub mod meta;
 pub mod reader;
+pub mod selfdesc;
 pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -37,7 +39,36 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "PCP archives v2/v3 (.meta, .0…, .index)",
+    absolute_time: AbsoluteTime::Needed,
+    raw_clock: RawClock::Carried,
+    reads: &[
+        Kind::Events,
+        Kind::Samples,
+        Kind::Metrics,
+        Kind::Indoms,
+        Kind::Help,
+        Kind::Labels,
+        Kind::Marks,
+    ],
+    writes: WRITES,
+    undated: false,
 };
+
+/// A PCP archive holds everything but free text.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(
+        Kind::Events,
+        "PM_TYPE_HIGHRES_EVENT records, one metric per type, one parameter per field",
+    ),
+    ANNOTATIONS,
+];
+
+/// The writer reports dropped annotations under this rule.
+pub const ANNOTATIONS: Rule = Rule::dropped(
+    Kind::Annotations,
+    "annotations",
+    "PCP archives have no annotations",
+);
 
 impl Format for PcpFormat {
     fn info(&self) -> &'static FormatInfo {
