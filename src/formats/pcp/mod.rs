@@ -7,6 +7,7 @@ pub mod data;
 pub mod dump;
 pub mod events;
 pub mod index;
+pub mod indoms;
 pub mod layout;
 pub mod meta;
 pub mod reader;
@@ -61,7 +62,16 @@ pub const WRITES: &[Rule] = &[
         "PM_TYPE_HIGHRES_EVENT records, one metric per type, one parameter per field",
     ),
     ANNOTATIONS,
+    BACKWARDS,
 ];
+
+/// Results of a source whose clock goes back (concatenated captures).
+pub const BACKWARDS: Rule = Rule::some_degraded(
+    Kind::Samples,
+    "results",
+    "earlier than the result before them",
+    "time clamped to it (a PCP archive runs forward in time)",
+);
 
 /// The writer reports dropped annotations under this rule.
 pub const ANNOTATIONS: Rule = Rule::dropped(

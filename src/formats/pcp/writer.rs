@@ -4,6 +4,7 @@
 
 use super::data::MISSED_PMID;
 use super::events::{EventEncoder, EventResult};
+use super::indoms::Tracker;
 use super::layout::*;
 use crate::error::{Error, Result};
 use crate::model::*;
@@ -69,13 +70,13 @@ pub struct PcpWriter {
     /// pmid -> (type, indom)
     descs: HashMap<u32, (i32, u32)>,
     helps: HashSet<(HelpTarget, bool)>,
-    /// Current membership per indom (ordered as stored), for v2 deltas.
+    /// PCP sources: current membership per indom (ordered as stored), for
+    /// v3 deltas written to v2.
     members: HashMap<u32, Vec<(i32, String)>>,
-    /// Non-PCP sources: indoms changed since the last result, with the time
-    /// of the latest change. Written as one full record each before the
-    /// next result, because libpcp rejects deltas without a full record
-    /// before them and several records for one indom at one time.
-    pending_indoms: std::collections::BTreeMap<u32, Timestamp>,
+    /// Non-PCP sources: memberships, written as records of real changes
+    /// (`indoms.rs`).
+    tracker: Tracker,
+    meta_buf: Vec<u8>,
     from_pcp: bool,
     labels: Vec<LabelSet>,
     first: Option<Stamp>,
@@ -147,7 +148,8 @@ impl PcpWriter {
         index.extend_from_slice(&encode_label(&label));
         Ok(PcpWriter {
             base: base.to_path_buf(),
-            pending_indoms: Default::default(),
+            tracker: Tracker::new(v),
+            meta_buf: Vec::new(),
             from_pcp,
             v,
             meta_mark: v.label_len() as u64,
@@ -249,26 +251,19 @@ impl PcpWriter {
         Ok(())
     }
 
-    /// Write the pending full indom records (non-PCP sources).
-    fn flush_indoms(&mut self) -> Result<()> {
-        for (id, time) in std::mem::take(&mut self.pending_indoms) {
-            let instances = self.members.get(&id).map_or_else(Vec::new, |m| {
-                m.iter()
-                    .map(|(i, n)| Instance {
-                        id: *i,
-                        name: n.clone(),
-                    })
-                    .collect()
-            });
-            self.write_indom_record(&IndomUpdate {
-                time,
-                id,
-                kind: IndomKind::Full,
-                instances,
-                removed: vec![],
-                extras: Extras::default(),
-            })?;
+    /// Instance-domain records (non-PCP sources) of the changes since the
+    /// last result, before the next one; all of them when `t` is None (the
+    /// end).
+    fn flush_indoms(&mut self, t: Option<Stamp>) -> Result<()> {
+        let mut b = std::mem::take(&mut self.meta_buf);
+        b.clear();
+        let after = self.last.map(Stamp::ns);
+        let wrote = self.tracker.before_result(t.map(Stamp::ns), after, &mut b);
+        if wrote {
+            self.put_meta(&b)?;
+            self.indom_since_result = true;
         }
+        self.meta_buf = b;
         Ok(())
     }
 
@@ -276,17 +271,7 @@ impl PcpWriter {
         if self.from_pcp {
             return self.write_indom_record(u);
         }
-        let cur = self.members.entry(u.id).or_default();
-        if u.kind == IndomKind::Full {
-            cur.clear();
-        }
-        let gone: HashSet<i32> = u.removed.iter().copied().collect();
-        cur.retain(|(i, _)| !gone.contains(i));
-        for i in &u.instances {
-            cur.retain(|(x, _)| *x != i.id);
-            cur.push((i.id, i.name.clone()));
-        }
-        self.pending_indoms.insert(u.id, u.time);
+        self.tracker.update(u);
         Ok(())
     }
 
@@ -522,10 +507,24 @@ impl PcpWriter {
             self.write_item(&it)?;
         }
         self.flush_labels()?;
-        self.flush_indoms()?;
+        self.flush_indoms(Some(Stamp::from_ns(t)))?;
         self.write_result(Stamp::from_ns(t), Body::Events(r))?;
         self.loss.wrote("results", 1);
         Ok(())
+    }
+
+    /// A sample's or mark's result time: a PCP archive runs forward in
+    /// time, so one earlier than the last result (sources that restart
+    /// their clock, such as concatenated captures) is moved up to it.
+    fn result_stamp(&mut self, t: Timestamp) -> Stamp {
+        let s = Stamp::from_ns(t.0);
+        match self.last {
+            Some(l) if s < l && !self.from_pcp => {
+                super::BACKWARDS.record(&mut self.loss, None);
+                l
+            }
+            _ => s,
+        }
     }
 
     fn write_result(&mut self, t: Stamp, body: Body<'_>) -> Result<()> {
@@ -856,14 +855,16 @@ impl TraceWriter for PcpWriter {
             }
             Item::Sample(s) => {
                 self.flush_events(Some(s.time))?;
-                self.flush_indoms()?;
-                self.write_result(Stamp::from_ns(s.time.0), Body::Sample(s))?;
+                let t = self.result_stamp(s.time);
+                self.flush_indoms(Some(t))?;
+                self.write_result(t, Body::Sample(s))?;
                 self.loss.wrote("results", 1);
             }
             Item::Mark(m) => {
                 self.flush_events(Some(m.time))?;
-                self.flush_indoms()?;
-                self.write_result(Stamp::from_ns(m.time.0), Body::Mark)?;
+                let t = self.result_stamp(m.time);
+                self.flush_indoms(Some(t))?;
+                self.write_result(t, Body::Mark)?;
                 self.loss.wrote("marks", 1);
             }
             Item::EventType(t) => {
@@ -898,7 +899,10 @@ impl TraceWriter for PcpWriter {
             ));
         }
         self.flush_labels()?;
-        self.flush_indoms()?;
+        self.flush_indoms(None)?;
+        if self.tracker.records > 0 {
+            self.loss.wrote("instance domains", self.tracker.records);
+        }
         let el = std::mem::take(&mut self.events.loss);
         self.loss.merge(&el);
         if self.vols.is_empty() {
