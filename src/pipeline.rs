@@ -154,6 +154,9 @@ pub fn refuse(
 
 /// Pass every item on; returns how many data items the writer received.
 fn feed(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
+    if let Some(n) = w.copy_verbatim(reader)? {
+        return Ok(n);
+    }
     let mut data = 0u64;
     while let Some(item) = reader.next_item()? {
         data += item.is_data() as u64;

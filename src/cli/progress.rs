@@ -91,6 +91,9 @@ impl TraceReader for ProgressReader {
     fn progress(&self) -> Option<(u64, u64)> {
         self.inner.progress()
     }
+    fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
+        self.inner.verbatim()
+    }
 }
 
 /// Size on disk of an input's files (a directory's files, an archive's members).

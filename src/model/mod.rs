@@ -671,11 +671,25 @@ pub trait TraceReader {
     fn progress(&self) -> Option<(u64, u64)> {
         None
     }
+    /// The format's own reader, not read yet, for a writer of the same
+    /// format that copies what needs no change instead of decoding and
+    /// encoding it ([`TraceWriter::copy_verbatim`]). Stages leave this
+    /// None (the default): a copy happens only when nothing that needs or
+    /// changes items stands between reader and writer.
+    fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
 }
 
 /// A stream being written. `finish` flushes and returns what was lost.
 pub trait TraceWriter {
     fn write_item(&mut self, item: &Item) -> crate::Result<()>;
+    /// Copy `reader`'s stream without items when the writer can (see
+    /// [`TraceReader::verbatim`]); the number of data items copied, or None
+    /// to be fed items as usual.
+    fn copy_verbatim(&mut self, _reader: &mut dyn TraceReader) -> crate::Result<Option<u64>> {
+        Ok(None)
+    }
     /// Bytes of output so far, buffered ones included, where the writer
     /// keeps count (`--split SIZE`); None: look at the files.
     fn bytes_written(&self) -> Option<u64> {

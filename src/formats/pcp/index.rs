@@ -71,12 +71,17 @@ pub fn index_entry_damage(
     let p = m.index.as_ref()?;
     let es = if v == Version::V2 { 20 } else { 32 };
     let base = v.label_len() as u64;
+    // Each volume's size once, not a file-system call per entry.
+    let sizes: Vec<(i64, Option<u64>)> = m
+        .volumes
+        .iter()
+        .map(|(n, vp)| (*n as i64, super::archive::plain_size(vp)))
+        .collect();
     for (i, e) in index.iter().enumerate() {
-        let vol_size = m
-            .volumes
+        let vol_size = sizes
             .iter()
-            .find(|(n, _)| *n as i64 == e.1 as i64)
-            .and_then(|(_, vp)| super::archive::plain_size(vp));
+            .find(|(n, _)| *n == e.1 as i64)
+            .and_then(|(_, s)| *s);
         let msg = if (e.2 as i64) < base as i64 || (e.3 as i64) < base as i64 {
             format!(
                 "index entry points inside the label (meta {}, log {})",

@@ -337,6 +337,18 @@ pub struct PcpReader {
     walker: VolumeWalker,
     diags: Vec<Diagnostic>,
     salvage: bool,
+    /// Where `.meta` was read to (its end, or the damage `--salvage` stopped at).
+    meta_end: u64,
+    /// The index is undamaged: a verbatim copy can keep it.
+    index_ok: bool,
+    /// Items were handed out: no verbatim copy any more.
+    started: bool,
+}
+
+/// Where a verbatim copy puts the records (the PCP writer).
+pub trait RecordSink {
+    fn meta_record(&mut self, rec: &[u8]) -> Result<()>;
+    fn result_record(&mut self, vol: u32, stamp: Stamp, rec: &[u8]) -> Result<()>;
 }
 
 impl PcpReader {
@@ -345,10 +357,12 @@ impl PcpReader {
         let mf = load_meta(&m, opts.salvage, &mut diags)?;
         // The records are read in order, not through the index, but a
         // damaged index is damage all the same.
+        let mut index_ok = true;
         if let Some(e) = super::index::index_damage(&m, mf.label.version, mf.size) {
             if !opts.salvage {
                 return Err(e);
             }
+            index_ok = false;
             diags.push(super::index::salvaged(e, &m.base));
         }
         let mut header = header_of(&mf.label, &m);
@@ -373,6 +387,9 @@ impl PcpReader {
             }
         }
         Ok(PcpReader {
+            meta_end: mf.size,
+            index_ok,
+            started: false,
             header,
             types,
             pending,
@@ -385,6 +402,69 @@ impl PcpReader {
             diags,
             salvage: opts.salvage,
         })
+    }
+
+    /// The archive's label (of its `.meta`).
+    pub fn label(&self) -> &LogLabel {
+        &self.walker.label
+    }
+
+    /// Copy every record unchanged into `sink` instead of reading items:
+    /// `.meta` as far as it was read at open, then each result record,
+    /// checked as the item reader checks it (framing, value sets, labels
+    /// of the volumes), with the same damage handling. Returns the number
+    /// of results and marks, and the index entries when the copy is whole
+    /// and the index undamaged (they then hold for the copy). None when
+    /// items were read already.
+    pub fn copy_records(
+        &mut self,
+        sink: &mut dyn RecordSink,
+    ) -> Result<Option<(u64, Option<Vec<super::index::Entry>>)>> {
+        if self.started {
+            return Ok(None);
+        }
+        self.started = true;
+        let mut rr = RecordReader::open(&self.walker.members.meta)?;
+        rr.label()?;
+        let mut buf = Vec::new();
+        while rr.pos < self.meta_end {
+            match rr.next(&mut buf)? {
+                Rec::Ok => sink.meta_record(&buf)?,
+                Rec::Eof => break,
+            }
+        }
+        let mut n = 0u64;
+        let mut whole = true;
+        let (mut vsets, mut vals) = (Vec::new(), Vec::new());
+        loop {
+            match self.walker.next_record(&mut self.diags) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    whole = false;
+                    self.damage(e)?;
+                    break;
+                }
+            }
+            let w = &self.walker;
+            match data::parse_result_flat(w.version, &w.buf, &mut vsets, &mut vals) {
+                Ok(stamp) => {
+                    sink.result_record(w.at.1, stamp, &w.buf)?;
+                    n += 1;
+                }
+                Err(m) => {
+                    whole = false;
+                    let e = Error::format(Position::at(w.path(), w.at.0, Some(w.at.2)), m);
+                    self.damage(e)?;
+                    break;
+                }
+            }
+        }
+        self.walker.done = true;
+        let index = (whole && self.index_ok)
+            .then(|| super::index::read_index(&self.walker.members, self.walker.version).0)
+            .filter(|e| !e.is_empty());
+        Ok(Some((n, index)))
     }
 
     fn read_data(&mut self) -> Result<Option<Item>> {
@@ -578,6 +658,7 @@ impl TraceReader for PcpReader {
         &self.header
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
+        self.started = true;
         if let Some(i) = self.pending.pop_front() {
             return Ok(Some(i));
         }
@@ -600,6 +681,9 @@ impl TraceReader for PcpReader {
     }
     fn progress(&self) -> Option<(u64, u64)> {
         Some(self.walker.progress())
+    }
+    fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
+        (!self.started).then_some(self as &mut dyn std::any::Any)
     }
 }
 
