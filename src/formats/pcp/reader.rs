@@ -343,6 +343,9 @@ pub struct PcpReader {
     index_ok: bool,
     /// Items were handed out: no verbatim copy any more.
     started: bool,
+    /// The `.meta` records, made into items on the first `next_item` (a
+    /// verbatim copy needs none).
+    meta_recs: Vec<(u64, MetaRec)>,
 }
 
 /// Where a verbatim copy puts the records (the PCP writer).
@@ -371,29 +374,20 @@ impl PcpReader {
             d.apply_header(&mut header);
         }
         let mut types = HashMap::new();
-        let mut pending = VecDeque::new();
-        let mut timed = VecDeque::new();
         for (_, r) in &mf.recs {
             if let MetaRec::Desc(d) = r {
                 types.insert(d.pmid, d.vtype);
-            }
-            let items = events
-                .as_ref()
-                .and_then(|d| d.items_of(r))
-                .unwrap_or_else(|| meta_items(r));
-            match r.stamp() {
-                None => pending.extend(items),
-                Some(s) => timed.extend(items.into_iter().map(|i| (s.ns(), i))),
             }
         }
         Ok(PcpReader {
             meta_end: mf.size,
             index_ok,
             started: false,
+            meta_recs: mf.recs,
             header,
             types,
-            pending,
-            timed,
+            pending: VecDeque::new(),
+            timed: VecDeque::new(),
             held: None,
             events,
             ready: VecDeque::new(),
@@ -402,6 +396,21 @@ impl PcpReader {
             diags,
             salvage: opts.salvage,
         })
+    }
+
+    /// Descriptors and help first, time-stamped metadata by time.
+    fn meta_into_items(&mut self) {
+        for (_, r) in std::mem::take(&mut self.meta_recs) {
+            let items = self
+                .events
+                .as_ref()
+                .and_then(|d| d.items_of(&r))
+                .unwrap_or_else(|| meta_items(&r));
+            match r.stamp() {
+                None => self.pending.extend(items),
+                Some(s) => self.timed.extend(items.into_iter().map(|i| (s.ns(), i))),
+            }
+        }
     }
 
     /// The archive's label (of its `.meta`).
@@ -658,7 +667,10 @@ impl TraceReader for PcpReader {
         &self.header
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
-        self.started = true;
+        if !self.started {
+            self.started = true;
+            self.meta_into_items();
+        }
         if let Some(i) = self.pending.pop_front() {
             return Ok(Some(i));
         }
