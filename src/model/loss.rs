@@ -13,21 +13,31 @@ pub struct LossReport {
     pub dropped: BTreeMap<(String, String), u64>,
 }
 
+/// Count one (what, reason); the maps hold a few keys, searched in place.
+fn bump(m: &mut BTreeMap<(String, String), u64>, what: &str, reason: &str) {
+    match m.iter_mut().find(|((w, r), _)| w == what && r == reason) {
+        Some((_, c)) => *c += 1,
+        None => {
+            m.insert((what.to_string(), reason.to_string()), 1);
+        }
+    }
+}
+
 impl LossReport {
+    // Counted per item on hot paths: a key is copied only the first time.
     pub fn wrote(&mut self, what: &str, n: u64) {
-        *self.written.entry(what.to_string()).or_default() += n;
+        match self.written.get_mut(what) {
+            Some(c) => *c += n,
+            None => {
+                self.written.insert(what.to_string(), n);
+            }
+        }
     }
     pub fn degrade(&mut self, what: &str, reason: &str) {
-        *self
-            .degraded
-            .entry((what.to_string(), reason.to_string()))
-            .or_default() += 1;
+        bump(&mut self.degraded, what, reason);
     }
     pub fn drop_item(&mut self, what: &str, reason: &str) {
-        *self
-            .dropped
-            .entry((what.to_string(), reason.to_string()))
-            .or_default() += 1;
+        bump(&mut self.dropped, what, reason);
     }
     pub fn has_loss(&self) -> bool {
         !self.dropped.is_empty() || !self.degraded.is_empty()

@@ -67,8 +67,8 @@ impl Assembler {
 
     fn group_extras(kind: Kind, group: u64) -> Extras {
         let mut x = Extras::default();
-        x.set(X_KIND, ExtraValue::Str(kind.name().into()));
-        x.set(X_GROUP, ExtraValue::U64(group));
+        x.set_static(X_KIND, ExtraValue::Str(kind.name().into()));
+        x.set_static(X_GROUP, ExtraValue::U64(group));
         x
     }
 
@@ -136,7 +136,12 @@ impl Assembler {
         let mut removed: Vec<InstId> = Vec::new();
         let mut events: Vec<Item> = Vec::new();
         for ds in parsed {
-            *self.counts.entry(kind.name().to_string()).or_default() += 1;
+            match self.counts.get_mut(kind.name()) {
+                Some(n) => *n += 1,
+                None => {
+                    self.counts.insert(kind.name().to_string(), 1);
+                }
+            }
             for f in sanity_flags(&ds) {
                 let e = self.flags.entry(f).or_insert_with(|| {
                     (
@@ -149,11 +154,11 @@ impl Assembler {
             let ev = |type_id, fields| {
                 let mut extras = Self::group_extras(kind, group);
                 if beg_time != time {
-                    extras.set(X_BEG_TIME, ExtraValue::I64(beg_time.0));
+                    extras.set_static(X_BEG_TIME, ExtraValue::I64(beg_time.0));
                 }
                 if beg_raw != raw_clock {
                     if let Some(r) = beg_raw {
-                        extras.set(X_BEG_RAW, ExtraValue::U64(r));
+                        extras.set_static(X_BEG_RAW, ExtraValue::U64(r));
                     }
                 }
                 Item::Event(Event {
@@ -171,7 +176,7 @@ impl Assembler {
                     self.add_proc(pid, &cmdline, &mut adds);
                     events.push(ev(
                         schema::NEW_TYPE,
-                        vec![Value::I64(pid), Value::I64(ppid), text_value(&cmdline)],
+                        vec![Value::I64(pid), Value::I64(ppid), text_owned(cmdline)],
                     ));
                 }
                 Dataset::Stp { pid } => {
@@ -188,7 +193,7 @@ impl Assembler {
                     }
                     events.push(ev(
                         schema::CHK_TYPE,
-                        vec![Value::I64(pid), text_value(&cmdline)],
+                        vec![Value::I64(pid), text_owned(cmdline)],
                     ));
                 }
                 Dataset::Act { pid, values } => {
@@ -368,6 +373,14 @@ impl Assembler {
             ));
             self.close(k, out);
         }
+    }
+}
+
+/// [`text_value`] of bytes owned already (no copy).
+fn text_owned(b: Vec<u8>) -> Value {
+    match String::from_utf8(b) {
+        Ok(s) => Value::Str(s),
+        Err(e) => Value::Bytes(e.into_bytes()),
     }
 }
 

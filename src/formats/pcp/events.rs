@@ -26,12 +26,14 @@
 //! but of another (type, stream), starts a new result.
 
 use super::data::decode_typed;
+use super::dump::IntHasher;
 use super::layout::*;
 use super::meta::MetaRec;
 use super::selfdesc;
 use crate::model::*;
 use serde_json::{json, Value as J};
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 /// PMDA domain of polytrace's event-record metrics (private range; 452 is
@@ -218,7 +220,7 @@ pub struct EventResult {
 /// results of event arrays.
 pub struct EventEncoder {
     header: Header,
-    types: HashMap<EventTypeId, TypeEnc>,
+    types: HashMap<EventTypeId, TypeEnc, BuildHasherDefault<IntHasher>>,
     next_cluster: u32,
     cat_nodes: HashMap<String, String>,
     used_cat_nodes: HashSet<String>,
@@ -237,6 +239,10 @@ pub struct EventEncoder {
     stream_names: HashSet<String>,
     instances: Vec<Instance>,
     extras: HashMap<(String, XKind), MetricId>,
+    /// The parameters of the last event's extras, in order: events of one
+    /// source mostly carry the same keys, found here without a lookup.
+    last_extras: Vec<(String, XKind, Option<MetricId>)>,
+    extra_ids: Vec<Option<MetricId>>,
     extra_nodes: HashSet<String>,
     raw_clock: bool,
     started: bool,
@@ -264,7 +270,7 @@ impl EventEncoder {
     pub fn new(header: &Header) -> EventEncoder {
         EventEncoder {
             header: header.clone(),
-            types: HashMap::new(),
+            types: HashMap::default(),
             next_cluster: 0,
             cat_nodes: HashMap::new(),
             used_cat_nodes: [SHARED_NODE.to_string()].into_iter().collect(),
@@ -277,6 +283,8 @@ impl EventEncoder {
             stream_names: HashSet::new(),
             instances: Vec::new(),
             extras: HashMap::new(),
+            last_extras: Vec::new(),
+            extra_ids: Vec::new(),
             extra_nodes: HashSet::new(),
             raw_clock: false,
             started: false,
@@ -551,11 +559,20 @@ impl EventEncoder {
                 out,
             );
         }
-        let mut xparams = Vec::new();
-        for (k, v) in &e.extras.0 {
-            if let Some(id) = self.extra_param(k, XKind::of(v), out) {
-                xparams.push((id, v));
-            }
+        let mut ids = std::mem::take(&mut self.extra_ids);
+        ids.clear();
+        for (n, (k, v)) in e.extras.0.iter().enumerate() {
+            let kind = XKind::of(v);
+            let id = match self.last_extras.get(n) {
+                Some((lk, lkind, id)) if lk == k && *lkind == kind => *id,
+                _ => {
+                    let id = self.extra_param(k, kind, out);
+                    self.last_extras.truncate(n);
+                    self.last_extras.push((k.to_string(), kind, id));
+                    id
+                }
+            };
+            ids.push(id);
         }
         // Encode the record.
         let mut rec = std::mem::take(&mut self.scratch);
@@ -600,10 +617,13 @@ impl EventEncoder {
             put_param(&mut rec, RAW_CLOCK_PMID, 3, &r.to_be_bytes(), false);
             np += 1;
         }
-        for (id, v) in xparams {
-            put_extra(&mut rec, id, v);
-            np += 1;
+        for (id, v) in ids.iter().zip(e.extras.0.values()) {
+            if let Some(id) = id {
+                put_extra(&mut rec, *id, v);
+                np += 1;
+            }
         }
+        self.extra_ids = ids;
         rec[np_at..np_at + 4].copy_from_slice(&np.to_be_bytes());
         if rec.len() + 8 > MAX_VLEN {
             self.loss
@@ -630,7 +650,13 @@ impl EventEncoder {
                 *n += 1;
                 buf.extend_from_slice(&rec);
             }
-            None => set.push((inst, 1, rec.clone())),
+            None => {
+                // Room for the record count, filled in by `take`.
+                let mut v = Vec::with_capacity(4 + rec.len() * 8);
+                v.extend_from_slice(&[0u8; 4]);
+                v.extend_from_slice(&rec);
+                set.push((inst, 1, v));
+            }
         }
         self.scratch = rec;
         self.loss.wrote("events", 1);
@@ -671,10 +697,8 @@ impl EventEncoder {
                         p,
                         insts
                             .into_iter()
-                            .map(|(i, n, recs)| {
-                                let mut v = Vec::with_capacity(recs.len() + 4);
-                                v.extend_from_slice(&n.to_be_bytes());
-                                v.extend_from_slice(&recs);
+                            .map(|(i, n, mut v)| {
+                                v[..4].copy_from_slice(&n.to_be_bytes());
                                 (i, v)
                             })
                             .collect(),

@@ -17,16 +17,22 @@
 //!   latest record before it in time, not in the file) nor before the last
 //!   result written (that result was written without the change).
 
+use super::dump::IntHasher;
 use super::layout::{put_stamp, Stamp, Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYPE_INDOM_V2};
 use crate::model::{IndomKind, IndomUpdate};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
+use std::rc::Rc;
 
-type Orig = HashMap<i32, Option<Box<str>>>;
+/// Names are shared between the membership and the states kept for the
+/// next records: one allocation per instance added, none per record.
+type Name = Rc<str>;
+type Orig = HashMap<i32, Option<Name>, BuildHasherDefault<IntHasher>>;
 
 #[derive(Default)]
 struct Dom {
     /// Current membership.
-    cur: BTreeMap<i32, Box<str>>,
+    cur: BTreeMap<i32, Name>,
     /// The state in the last record written of every instance touched
     /// since (None: not a member).
     orig_base: Orig,
@@ -45,7 +51,7 @@ struct Dom {
 }
 
 impl Dom {
-    fn touch(&mut self, id: i32, prev: Option<Box<str>>) {
+    fn touch(&mut self, id: i32, prev: Option<Name>) {
         if self.staged.is_some() && !self.orig_stage.contains_key(&id) {
             self.orig_stage.insert(id, prev.clone());
         }

@@ -5,8 +5,8 @@
 use super::data::MISSED_PMID;
 use super::events::{EventEncoder, EventResult};
 use super::indoms::Tracker;
-use super::reader::{PcpReader, RecordSink};
 use super::layout::*;
+use super::reader::{PcpReader, RecordSink};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::options::WriteOptions;
@@ -96,6 +96,11 @@ pub struct PcpWriter {
     events: EventEncoder,
     /// A verbatim copy (`copy_verbatim`): the source's label start.
     copied_start: Option<Stamp>,
+    /// Scratch of `write_result`: value blocks, their pointer words, and
+    /// a metric's encoded values.
+    blocks: Vec<u8>,
+    pending_ptrs: Vec<(usize, usize)>,
+    enc: Vec<(i32, Enc)>,
 }
 
 /// What a result record holds.
@@ -177,6 +182,9 @@ impl PcpWriter {
             scratch: Vec::new(),
             events: EventEncoder::new(header),
             copied_start: None,
+            blocks: Vec::new(),
+            pending_ptrs: Vec::new(),
+            enc: Vec::new(),
         })
     }
 
@@ -543,8 +551,13 @@ impl PcpWriter {
         b.clear();
         b.extend_from_slice(&[0u8; 4]);
         put_stamp(self.v, &mut b, t);
-        let mut blocks: Vec<u8> = Vec::new();
-        let mut pending: Vec<(usize, usize)> = Vec::new(); // (pos of offset word, block offset in `blocks`)
+        // Scratch lists kept from result to result.
+        let mut blocks = std::mem::take(&mut self.blocks);
+        blocks.clear();
+        // (pos of offset word, block offset in `blocks`)
+        let mut pending = std::mem::take(&mut self.pending_ptrs);
+        pending.clear();
+        let mut enc = std::mem::take(&mut self.enc);
         match body {
             Body::Mark => b.extend_from_slice(&0u32.to_be_bytes()),
             Body::Events(r) => {
@@ -606,16 +619,16 @@ impl PcpWriter {
                             .or_else(|| descs.get(&p).map(|d| d.0))
                     };
                     let mut dropped = 0u64;
-                    let enc: Vec<(i32, Enc)> = vals
-                        .iter()
-                        .filter_map(|(i, v)| match encode_value(dtype, v, &ptype) {
+                    enc.clear();
+                    enc.extend(vals.iter().filter_map(|(i, v)| {
+                        match encode_value(dtype, v, &ptype) {
                             Some(e) => Some((*i, e)),
                             None => {
                                 dropped += 1;
                                 None
                             }
-                        })
-                        .collect();
+                        }
+                    }));
                     for _ in 0..dropped {
                         self.loss
                             .drop_item("values", "value does not fit the metric's PCP type");
@@ -626,12 +639,20 @@ impl PcpWriter {
                     }
                     let insitu = enc.iter().all(|(_, e)| matches!(e, Enc::Insitu(_)));
                     b.extend_from_slice(&(if insitu { 0u32 } else { 1u32 }).to_be_bytes());
-                    for (inst, e) in enc {
+                    for (inst, e) in enc.drain(..) {
                         b.extend_from_slice(&inst.to_be_bytes());
                         match e {
                             Enc::Insitu(w) if insitu => b.extend_from_slice(&w.to_be_bytes()),
                             e => {
-                                let (mut vt, payload) = e.into_block();
+                                let w;
+                                let (mut vt, payload): (u8, &[u8]) = match &e {
+                                    Enc::Insitu(x) => {
+                                        w = x.to_be_bytes();
+                                        (0, &w)
+                                    }
+                                    Enc::Small(t, a, n) => (*t, &a[..*n as usize]),
+                                    Enc::Block(t, p) => (*t, p),
+                                };
                                 if vt0.contains(&mv.metric) {
                                     vt = 0;
                                 }
@@ -642,7 +663,7 @@ impl PcpWriter {
                                     &(((vt as u32) << 24) | (vlen as u32 & 0xff_ffff))
                                         .to_be_bytes(),
                                 );
-                                blocks.extend_from_slice(&payload);
+                                blocks.extend_from_slice(payload);
                                 while !blocks.len().is_multiple_of(4) {
                                     blocks.push(b'~');
                                 }
@@ -653,12 +674,15 @@ impl PcpWriter {
             }
         }
         let blocks_at = b.len();
-        for (wpos, boff) in pending {
+        for (wpos, boff) in pending.drain(..) {
             // DPTR offset in words from a virtual 12-byte header before len.
             let w = ((blocks_at + boff + 8) / 4) as u32;
             b[wpos..wpos + 4].copy_from_slice(&w.to_be_bytes());
         }
         b.extend_from_slice(&blocks);
+        self.blocks = blocks;
+        self.pending_ptrs = pending;
+        self.enc = enc;
         frame(&mut b);
         let rec_len = b.len() as u64;
         self.volume(rec_len)?;
@@ -711,16 +735,16 @@ fn locate_label(json: &str, name: &str, cursor: &mut usize) -> (usize, usize) {
 
 enum Enc {
     Insitu(u32),
+    /// A value block of up to 8 bytes (64-bit integers, floats), held
+    /// without an allocation of its own.
+    Small(u8, [u8; 8], u8),
     Block(u8, Vec<u8>),
 }
 
-impl Enc {
-    fn into_block(self) -> (u8, Vec<u8>) {
-        match self {
-            Enc::Insitu(w) => (0, w.to_be_bytes().to_vec()),
-            Enc::Block(t, p) => (t, p),
-        }
-    }
+fn small<const N: usize>(t: u8, b: [u8; N]) -> Enc {
+    let mut a = [0u8; 8];
+    a[..N].copy_from_slice(&b);
+    Enc::Small(t, a, N as u8)
 }
 
 fn int_of(v: &Value) -> Option<i128> {
@@ -748,10 +772,10 @@ fn encode_value(dtype: Option<i32>, v: &Value, ptype: &dyn Fn(u32) -> Option<i32
     Some(match t {
         0 => Enc::Insitu(i32::try_from(int_of(v)?).ok()? as u32),
         1 => Enc::Insitu(u32::try_from(int_of(v)?).ok()?),
-        2 => Enc::Block(2, (i64::try_from(int_of(v)?).ok()?).to_be_bytes().to_vec()),
-        3 => Enc::Block(3, (u64::try_from(int_of(v)?).ok()?).to_be_bytes().to_vec()),
-        4 => Enc::Block(4, (v.as_f64()? as f32).to_be_bytes().to_vec()),
-        5 => Enc::Block(5, v.as_f64()?.to_be_bytes().to_vec()),
+        2 => small(2, (i64::try_from(int_of(v)?).ok()?).to_be_bytes()),
+        3 => small(3, (u64::try_from(int_of(v)?).ok()?).to_be_bytes()),
+        4 => small(4, (v.as_f64()? as f32).to_be_bytes()),
+        5 => small(5, v.as_f64()?.to_be_bytes()),
         6 => {
             let mut b = match v {
                 Value::Str(s) => s.as_bytes().to_vec(),
