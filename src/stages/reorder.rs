@@ -45,6 +45,10 @@ impl Ord for Waiting {
 
 pub struct Reorder {
     inner: Box<dyn TraceReader>,
+    /// Items that came in order wait here (sorted by arrival), the others
+    /// in the heap: most sources are mostly in order, and a deque moves
+    /// each item once where a heap moves it at every level.
+    run: VecDeque<Waiting>,
     heap: BinaryHeap<Reverse<Waiting>>,
     out: VecDeque<Item>,
     newest: Option<Timestamp>,
@@ -61,6 +65,7 @@ impl Reorder {
     pub fn with_limits(inner: Box<dyn TraceReader>, window: i64, cap: usize) -> Reorder {
         Reorder {
             inner,
+            run: VecDeque::new(),
             heap: BinaryHeap::new(),
             out: VecDeque::new(),
             newest: None,
@@ -73,15 +78,33 @@ impl Reorder {
 
     /// Move every waiting item that can no longer be overtaken.
     fn release(&mut self) {
-        while let Some(Reverse(w)) = self.heap.peek() {
+        loop {
+            let from_run = match (self.run.front(), self.heap.peek()) {
+                (Some(r), Some(Reverse(h))) => r < h,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let w = if from_run {
+                self.run.front()
+            } else {
+                self.heap.peek().map(|r| &r.0)
+            };
+            let Some(w) = w else { break };
             let settled = self
                 .newest
                 .is_some_and(|n| n.0.saturating_sub(w.time.0) >= self.window);
-            if !(settled || self.heap.len() > self.cap || self.done) {
+            if !(settled || self.run.len() + self.heap.len() > self.cap || self.done) {
                 break;
             }
-            let Reverse(w) = self.heap.pop().expect("peeked");
-            self.out.push_back(w.item);
+            let w = if from_run {
+                self.run.pop_front()
+            } else {
+                self.heap.pop().map(|r| r.0)
+            };
+            if let Some(w) = w {
+                self.out.push_back(w.item);
+            }
         }
     }
 }
@@ -109,11 +132,16 @@ impl TraceReader for Reorder {
                     Some(t) => {
                         self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
                         self.seq += 1;
-                        self.heap.push(Reverse(Waiting {
+                        let w = Waiting {
                             time: t,
                             seq: self.seq,
                             item,
-                        }));
+                        };
+                        if self.run.back().is_none_or(|b| b.time <= t) {
+                            self.run.push_back(w);
+                        } else {
+                            self.heap.push(Reverse(w));
+                        }
                         self.release();
                     }
                 },
