@@ -514,7 +514,15 @@ impl PcpWriter {
             // Instance domains of new streams: at the latest with the result.
             let mut it = it.clone();
             match &mut it {
-                Item::Indom(u) => u.time.0 = u.time.0.min(t),
+                Item::Indom(u) => {
+                    // The streams domain is the encoder's own, whatever the
+                    // source: its records are the tracker's (deltas), so a
+                    // PCP -> PCP rewrite writes them as the first writing did.
+                    u.time.0 = u.time.0.min(t);
+                    self.flush_labels()?;
+                    self.tracker.update(u);
+                    continue;
+                }
                 Item::Labels(l) => {
                     if let Some(lt) = &mut l.time {
                         lt.0 = lt.0.min(t);
