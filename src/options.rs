@@ -43,6 +43,9 @@ pub struct WriteOptions {
     pub kpi_style: Option<String>,
     /// LTT: block size of the tracefiles (default: the source's, else 100000).
     pub ltt_block_size: Option<u64>,
+    /// LTT: no `polytrace` self-description (a plain trace of the era; a
+    /// non-LTT source then does not come back exactly).
+    pub ltt_plain: bool,
 }
 
 /// Options for listings.

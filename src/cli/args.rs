@@ -136,6 +136,10 @@ pub struct OutputArgs {
     /// LTT: block size of the tracefiles (default: the source's, else 100000).
     #[arg(long, value_name = "BYTES")]
     pub ltt_block_size: Option<u64>,
+    /// LTT: write a plain trace, without the polytrace self-description that
+    /// lets a non-LTT source come back exactly.
+    #[arg(long)]
+    pub ltt_plain: bool,
 }
 
 impl OutputArgs {
@@ -155,6 +159,7 @@ impl OutputArgs {
             dlt_payload_max: self.dlt_payload_max,
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
+            ltt_plain: self.ltt_plain,
         }
     }
 }

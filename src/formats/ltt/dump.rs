@@ -10,6 +10,8 @@ use std::io::Write;
 pub fn dump(t: &Trace, no_framing: bool, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
     let mut diags = t.diags.clone();
     let mut merge = Merge::new(t, &mut diags);
+    // The polytrace self-description is bookkeeping too (docs/ltt.md).
+    let carrier = super::selfdesc::ids(t).unwrap_or(0..0);
     // Names as bytes once, not per event.
     let names: Vec<Vec<u8>> = t
         .events
@@ -30,7 +32,8 @@ pub fn dump(t: &Trace, no_framing: bool, out: &mut dyn Write) -> Result<Vec<Diag
         // regenerates, so it goes with the framing.
         if no_framing
             && (matches!(ev.id, ID_BLOCK_START | ID_BLOCK_END | ID_HEARTBEAT)
-                || (ev.id == ID_FACILITY_LOAD && fi == 0 && t.files[0].rel == "control/facilities"))
+                || (ev.id == ID_FACILITY_LOAD && fi == 0 && t.files[0].rel == "control/facilities")
+                || carrier.contains(&ev.id))
         {
             continue;
         }

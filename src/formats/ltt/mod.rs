@@ -7,6 +7,7 @@ pub mod eventdefs;
 pub mod layout;
 pub mod paths;
 pub mod reader;
+pub mod selfdesc;
 pub mod system;
 pub mod writer;
 pub mod xml;
@@ -117,7 +118,8 @@ impl Format for LttFormat {
             }
         };
         let cfg = writer::Config::from_options(header, opts);
-        Ok(Box::new(writer::LttWriter::create(&path, header, cfg)?))
+        let w = writer::LttWriter::create(&path, header, cfg)?;
+        Ok(Box::new(if opts.ltt_plain { w } else { w.describing()? }))
     }
     fn dump(
         &self,
@@ -131,31 +133,71 @@ impl Format for LttFormat {
     }
 }
 
-/// The model stream of a trace: header, event types, then events merged by time.
+/// The model stream of a trace: header, event types, then events merged by
+/// time. A trace polytrace wrote from another format gives back that
+/// format's stream instead (`selfdesc`).
 pub struct LttReader {
     opened: Opened,
     header: Header,
     pending: VecDeque<Item>,
     merge: Option<Merge>,
     diags: Vec<Diagnostic>,
+    restore: Option<selfdesc::Restore>,
 }
 
 impl LttReader {
     pub fn new(opened: Opened) -> LttReader {
         let t = &opened.trace;
-        let header = t.header();
-        let pending = t
-            .event_types()
-            .into_iter()
-            .map(|e| Item::EventType(std::sync::Arc::new(e)))
-            .collect();
-        let diags = t.diags.clone();
+        let mut diags = t.diags.clone();
+        let restore = selfdesc::Restore::open(t, &mut diags);
+        let (header, pending) = match &restore {
+            Some(r) => (r.header.clone(), VecDeque::new()),
+            None => (
+                t.header(),
+                t.event_types()
+                    .into_iter()
+                    .map(|e| Item::EventType(std::sync::Arc::new(e)))
+                    .collect(),
+            ),
+        };
         LttReader {
             opened,
             header,
             pending,
             merge: None,
             diags,
+            restore,
+        }
+    }
+
+    /// The stream polytrace wrote into the trace, item by item.
+    fn next_restored(&mut self) -> Result<Option<Item>> {
+        let t = &self.opened.trace;
+        let Some(r) = &mut self.restore else {
+            return Ok(None);
+        };
+        let merge = match &mut self.merge {
+            Some(m) => m,
+            None => self.merge.insert(Merge::new(t, &mut self.diags)),
+        };
+        loop {
+            if let Some(it) = r.out.pop_front() {
+                return Ok(Some(it));
+            }
+            let Some((ci, ev)) = merge.next(t, &mut self.diags) else {
+                r.finish(t, &mut self.diags);
+                return Ok(r.out.pop_front());
+            };
+            let cur = &merge.cursors[ci];
+            r.event(
+                t,
+                cur.file_idx,
+                ev.id,
+                ev.time,
+                ev.counter,
+                &cur.buf[ev.start..ev.end],
+                &mut self.diags,
+            );
         }
     }
 }
@@ -167,6 +209,9 @@ impl TraceReader for LttReader {
     fn next_item(&mut self) -> Result<Option<Item>> {
         if let Some(it) = self.pending.pop_front() {
             return Ok(Some(it));
+        }
+        if self.restore.is_some() {
+            return self.next_restored();
         }
         let t = &self.opened.trace;
         let merge = match &mut self.merge {

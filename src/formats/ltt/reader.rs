@@ -642,7 +642,7 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    fn new(t: &Trace, idx: usize) -> Cursor {
+    pub fn new(t: &Trace, idx: usize) -> Cursor {
         let f = &t.files[idx];
         let nblocks = f.len / t.sys.block_size;
         Cursor {
