@@ -140,7 +140,18 @@ fn info(a: InfoArgs) -> Result<u8> {
     let info = crate::info::info(r.as_mut())?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "file:      {}", input.name())?;
-    writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+    if h.source == fmt.id() {
+        writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+    } else {
+        // A polytrace-written LTT trace gives back the stream it carries.
+        writeln!(
+            out,
+            "format:    {} (carrying a {} stream, version {})",
+            fmt.id(),
+            h.source,
+            h.version
+        )?;
+    }
     writeln!(out, "time base: {}", h.time_base.describe())?;
     if let Some(host) = &h.host {
         writeln!(out, "host:      {host}")?;

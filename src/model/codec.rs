@@ -55,7 +55,9 @@ fn as_arr<'a>(j: &'a J, what: &str) -> R<&'a Vec<J>> {
 }
 
 fn opt_str(j: &J, k: &str) -> R<Option<String>> {
-    get(j, k).map(|v| as_str(v, k).map(str::to_string)).transpose()
+    get(j, k)
+        .map(|v| as_str(v, k).map(str::to_string))
+        .transpose()
 }
 
 fn hex(b: &[u8]) -> String {
@@ -645,7 +647,9 @@ pub fn help_from_json(j: &J) -> R<Help> {
     };
     Ok(Help {
         target,
-        oneline: need(j, "oneline")?.as_bool().ok_or("oneline: want a bool")?,
+        oneline: need(j, "oneline")?
+            .as_bool()
+            .ok_or("oneline: want a bool")?,
         text: as_str(need(j, "text")?, "text")?.to_string(),
     })
 }
@@ -795,7 +799,10 @@ pub fn header_from_json(j: &J) -> R<Header> {
     h.system = as_arr(need(j, "system")?, "system")?
         .iter()
         .map(|p| match as_arr(p, "system")?.as_slice() {
-            [k, v] => Ok((as_str(k, "key")?.to_string(), as_str(v, "value")?.to_string())),
+            [k, v] => Ok((
+                as_str(k, "key")?.to_string(),
+                as_str(v, "value")?.to_string(),
+            )),
             _ => Err("system: want [key, value]".to_string()),
         })
         .collect::<R<_>>()?;

@@ -27,8 +27,8 @@ use super::reader::{Cursor, Trace};
 use crate::error::{Diagnostic, Position};
 use crate::model::codec;
 use crate::model::{
-    Event, EventType, Extras, FieldType, Header, IndomUpdate, Instance, Item, MetricValues,
-    Sample, Timestamp, Value, ValueType,
+    Event, EventType, Extras, FieldType, Header, IndomUpdate, Instance, Item, MetricValues, Sample,
+    Timestamp, Value, ValueType,
 };
 use serde_json::Value as J;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -313,7 +313,10 @@ impl Restore {
         };
         let v = j.get("polytrace").and_then(J::as_u64).unwrap_or(0);
         if v != VERSION {
-            warn(diags, format!("polytrace self-description version {v} unknown"));
+            warn(
+                diags,
+                format!("polytrace self-description version {v} unknown"),
+            );
             return None;
         }
         let header = match j
@@ -389,7 +392,9 @@ impl Restore {
             if t.info(id).is_some_and(|i| !i.builtin) && self.warned.insert(id) {
                 diags.push(Diagnostic::warning(
                     pos(),
-                    format!("LTT event id {id} has no polytrace definition; its events are left out"),
+                    format!(
+                        "LTT event id {id} has no polytrace definition; its events are left out"
+                    ),
                 ));
             }
             return;
@@ -507,7 +512,9 @@ impl Restore {
                             .as_i64()
                             .and_then(|c| i32::try_from(c).ok())
                             .ok_or("sample entry: bad error code")?),
-                        (Some(n), None) => Ok(n.as_u64().ok_or("sample entry: bad count")? as usize),
+                        (Some(n), None) => {
+                            Ok(n.as_u64().ok_or("sample entry: bad count")? as usize)
+                        }
                         _ => return Err("sample entry: want [metric, count]".into()),
                     };
                     todo.push_back((m, what));

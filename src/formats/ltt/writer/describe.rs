@@ -392,21 +392,23 @@ impl LttWriter {
         for mv in &s.metrics {
             let key = Key::Metric(mv.metric);
             let (id, ty) = match self.map.get(&key) {
-                Some(Target::Event { id, ty: Some(ty), .. }) => (*id, ty.clone()),
+                Some(Target::Event {
+                    id, ty: Some(ty), ..
+                }) => (*id, ty.clone()),
                 _ => {
-                    self.loss
-                        .drop_item("sample values", "metric never defined");
+                    self.loss.drop_item("sample values", "metric never defined");
                     continue;
                 }
             };
             let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
-                self.loss
-                    .drop_item("sample values", "metric never defined");
+                self.loss.drop_item("sample values", "metric never defined");
                 continue;
             };
             self.ensure_def(&fkey, c0, key)?;
             match &mv.values {
-                Err(code) => entries.push(J::Array(vec![J::from(mv.metric), J::Null, J::from(*code)])),
+                Err(code) => {
+                    entries.push(J::Array(vec![J::from(mv.metric), J::Null, J::from(*code)]))
+                }
                 Ok(vals) => {
                     entries.push(J::Array(vec![J::from(mv.metric), J::from(vals.len())]));
                     let ft = selfdesc::metric_field(vt);
@@ -537,15 +539,19 @@ impl LttWriter {
             // A name with a NUL would end early in an LTT string, one
             // longer than a block does not fit: all names go here then.
             let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
-            if u
-                .instances
+            if u.instances
                 .iter()
                 .any(|i| i.name.contains('\0') || i.name.len() > max)
             {
                 set(
                     m,
                     "names",
-                    J::Array(u.instances.iter().map(|i| J::from(i.name.as_str())).collect()),
+                    J::Array(
+                        u.instances
+                            .iter()
+                            .map(|i| J::from(i.name.as_str()))
+                            .collect(),
+                    ),
                 );
             }
         }
@@ -568,7 +574,11 @@ impl LttWriter {
             self.write_event(key, c as i64, None, Some(0), &f)?;
         }
         for r in &u.removed {
-            let f = [Value::I64(*r as i64), Value::U64(0), Value::Str(String::new())];
+            let f = [
+                Value::I64(*r as i64),
+                Value::U64(0),
+                Value::Str(String::new()),
+            ];
             self.write_event(key, c as i64, None, Some(0), &f)?;
         }
         self.loss.wrote("instance domain updates", 1);
@@ -582,7 +592,10 @@ impl LttWriter {
             return Ok(());
         }
         let cpu0 = FileKey::Cpu(0);
-        let last = self.files.get(&cpu0).map_or(self.min_time.unwrap_or(0), |f| f.cur);
+        let last = self
+            .files
+            .get(&cpu0)
+            .map_or(self.min_time.unwrap_or(0), |f| f.cur);
         self.flush_queue(&cpu0, last)?;
         let defaults = self
             .sd
@@ -625,9 +638,11 @@ fn placeholder(t: &FieldType) -> Value {
         FieldType::Bytes => Value::Bytes(Vec::new()),
         FieldType::Enum { .. } => Value::Enum(0),
         // Bounded: an absurd array length fails to encode anyway.
-        FieldType::Array { len, elem } => {
-            Value::List((0..(*len).min(1 << 16)).map(|_| placeholder(elem)).collect())
-        }
+        FieldType::Array { len, elem } => Value::List(
+            (0..(*len).min(1 << 16))
+                .map(|_| placeholder(elem))
+                .collect(),
+        ),
         FieldType::Sequence { .. } => Value::List(Vec::new()),
         FieldType::Struct(fs) => Value::Struct(fs.iter().map(|f| placeholder(&f.ty)).collect()),
         FieldType::Union(fs) => Value::Union(vec![
