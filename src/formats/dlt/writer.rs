@@ -89,7 +89,10 @@ impl<W: Write> DltWriter<W> {
             // recorder (source Kpi) says when its raw clock is a TSC instead.
             tmsp_from_raw: header.source == FormatId::Dlt
                 || (header.source == FormatId::Kpi
-                    && header.extras.get(crate::model::keys::RAW_CLOCK).is_none()),
+                    && header
+                        .extras
+                        .str(crate::model::keys::RAW_CLOCK)
+                        .is_none_or(|c| c == crate::model::keys::CLOCK_DLT)),
             first_time: None,
             notes: Vec::new(),
             payload: Vec::with_capacity(DEFAULT_PAYLOAD_MAX),

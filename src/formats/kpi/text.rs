@@ -247,6 +247,11 @@ impl KpiTextReader {
         };
         if style == Style::Convert {
             header.timezone = Some("UTC".into());
+            // dlt-convert -a lines carry the message's tmsp as raw clock.
+            header.extras.set(
+                crate::model::keys::RAW_CLOCK,
+                ExtraValue::Str(crate::model::keys::CLOCK_DLT.into()),
+            );
         }
         Ok(KpiTextReader {
             header,
@@ -495,7 +500,10 @@ impl<W: Write> KpiTextWriter<W> {
             // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
             // clock; the recorder (source kpi too) carries a TSC.
             tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt)
-                && header.extras.get(crate::model::keys::RAW_CLOCK).is_none(),
+                && header
+                    .extras
+                    .str(crate::model::keys::RAW_CLOCK)
+                    .is_none_or(|c| c == crate::model::keys::CLOCK_DLT),
             first_time: None,
         }
     }

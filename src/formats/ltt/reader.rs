@@ -521,6 +521,11 @@ impl Trace {
         h.host = self.sys.get("node_name").map(str::to_string);
         h.system = self.sys.attrs.clone();
         let mut x = Extras::default();
+        // Events keep the reconstructed cycle counter as raw clock.
+        x.set(
+            crate::model::keys::RAW_CLOCK,
+            ExtraValue::Str(crate::model::keys::CLOCK_LTT.into()),
+        );
         x.set(keys::BLOCK_SIZE, ExtraValue::U64(self.sys.block_size));
         x.set(keys::ARCH, ExtraValue::Str(self.sys.arch.name().into()));
         x.set(

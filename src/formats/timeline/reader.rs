@@ -41,8 +41,33 @@ pub struct TimelineReader {
 }
 
 /// Cycles to model time: `anchor + tsc / hz` (nanoseconds), or the raw
-/// cycle count as nanoseconds when no frequency is given.
-pub fn tsc_to_time(tsc: f64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timestamp {
+/// cycle count as nanoseconds when no frequency is given. Integer
+/// arithmetic, so a 64-bit count keeps every bit (an f64 would not past
+/// 2^53); a fractional rate falls back to doubles.
+pub fn tsc_to_time(tsc: u64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timestamp {
+    let ns: i128 = match hz {
+        Some(hz) if hz > 0.0 && hz.fract() == 0.0 && hz < u64::MAX as f64 => {
+            tsc as i128 * 1_000_000_000 / hz as i128
+        }
+        Some(hz) if hz > 0.0 && hz.is_finite() => {
+            let f = tsc as f64 * 1e9 / hz;
+            if f.is_finite() {
+                f as i128
+            } else {
+                0
+            }
+        }
+        _ => tsc as i128,
+    };
+    let t = ns + anchor.map_or(0, |a| a.0) as i128;
+    Timestamp(t.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+}
+
+/// The same for an M3 tsc, stored as a double.
+fn tsc_f_to_time(tsc: f64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timestamp {
+    if (0.0..18446744073709551616.0).contains(&tsc) && tsc.fract() == 0.0 {
+        return tsc_to_time(tsc as u64, hz, anchor);
+    }
     let ns = match hz {
         Some(hz) if hz > 0.0 => tsc * 1e9 / hz,
         _ => tsc,
@@ -77,6 +102,8 @@ impl TimelineReader {
                 .into(),
         ));
         let x = &mut header.extras;
+        // Every entry's raw clock is its TSC (M3: the double as a count).
+        x.set(crate::model::keys::RAW_CLOCK, ExtraValue::Str("tsc".into()));
         x.set(keys::LAYOUT, ExtraValue::Str(layout.name().into()));
         x.set(keys::ENTRIES, ExtraValue::U64(n as u64));
         x.set(keys::STRINGS_BYTES, ExtraValue::U64((se - ss) as u64));
@@ -247,7 +274,7 @@ impl TimelineReader {
             );
         }
         let ev = Event {
-            time: tsc_to_time(tsc as f64, self.hz, self.anchor),
+            time: tsc_to_time(tsc, self.hz, self.anchor),
             raw_clock: Some(tsc),
             type_id,
             cpu: Some(aux & 0xfff),
@@ -384,7 +411,7 @@ impl TimelineReader {
             );
         }
         let ev = Event {
-            time: tsc_to_time(tsc_f, self.hz, self.anchor),
+            time: tsc_f_to_time(tsc_f, self.hz, self.anchor),
             raw_clock,
             type_id,
             cpu: Some((cn & 0xff) as u32),

@@ -65,6 +65,10 @@ pub struct TimelineWriter {
     sample_types: HashMap<(MetricId, InstId), TypeMap>,
     written: u64,
     loss: LossReport,
+    /// The source's raw clock counts cycles (`model::keys::RAW_CLOCK`): it
+    /// goes into the tsc field. Any other (DLT 0.1 ms ticks, unknown) does
+    /// not; the tsc is then the time in nanoseconds.
+    raw_is_cycles: bool,
 }
 
 fn sanitize_word(s: &str) -> String {
@@ -172,6 +176,9 @@ impl TimelineWriter {
             sample_types: HashMap::new(),
             written: 0,
             loss: LossReport::default(),
+            raw_is_cycles: hx
+                .str(crate::model::keys::RAW_CLOCK)
+                .is_some_and(crate::model::keys::is_cycle_counter),
         };
         if preserve {
             if let Some(t) = hx.bytes(keys::STRINGS) {
@@ -500,6 +507,7 @@ impl TimelineWriter {
             _ => None,
         };
         let max = self.layout.max_args();
+        let raw_clock = raw_clock.filter(|_| self.raw_is_cycles);
         let mut e = [0u8; ENTRY_SIZE];
         match self.layout {
             Layout::A2 => {
