@@ -7,7 +7,7 @@ mod common;
 use polytrace::formats::{self, ltt};
 use polytrace::input::Input;
 use polytrace::model::codec::item_to_json;
-use polytrace::model::{FormatId, Item, TimeBase, TraceReader, TraceWriter};
+use polytrace::model::{FormatId, Item, TimeBase};
 use polytrace::options::{ReadOptions, WriteOptions};
 use polytrace::output::OutTarget;
 use std::path::{Path, PathBuf};
@@ -544,4 +544,180 @@ fn no_framing_in_any_converted_output() {
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
+// ------------------------------------------------------------ PCP → timeline → PCP
+
+/// `dump --style values` lines: (time, pmid, inst, type, value).
+fn values(p: &Path) -> Vec<(String, String, String, u32, String)> {
+    let out = stdout_of(
+        Command::new(common::bin())
+            .args(["dump", "--style", "values"])
+            .arg(p),
+    );
+    String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(5, ' ');
+            let (t, m, i, ty, v) = (it.next()?, it.next()?, it.next()?, it.next()?, it.next()?);
+            Some((t.into(), m.into(), i.into(), ty.parse().ok()?, v.into()))
+        })
+        .collect()
+}
+
+/// Loss lines of a convert run: (degraded|dropped, reason) → count.
+fn loss_counts(stderr: &str) -> std::collections::BTreeMap<(String, String), u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in stderr.lines() {
+        for kind in ["degraded", "dropped"] {
+            if let Some(rest) = l.strip_prefix(&format!("polytrace: {kind}: ")) {
+                let (n, what) = rest.split_once(' ').unwrap();
+                let reason = what.split_once(": ").map_or("", |x| x.1);
+                *m.entry((kind.to_string(), reason.to_string())).or_default() +=
+                    n.parse::<u64>().unwrap();
+            }
+        }
+    }
+    m
+}
+
+/// Every numeric value the timeline's arg can hold exactly (A2: u64, so
+/// integers and integral floats; M3: doubles, so floats and integers up to
+/// 2^53) comes back exactly, under its metric, instance and sample; the
+/// loss report counts exactly the others.
+#[test]
+fn pcp_to_timeline_to_pcp_keeps_what_the_args_hold() {
+    for v in ["live_v2", "live_v3"] {
+        for layout in ["A2", "M3"] {
+            let src = corpus(&format!("pcp/{v}"));
+            let d = tempfile::tempdir().unwrap();
+            let tl = d.path().join("x.dat");
+            let back = d.path().join("back");
+            let o = Command::new(common::bin())
+                .args([
+                    "convert",
+                    "--to",
+                    "timeline",
+                    "--timeline-version",
+                    layout,
+                    "-o",
+                ])
+                .arg(&tl)
+                .arg(&src)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0));
+            let loss = loss_counts(&String::from_utf8_lossy(&o.stderr));
+            convert(&tl, "pcp", &back, &[]);
+            let a = values(&src);
+            let b = values(&back);
+            // Samples pair up in order (M3 rounds a 64-bit tsc: times may
+            // move by less than a microsecond, and say so).
+            let idx = |v: &[(String, String, String, u32, String)]| {
+                let mut times: Vec<&str> = v.iter().map(|x| x.0.as_str()).collect();
+                times.dedup();
+                v.iter()
+                    .map(|x| times.iter().position(|t| *t == x.0).unwrap())
+                    .collect::<Vec<_>>()
+            };
+            let (ia, ib) = (idx(&a), idx(&b));
+            let got: std::collections::BTreeMap<(usize, &str, &str), (&u32, &str)> = b
+                .iter()
+                .zip(&ib)
+                .map(|(x, i)| ((*i, x.1.as_str(), x.2.as_str()), (&x.3, x.4.as_str())))
+                .collect();
+            assert_eq!(got.len(), b.len(), "{v} {layout}: duplicate values");
+            let (mut inexact, mut not_numeric) = (0u64, 0u64);
+            for (x, i) in a.iter().zip(&ia) {
+                let exact = match x.3 {
+                    0..=3 => {
+                        let n: i128 = x.4.parse().unwrap();
+                        layout == "A2" || n.abs() <= 1 << 53
+                    }
+                    4 | 5 => {
+                        let f: f64 = x.4.parse().unwrap();
+                        layout == "M3"
+                            || (f.fract() == 0.0
+                                && f.abs() < 9.2e18
+                                && !(f == 0.0 && f.is_sign_negative()))
+                    }
+                    _ => {
+                        not_numeric += 1;
+                        continue;
+                    }
+                };
+                let key = (*i, x.1.as_str(), x.2.as_str());
+                let back = got.get(&key);
+                if exact {
+                    assert_eq!(back, Some(&(&x.3, x.4.as_str())), "{v} {layout}: {x:?}");
+                } else {
+                    inexact += 1;
+                    assert!(
+                        back.is_some_and(|b| *b.0 == x.3),
+                        "{v} {layout}: {x:?} missing"
+                    );
+                }
+            }
+            let count = |k: &str, r: &str| {
+                loss.get(&(k.to_string(), r.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+            };
+            let reported = count("degraded", "fraction truncated to an integer")
+                + count("degraded", "beyond the 64-bit integer range: saturated")
+                + count("degraded", "integer beyond 2^53 rounded to a double (M3)");
+            assert_eq!(inexact, reported, "{v} {layout}: {loss:?}");
+            assert!(
+                layout == "M3" || inexact > 0,
+                "{v}: the corpus has fractions"
+            );
+            assert_eq!(not_numeric, count("dropped", "not numeric"), "{v} {layout}");
+            assert_eq!(a.len() as u64 - not_numeric, b.len() as u64, "{v} {layout}");
+            if layout == "M3" {
+                assert!(count("degraded", "tsc beyond 2^53 rounded to a double (M3)") > 0);
+            } else {
+                // A2 keeps every bit of the times.
+                let ta: Vec<&str> = a.iter().map(|x| x.0.as_str()).collect();
+                assert!(b.iter().all(|x| ta.contains(&x.0.as_str())));
+            }
+        }
+    }
+}
+
+/// The raw clock keeps its meaning: DLT's 0.1 ms ticks are not written as
+/// TSC cycles, and a 64-bit TSC keeps every bit through the reader.
+#[test]
+fn raw_clocks_keep_their_meaning_and_their_bits() {
+    let d = tempfile::tempdir().unwrap();
+    let tl = d.path().join("d.dat");
+    convert(&corpus("kpi/kpi-capture.dlt"), "timeline", &tl, &[]);
+    let (_, dlt) = read_items(&corpus("kpi/kpi-capture.dlt"));
+    let first_dlt = dlt
+        .iter()
+        .find_map(|i| match i {
+            Item::Event(e) => Some(e.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(first_dlt.raw_clock.unwrap() < 1 << 32, "DLT ticks");
+    let (h, items) = read_items(&tl);
+    let first = items
+        .iter()
+        .find_map(|i| match i {
+            Item::Event(e) => Some(e.clone()),
+            _ => None,
+        })
+        .unwrap();
+    // The tsc field holds the time in nanoseconds, not 0.1 ms ticks, and
+    // the reader gives back the source's absolute time base.
+    assert_eq!(first.time, first_dlt.time);
+    assert_eq!(h.time_base, TimeBase::Absolute);
+    // A 64-bit TSC (here nanoseconds since the epoch) read back exactly.
+    let l = d.path().join("p.dat");
+    convert(&corpus("pcp/live_v3"), "timeline", &l, &[]);
+    let raw = polytrace::formats::timeline::reader::tsc_to_time(1795319114676543893, None, None);
+    assert_eq!(raw.to_string(), "1795319114.676543893");
+    let info =
+        String::from_utf8(stdout_of(Command::new(common::bin()).arg("info").arg(&l))).unwrap();
+    assert!(info.contains("first:     1795319114.676543893"), "{info}");
 }

@@ -70,7 +70,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> R<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err("odd hex length".into());
     }
     s.as_bytes()
@@ -178,7 +178,7 @@ pub fn extras_from_json(j: &J) -> R<Extras> {
 }
 
 /// Put `"x": extras` into `pairs` unless empty.
-fn push_extras<'a>(pairs: &mut Vec<(&'a str, J)>, x: &Extras) {
+fn push_extras(pairs: &mut Vec<(&str, J)>, x: &Extras) {
     if !x.is_empty() {
         pairs.push(("x", extras_to_json(x)));
     }

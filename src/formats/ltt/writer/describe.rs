@@ -387,7 +387,7 @@ impl LttWriter {
         let mut entries = Vec::with_capacity(s.metrics.len());
         let mut overrides = Map::new();
         // Per metric: its LTT id and layout, (instance, value as written).
-        let mut writes: Vec<(u16, Ty, Vec<(i32, Value)>)> = Vec::new();
+        let mut writes: Vec<MetricWrites> = Vec::new();
         let mut index = 0usize;
         for mv in &s.metrics {
             let key = Key::Metric(mv.metric);
@@ -612,6 +612,9 @@ impl LttWriter {
         self.record(&key, EV_HEADER, t, &j.to_string())
     }
 }
+
+/// A metric's LTT id and layout, and its (instance, value as written).
+type MetricWrites = (u16, Ty, Vec<(i32, Value)>);
 
 fn in_range(t: i64) -> bool {
     t >= 0 && t / 1_000_000_000 <= u32::MAX as i64
