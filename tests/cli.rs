@@ -24,6 +24,7 @@ fn formats_matrix_marks_unimplemented() {
         "timeline",
         "chrome-json",
         "csv",
+        "ctf",
     ] {
         let line = s
             .lines()

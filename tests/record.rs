@@ -20,6 +20,7 @@ fn out_path(dir: &Path, f: FormatId) -> PathBuf {
         FormatId::Timeline => ".timeline",
         FormatId::ChromeJson => ".json",
         FormatId::Csv => ".csv",
+        FormatId::Ctf => ".ctf",
     };
     dir.join(format!("rec{ext}"))
 }
@@ -117,6 +118,23 @@ fn check_output(f: FormatId, path: &Path) {
             if let Some(t) = common::peer("dlt-convert") {
                 let out = run_ok(Command::new(t).arg("-a").arg(path), &what);
                 assert!(out.contains("NEW BEG"), "{what}: {out}");
+            }
+        }
+        FormatId::Ctf => {
+            if let Some(t) = common::peer("babeltrace2") {
+                let out = Command::new(t)
+                    .args(["--log-level=W", "convert"])
+                    .arg(path)
+                    .output()
+                    .unwrap();
+                let e = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && e.is_empty(),
+                    "{what}: babeltrace2 says\n{e}"
+                );
+                let o = String::from_utf8_lossy(&out.stdout);
+                assert!(o.contains("metric.kernel.all.cpu.user"), "{what}: {o}");
+                assert!(o.contains("kpi.NEW"), "{what}: {o}");
             }
         }
         _ => {}

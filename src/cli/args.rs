@@ -191,7 +191,8 @@ pub struct DumpArgs {
     /// printed for unwritten slots.
     #[arg(long)]
     pub unwritten_slots: bool,
-    /// LTT: leave out block_start, block_end and heartbeat events.
+    /// LTT: leave out block_start, block_end and heartbeat events (with
+    /// `--style common`: any format's framing events and their types).
     #[arg(long)]
     pub no_framing: bool,
     /// DLT: header lines only, as `dlt-convert -s`.

@@ -24,6 +24,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
         FormatId::Timeline => ".timeline",
         FormatId::ChromeJson => ".json",
         FormatId::Csv => ".csv",
+        FormatId::Ctf => ".ctf",
     }
 }
 

@@ -117,7 +117,11 @@ fn dump(a: DumpCmd) -> Result<u8> {
         if windowed && a.dump.style == Style::Native {
             eprintln!("polytrace: --begin/--end apply to the common listing; using --style common");
         }
-        let r = fmt.open(&input, &ropts)?;
+        let mut r = fmt.open(&input, &ropts)?;
+        if a.dump.no_framing {
+            // The stream as another format's writer sees it.
+            r = Box::new(crate::stages::Unframe::wrap(r));
+        }
         let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
         crate::listing::dump_common(r.as_mut(), &mut out)?;
         r.diagnostics().to_vec()

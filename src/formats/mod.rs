@@ -7,6 +7,7 @@ use crate::model::FormatId;
 
 pub use format::{not_implemented, Caps, Format, FormatInfo};
 
+pub mod ctf;
 pub mod dlt;
 pub mod format;
 pub mod kpi;
@@ -33,6 +34,7 @@ static MMV: mmv::MmvFormat = mmv::MmvFormat;
 static PCP: pcp::PcpFormat = pcp::PcpFormat;
 static LTT: ltt::LttFormat = ltt::LttFormat;
 static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
+static CTF: ctf::CtfFormat = ctf::CtfFormat;
 static CHROME: Planned = Planned(&FormatInfo {
     id: FormatId::ChromeJson,
     caps: Caps {
@@ -55,8 +57,8 @@ static CSV: Planned = Planned(&FormatInfo {
 });
 
 /// Every format, in `polytrace formats` order.
-pub fn all() -> [&'static dyn Format; 8] {
-    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV]
+pub fn all() -> [&'static dyn Format; 9] {
+    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF]
 }
 
 pub fn get(id: FormatId) -> &'static dyn Format {

@@ -32,10 +32,11 @@ pub enum FormatId {
     Timeline,
     ChromeJson,
     Csv,
+    Ctf,
 }
 
 impl FormatId {
-    pub const ALL: [FormatId; 8] = [
+    pub const ALL: [FormatId; 9] = [
         FormatId::Kpi,
         FormatId::Dlt,
         FormatId::Mmv,
@@ -44,6 +45,7 @@ impl FormatId {
         FormatId::Timeline,
         FormatId::ChromeJson,
         FormatId::Csv,
+        FormatId::Ctf,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +57,7 @@ impl FormatId {
             FormatId::Timeline => "timeline",
             FormatId::ChromeJson => "chrome-json",
             FormatId::Csv => "csv",
+            FormatId::Ctf => "ctf",
         }
     }
     pub fn from_name(s: &str) -> Option<FormatId> {
