@@ -721,3 +721,94 @@ fn raw_clocks_keep_their_meaning_and_their_bits() {
         String::from_utf8(stdout_of(Command::new(common::bin()).arg("info").arg(&l))).unwrap();
     assert!(info.contains("first:     1795319114.676543893"), "{info}");
 }
+
+/// `record` writes LTT by default: the metrics come back under their PCP
+/// names and pmIDs when the trace is converted to an archive.
+#[test]
+fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
+    let Some(pminfo) = common::peer("pminfo") else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let l = d.path().join("rec");
+    let o = Command::new(common::bin())
+        .args([
+            "record",
+            "-q",
+            "--samples",
+            "2",
+            "--interval",
+            "100ms",
+            "-o",
+        ])
+        .arg(&l)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let arch = d.path().join("arch");
+    convert(&l, "pcp", &arch, &[]);
+    let names = String::from_utf8_lossy(&stdout_of(
+        Command::new(pminfo).arg("-m").arg("-a").arg(&arch),
+    ))
+    .into_owned();
+    assert!(
+        names.contains("kernel.all.cpu.user PMID: 60.0.20"),
+        "{names}"
+    );
+    assert!(!names.contains("events.metric."), "{names}");
+}
+
+/// Damage in a carried stream never panics or hangs; what is lost is
+/// reported.
+#[test]
+fn damaged_carrier_is_read_without_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let l = d.path().join("x.ltt");
+    convert(
+        &corpus("pcp/live_v3"),
+        "ltt",
+        &l,
+        &["--ltt-block-size", "2048"],
+    );
+    let good = std::fs::read(l.join("cpu/0")).unwrap();
+    let header = std::fs::read(l.join("control/polytrace")).unwrap();
+    let step = if common::full() { 7 } else { 997 };
+    let read = |l: &Path| {
+        let input = Input::resolve(l).unwrap();
+        let Ok(mut r) = formats::get(FormatId::Ltt).open(&input, &ReadOptions::default()) else {
+            return;
+        };
+        while let Ok(Some(_)) = r.next_item() {}
+    };
+    for at in (0..good.len()).step_by(step) {
+        let mut bad = good.clone();
+        bad[at] ^= 0x5a;
+        std::fs::write(l.join("cpu/0"), &bad).unwrap();
+        read(&l);
+    }
+    std::fs::write(l.join("cpu/0"), &good).unwrap();
+    for at in (0..header.len()).step_by(step / 4 + 1) {
+        let mut bad = header.clone();
+        bad[at] ^= 0x5a;
+        std::fs::write(l.join("control/polytrace"), &bad).unwrap();
+        read(&l);
+    }
+    // A lost block: reported, the rest read.
+    std::fs::write(l.join("control/polytrace"), &header).unwrap();
+    let mut bad = good.clone();
+    let b = 2048;
+    bad[b + b - 4..b + b].copy_from_slice(&[0xff; 4]);
+    std::fs::write(l.join("cpu/0"), &bad).unwrap();
+    let o = Command::new(common::bin())
+        .args(["dump", "--style", "common"])
+        .arg(&l)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" sample "));
+}

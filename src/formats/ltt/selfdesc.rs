@@ -748,3 +748,31 @@ impl Restore {
 
 /// A record's text is kept in memory until complete: bounded.
 const MAX_RECORD: usize = 1 << 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Readers recognise the facility by this checksum: changing the XML's
+    /// events is a new self-description version.
+    #[test]
+    fn facility_checksum_is_fixed() {
+        let f = facility();
+        assert_eq!(f.checksum, 0x8b82_e415);
+        assert_eq!(f.events.len(), EVENTS as usize);
+        assert_eq!(f.events[EV_EVENT as usize].name, "event");
+    }
+
+    #[test]
+    fn bytes_come_back_from_uint1_sequences() {
+        let l = Value::List(vec![Value::U64(1), Value::U64(255)]);
+        assert_eq!(restore(l, &FieldType::Bytes), Value::Bytes(vec![1, 255]));
+        let bad = Value::List(vec![Value::U64(256)]);
+        assert_eq!(restore(bad.clone(), &FieldType::Bytes), bad);
+        let v = Value::Str(codec::value_to_json(&Value::Events(vec![])).to_string());
+        assert_eq!(
+            metric_unwire(ValueType::Event, v).unwrap(),
+            Value::Events(vec![])
+        );
+    }
+}
