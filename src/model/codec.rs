@@ -1111,6 +1111,51 @@ mod tests {
         assert_eq!(b.source, FormatId::Timeline);
     }
 
+    fn value_strategy() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(Value::I64),
+            any::<u64>().prop_map(Value::U64),
+            any::<u32>().prop_map(|b| Value::F32(f32::from_bits(b))),
+            any::<u64>().prop_map(|b| Value::F64(f64::from_bits(b))),
+            ".*".prop_map(Value::Str),
+            proptest::collection::vec(any::<u8>(), 0..8).prop_map(Value::Bytes),
+            any::<i64>().prop_map(Value::Enum),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::List),
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Struct),
+                proptest::collection::vec(inner, 0..4).prop_map(Value::Union),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Any value, floats of any bit pattern included, comes back the same.
+        #[test]
+        fn any_value_round_trips(v in value_strategy()) {
+            let text = value_to_json(&v).to_string();
+            let back = value_from_json(&serde_json::from_str(&text).unwrap()).unwrap();
+            proptest::prop_assert!(same_value(&v, &back), "{v:?} -> {text} -> {back:?}");
+        }
+
+        #[test]
+        fn any_extra_round_trips(u in proptest::prelude::any::<u64>(), i in proptest::prelude::any::<i64>(), b in proptest::prelude::any::<u64>(), s in ".*") {
+            let mut x = Extras::default();
+            x.set("u", ExtraValue::U64(u));
+            x.set("i", ExtraValue::I64(i));
+            x.set("s", ExtraValue::Str(s));
+            x.set("l", ExtraValue::List(vec![ExtraValue::U64(u), ExtraValue::I64(i)]));
+            let f = f64::from_bits(b);
+            let text = extras_to_json(&x).to_string();
+            let back = extras_from_json(&serde_json::from_str(&text).unwrap()).unwrap();
+            proptest::prop_assert_eq!(x, back);
+            let e = extra_from_json(&extra_to_json(&ExtraValue::F64(f))).unwrap();
+            proptest::prop_assert!(matches!(e, ExtraValue::F64(g) if g.to_bits() == f.to_bits()));
+        }
+    }
+
     #[test]
     fn hostile_nesting_is_refused() {
         let mut s = String::from("\"string\"");
