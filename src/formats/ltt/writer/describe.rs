@@ -374,6 +374,8 @@ impl LttWriter {
     }
 
     fn describe_sample(&mut self, s: &Sample) -> Result<()> {
+        use std::borrow::Cow;
+        use std::fmt::Write as _;
         self.seal()?;
         if !in_range(s.time.0) {
             self.loss
@@ -384,17 +386,21 @@ impl LttWriter {
         let fkey = FileKey::Cpu(0);
         self.flush_queue(&fkey, time)?;
         let c0 = self.counter_for(&fkey, time);
-        let mut entries = Vec::with_capacity(s.metrics.len());
+        // The record's text is written directly: this runs once per sample.
+        let mut text = String::with_capacity(16 + 24 * s.metrics.len());
+        text.push_str("{\"m\":[");
         let mut overrides = Map::new();
-        // Per metric: its LTT id and layout, (instance, value as written).
-        let mut writes: Vec<MetricWrites> = Vec::new();
+        // Per metric: its LTT id, the value's layout, (instance, value as written).
+        let mut writes: Vec<MetricWrites<'_>> = Vec::new();
         let mut index = 0usize;
         for mv in &s.metrics {
             let key = Key::Metric(mv.metric);
-            let (id, ty) = match self.map.get(&key) {
+            let (id, vty) = match self.map.get(&key) {
                 Some(Target::Event {
-                    id, ty: Some(ty), ..
-                }) => (*id, ty.clone()),
+                    id,
+                    ty: Some(Ty::Struct(f)),
+                    ..
+                }) if f.len() == 2 => (*id, f[1].1.clone()),
                 _ => {
                     self.loss.drop_item("sample values", "metric never defined");
                     continue;
@@ -405,19 +411,23 @@ impl LttWriter {
                 continue;
             };
             self.ensure_def(&fkey, c0, key)?;
+            if !text.ends_with('[') {
+                text.push(',');
+            }
             match &mv.values {
                 Err(code) => {
-                    entries.push(J::Array(vec![J::from(mv.metric), J::Null, J::from(*code)]))
+                    let _ = write!(text, "[{},null,{code}]", mv.metric);
                 }
                 Ok(vals) => {
-                    entries.push(J::Array(vec![J::from(mv.metric), J::from(vals.len())]));
+                    let _ = write!(text, "[{},{}]", mv.metric, vals.len());
                     let ft = selfdesc::metric_field(vt);
                     let mut out = Vec::with_capacity(vals.len());
                     for (inst, v) in vals {
-                        let wire = selfdesc::metric_wire(vt, v).unwrap_or_else(|| v.clone());
-                        let pair = [Value::I64(*inst as i64), wire];
-                        let [_, wire] = pair.clone();
-                        let (exact, fits) = self.metric_exact(&ty, vt, &pair, v);
+                        let wire = match selfdesc::metric_wire(vt, v) {
+                            Some(w) => Cow::Owned(w),
+                            None => Cow::Borrowed(v),
+                        };
+                        let (exact, fits) = self.metric_exact(&vty, vt, &wire, v);
                         if !fits {
                             self.loss.degrade(
                                 "sample values",
@@ -428,36 +438,36 @@ impl LttWriter {
                             wire
                         } else {
                             set(&mut overrides, &index.to_string(), codec::value_to_json(v));
-                            placeholder(&ft)
+                            Cow::Owned(placeholder(&ft))
                         };
                         out.push((*inst, written));
                         index += 1;
                     }
-                    writes.push((id, ty, out));
+                    writes.push((id, vty, out));
                 }
             }
         }
+        text.push(']');
         let c = self.counter_for(&fkey, time);
-        let mut p = Map::new();
-        set(&mut p, "m", J::Array(entries));
         if c != time {
-            set(&mut p, "t", J::from(s.time.0));
+            let _ = write!(text, ",\"t\":{}", s.time.0);
         }
         if let Some(r) = s.raw_clock {
-            set(&mut p, "raw", J::from(r));
+            let _ = write!(text, ",\"raw\":{r}");
         }
         if !s.extras.is_empty() {
-            set(&mut p, "x", codec::extras_to_json(&s.extras));
+            let _ = write!(text, ",\"x\":{}", codec::extras_to_json(&s.extras));
         }
         if !overrides.is_empty() {
-            set(&mut p, "v", J::Object(overrides));
+            let _ = write!(text, ",\"v\":{}", J::Object(overrides));
         }
-        self.record(&fkey, EV_SAMPLE, c, &J::Object(p).to_string())?;
-        for (id, ty, vals) in writes {
+        text.push('}');
+        self.record(&fkey, EV_SAMPLE, c, &text)?;
+        for (id, vty, vals) in writes {
             for (inst, v) in vals {
                 self.payload.clear();
-                let pair = [Value::I64(inst as i64), v];
-                if encode_fields(Some(&ty), &pair, self.bo, &mut self.payload).is_err() {
+                self.bo.put_uint(&mut self.payload, inst as u32 as u64, 4);
+                if layout::encode(&vty, &v, self.bo, &mut self.payload).is_err() {
                     return Err(werr(
                         &self.target,
                         "internal: placeholder value not encodable",
@@ -476,13 +486,13 @@ impl LttWriter {
         HDR + len + 2 * FRAME + 4 <= self.cfg.block_size as usize
     }
 
-    /// Does (instance, wire value) encode and come back as `orig`, and does
-    /// it fit in a block?
+    /// Does the wire value encode and come back as `orig`, and does its
+    /// event fit in a block?
     fn metric_exact(
         &mut self,
-        ty: &Ty,
+        vty: &Ty,
         vt: ValueType,
-        pair: &[Value; 2],
+        wire: &Value,
         orig: &Value,
     ) -> (bool, bool) {
         let bo = self.bo;
@@ -492,20 +502,18 @@ impl LttWriter {
         };
         let buf = &mut sd.scratch;
         buf.clear();
-        if encode_fields(Some(ty), pair, bo, buf).is_err() {
+        if layout::encode(vty, wire, bo, buf).is_err() {
             return (false, true);
         }
-        let fits = HDR + buf.len() + 2 * FRAME + 4 <= b;
+        // instance (4 bytes) + value
+        let fits = HDR + 4 + buf.len() + 2 * FRAME + 4 <= b;
         let mut at = 0;
-        let Ok(Value::Struct(mut v)) = layout::decode(ty, buf, &mut at, bo) else {
+        let Ok(got) = layout::decode(vty, buf, &mut at, bo) else {
             return (false, fits);
         };
-        if v.len() != 2 || at != buf.len() {
+        if at != buf.len() {
             return (false, fits);
         }
-        let Some(got) = v.pop() else {
-            return (false, fits);
-        };
         let exact = selfdesc::metric_unwire(vt, got).is_ok_and(|b| codec::same_value(&b, orig));
         (exact, fits)
     }
@@ -613,8 +621,8 @@ impl LttWriter {
     }
 }
 
-/// A metric's LTT id and layout, and its (instance, value as written).
-type MetricWrites = (u16, Ty, Vec<(i32, Value)>);
+/// A metric's LTT id, its value layout, and (instance, value as written).
+type MetricWrites<'a> = (u16, Ty, Vec<(i32, std::borrow::Cow<'a, Value>)>);
 
 fn in_range(t: i64) -> bool {
     t >= 0 && t / 1_000_000_000 <= u32::MAX as i64
