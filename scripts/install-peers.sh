@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Install the real peer tools polytrace is checked against (Debian packages):
-# PCP 6.0.3 (pmdumplog, pmlogcheck, mmvdump) with its testsuite archives,
-# dlt-tools (dlt-convert), babeltrace2. Does nothing when all are present.
+# PCP 6.0.3 (pmdumplog, pmlogcheck, mmvdump, pmrep) with its testsuite
+# archives, dlt-tools (dlt-convert), babeltrace2, Chromium; and from npm a
+# Trace Event Format viewer (speedscope) with playwright-core to drive it
+# headless, in $POLYTRACE_VIEWER_DIR (default /usr/local/lib/polytrace-viewer).
+# Does nothing when all are present.
 #
 # pcp's maintainer scripts call systemctl when one exists; where PID 1 is not
 # systemd that call fails and leaves dpkg half-configured. A no-op systemctl
@@ -9,7 +12,11 @@
 # `dpkg --configure -a`, which is what actually leaves the tools usable.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools babeltrace2 xz-utils bzip2 gzip)
+PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools babeltrace2 xz-utils bzip2 gzip chromium)
+# Node.js from Debian only where the machine has none of its own.
+command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
+VIEWER_DIR=${POLYTRACE_VIEWER_DIR:-/usr/local/lib/polytrace-viewer}
+VIEWER_PKGS=(speedscope@1.25.0 playwright-core@1.65.1)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -33,8 +40,16 @@ if ((${#missing[@]})); then
 fi
 dpkg --configure -a >/dev/null
 
+if [[ ! -f $VIEWER_DIR/node_modules/speedscope/dist/release/index.html ||
+    ! -f $VIEWER_DIR/node_modules/playwright-core/package.json ]]; then
+    echo "install-peers: installing ${VIEWER_PKGS[*]} into $VIEWER_DIR" >&2
+    mkdir -p "$VIEWER_DIR"
+    npm install --prefix "$VIEWER_DIR" --no-audit --no-fund --loglevel=error "${VIEWER_PKGS[@]}" >/dev/null
+fi
+
 # Prove the tools run, not just that packages are marked installed.
 pmdumplog -l /var/lib/pcp/testsuite/archives/omnibus_v3 >/dev/null
-command -v pmlogcheck dlt-convert babeltrace2 >/dev/null
+command -v pmlogcheck pmrep dlt-convert babeltrace2 chromium node >/dev/null
 test -x /var/lib/pcp/pmdas/mmv/mmvdump
+NODE_PATH=$VIEWER_DIR/node_modules node -e "require('playwright-core'); require.resolve('speedscope/package.json')"
 echo "install-peers: ok" >&2

@@ -11,8 +11,10 @@ if [[ "${1:-}" == "--full" ]]; then
     shift
 fi
 
+viewer=${POLYTRACE_VIEWER_DIR:-/usr/local/lib/polytrace-viewer}/node_modules
 if ! command -v pmdumplog >/dev/null || ! command -v dlt-convert >/dev/null \
-    || [[ ! -x /var/lib/pcp/pmdas/mmv/mmvdump ]]; then
+    || [[ ! -x /var/lib/pcp/pmdas/mmv/mmvdump ]] || ! command -v chromium >/dev/null \
+    || [[ ! -f $viewer/speedscope/package.json || ! -f $viewer/playwright-core/package.json ]]; then
     if [[ $(id -u) -eq 0 ]]; then
         bash scripts/install-peers.sh
     else

@@ -46,6 +46,16 @@ pub struct WriteOptions {
     /// LTT: no `polytrace` self-description (a plain trace of the era; a
     /// non-LTT source then does not come back exactly).
     pub ltt_plain: bool,
+    /// CSV: counters as rates per second instead of raw values.
+    pub rate: bool,
+    /// CSV: a second header line with each column's units.
+    pub units_row: bool,
+    /// CSV: field delimiter (default `,`).
+    pub delimiter: Option<u8>,
+    /// CSV: keep only columns matching one of these globs (`*`, `?`).
+    pub columns: Vec<String>,
+    /// CSV: also write the events table (`OUT.events.csv`).
+    pub events: bool,
 }
 
 /// Options for listings.

@@ -201,6 +201,20 @@ fn ltt_restores_every_source_stream_item_for_item() {
         same_stream(&corpus(p), &[]);
     }
     same_stream(&corpus("kpi/kpi-capture.dlt"), &["--ltt-block-size", "256"]);
+    // Bare KPI lines: a relative time base.
+    let d = tempfile::tempdir().unwrap();
+    let bare = d.path().join("bare.kpi");
+    convert(
+        &corpus("kpi/kpi-capture.dlt"),
+        "kpi",
+        &bare,
+        &["--kpi-style", "bare"],
+    );
+    same_stream(&bare, &[]);
+    assert!(matches!(
+        read_items(&bare).0.time_base,
+        TimeBase::Relative { .. }
+    ));
 }
 
 #[test]

@@ -37,6 +37,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size {s:?} (e.g. 1G, 64M, 4096)"))
 }
 
+/// A CSV delimiter: one ASCII character other than a quote or line end
+/// (`tab` or `\t` for TAB).
+fn parse_delimiter(s: &str) -> Result<u8, String> {
+    let b = match s {
+        "tab" | "\\t" | "\t" => b'\t',
+        _ if s.len() == 1 && s.is_ascii() => s.as_bytes()[0],
+        _ => {
+            return Err(format!(
+                "bad delimiter {s:?}: one ASCII character (or `tab`)"
+            ))
+        }
+    };
+    if matches!(b, b'"' | b'\r' | b'\n') {
+        return Err(format!(
+            "bad delimiter {s:?}: a quote or line end cannot separate fields"
+        ));
+    }
+    Ok(b)
+}
+
 /// Input selection and reading behaviour.
 #[derive(Args, Debug, Clone, Default)]
 pub struct InputArgs {
@@ -140,6 +160,22 @@ pub struct OutputArgs {
     /// lets a non-LTT source come back exactly.
     #[arg(long)]
     pub ltt_plain: bool,
+    /// CSV: counters as rates per second (default: raw values).
+    #[arg(long)]
+    pub rate: bool,
+    /// CSV: a second header line with each column's units.
+    #[arg(long)]
+    pub units_row: bool,
+    /// CSV: field delimiter, one character or `tab` (default ,).
+    #[arg(long, value_parser = parse_delimiter, value_name = "CHAR")]
+    pub delimiter: Option<u8>,
+    /// CSV: only the columns matching one of these globs (`*`, `?`), against
+    /// `metric` or `metric[instance]`; columns follow the patterns' order.
+    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    pub columns: Vec<String>,
+    /// CSV: also write the events table (one row per event) to OUT.events.csv.
+    #[arg(long)]
+    pub events: bool,
 }
 
 impl OutputArgs {
@@ -160,6 +196,11 @@ impl OutputArgs {
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
             ltt_plain: self.ltt_plain,
+            rate: self.rate,
+            units_row: self.units_row,
+            delimiter: self.delimiter,
+            columns: self.columns.clone(),
+            events: self.events,
         }
     }
 }

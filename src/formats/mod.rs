@@ -7,6 +7,8 @@ use crate::model::FormatId;
 
 pub use format::{not_implemented, Caps, Format, FormatInfo};
 
+pub mod chrome;
+pub mod csv;
 pub mod ctf;
 pub mod dlt;
 pub mod format;
@@ -16,18 +18,6 @@ pub mod mmv;
 pub mod pcp;
 pub mod timeline;
 
-/// A format known by name only (export-only writers still to come).
-struct Planned(&'static FormatInfo);
-
-impl Format for Planned {
-    fn info(&self) -> &'static FormatInfo {
-        self.0
-    }
-    fn detect(&self, _: &Input) -> u8 {
-        0
-    }
-}
-
 static KPI: kpi::KpiFormat = kpi::KpiFormat;
 static DLT: dlt::DltFormat = dlt::DltFormat;
 static MMV: mmv::MmvFormat = mmv::MmvFormat;
@@ -35,26 +25,8 @@ static PCP: pcp::PcpFormat = pcp::PcpFormat;
 static LTT: ltt::LttFormat = ltt::LttFormat;
 static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
 static CTF: ctf::CtfFormat = ctf::CtfFormat;
-static CHROME: Planned = Planned(&FormatInfo {
-    id: FormatId::ChromeJson,
-    caps: Caps {
-        read: false,
-        write: false,
-        dump: false,
-        text_output: false,
-    },
-    describe: "Chrome trace-event JSON (export only, planned)",
-});
-static CSV: Planned = Planned(&FormatInfo {
-    id: FormatId::Csv,
-    caps: Caps {
-        read: false,
-        write: false,
-        dump: false,
-        text_output: false,
-    },
-    describe: "CSV of samples and events (export only, planned)",
-});
+static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
+static CSV: csv::CsvFormat = csv::CsvFormat;
 
 /// Every format, in `polytrace formats` order.
 pub fn all() -> [&'static dyn Format; 9] {

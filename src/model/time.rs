@@ -38,6 +38,29 @@ impl fmt::Display for Timestamp {
     }
 }
 
+impl Timestamp {
+    /// RFC 3339 in UTC with all nine fraction digits:
+    /// `2026-11-22T03:43:55.000312859Z` (export formats' absolute times).
+    pub fn write_rfc3339<W: fmt::Write + ?Sized>(self, w: &mut W) -> fmt::Result {
+        let secs = self.secs();
+        let (y, m, d) = civil_from_days(secs.div_euclid(86400));
+        let sod = secs.rem_euclid(86400);
+        write!(
+            w,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+            sod / 3600,
+            sod / 60 % 60,
+            sod % 60,
+            self.subsec_nanos()
+        )
+    }
+    pub fn rfc3339(self) -> String {
+        let mut s = String::with_capacity(30);
+        let _ = self.write_rfc3339(&mut s);
+        s
+    }
+}
+
 /// How the timestamps of a stream relate to wall-clock time.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TimeBase {
@@ -279,5 +302,13 @@ mod tests {
             assert_eq!(days_from_civil(y, m, d), days);
         }
         assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+    }
+
+    #[test]
+    fn rfc3339_text_reads_back() {
+        let t = Timestamp(1_795_319_035_000_312_859);
+        assert_eq!(t.rfc3339(), "2026-11-22T03:43:55.000312859Z");
+        assert_eq!(TimeSpec::parse(&t.rfc3339()).unwrap(), TimeSpec::At(t));
+        assert_eq!(Timestamp(-1).rfc3339(), "1969-12-31T23:59:59.999999999Z");
     }
 }

@@ -1,0 +1,1218 @@
+//! The Chrome trace-event writer: the JSON Object form, one event per line,
+//! streamed through a bounded buffer. Decisions (tracks, pairing, time) are
+//! in docs/chrome.md.
+
+use super::json::{write_f64, write_int, write_str, write_us, write_value};
+use super::pairs::{self, Open, Side, MAX_DEPTH};
+use crate::error::{Error, Result};
+use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
+use crate::model::*;
+use crate::output::OutTarget;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Output buffer: the only place events wait before the file.
+const BUF: usize = 1 << 16;
+
+/// Synthetic pids and tids (CPU groups, metrics, ECUs) start here, far above
+/// any real PID (Linux caps them at 2^22), so the two never collide.
+const SYNTHETIC_BASE: i64 = 1 << 30;
+
+/// A pid/tid pair: one horizontal track in a viewer.
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    pid: i64,
+    tid: i64,
+}
+
+/// Tracks with a small key; name-keyed ones (ECU/APID, streams,
+/// categories) live in `Tracks::by_name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TrackKey {
+    /// Events on a CPU (or timeline core).
+    Cpu(u32),
+    /// Who runs on a CPU (slices from schedchange).
+    CpuRun(u32),
+    /// Durations of the process that runs on a CPU before its first
+    /// schedchange says which one it is.
+    CpuUnknown(u32),
+    /// The idle task (pid 0), one per CPU.
+    Idle(u32),
+    Process(i64),
+    Metric(MetricId),
+    Marks,
+    Notes,
+}
+
+/// Where a pair is matched: per track, or per process for stems that
+/// follow the process (system calls, traps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum PairKey {
+    Track(usize),
+    Process(i64),
+    Idle(u32),
+    Unknown(u32),
+}
+
+#[derive(Clone)]
+struct TypeInfo {
+    ty: Arc<EventType>,
+    role: Option<(u32, Side)>,
+    /// Field `pid`: the event belongs to that process's track.
+    pid_field: Option<usize>,
+    /// Field naming the process (`cmdline`), with `pid_field`.
+    name_field: Option<usize>,
+    /// Field `<stem>_id` of an opening type: names the duration.
+    id_field: Option<usize>,
+    /// A scheduler switch: fields (outgoing pid, incoming pid).
+    sched: Option<(usize, usize)>,
+}
+
+struct Stem {
+    name: String,
+    open: bool,
+    close: bool,
+    per_process: bool,
+}
+
+struct MetricInfo {
+    name: String,
+    indom: Option<IndomId>,
+    /// Instances are PIDs: values go to the process's track.
+    pid_keyed: bool,
+}
+
+struct Series {
+    /// The counter name as a JSON string literal (escaped once).
+    name_json: String,
+    track: Track,
+    last_str: Option<String>,
+}
+
+/// Per-CPU scheduling state (from schedchange events).
+#[derive(Default)]
+struct CpuRun {
+    first: Timestamp,
+    last: Timestamp,
+    current: Option<i64>,
+    /// Name of the running slice open on this CPU.
+    label: String,
+}
+
+#[derive(Default)]
+struct Counts {
+    durations: u64,
+    running: u64,
+    instants: u64,
+    counters: u64,
+    metadata: u64,
+    unmatched_open: u64,
+    unmatched_close: u64,
+}
+
+pub struct ChromeWriter {
+    out: BufWriter<Box<dyn Write>>,
+    /// Shared, so error mapping on each line costs no allocation.
+    path: Arc<PathBuf>,
+    header: Header,
+    first_line: bool,
+    origin: Option<Timestamp>,
+    types: HashMap<EventTypeId, TypeInfo>,
+    stems: Vec<Stem>,
+    stem_ids: HashMap<(String, String), u32>,
+    has_sched: bool,
+    tracks: Vec<Track>,
+    by_key: HashMap<TrackKey, usize>,
+    by_name: HashMap<String, usize>,
+    groups: HashMap<String, i64>,
+    proc_names: HashMap<i64, String>,
+    next_syn: i64,
+    keybuf: String,
+    namebuf: String,
+    cpus: BTreeMap<u32, CpuRun>,
+    stacks: BTreeMap<PairKey, Vec<Open>>,
+    spare: Vec<Vec<Value>>,
+    metrics: HashMap<MetricId, MetricInfo>,
+    indoms: HashMap<IndomId, HashMap<InstId, String>>,
+    series: HashMap<(MetricId, InstId), Series>,
+    counts: Counts,
+    loss: LossReport,
+}
+
+fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::io(path, e)
+}
+
+impl ChromeWriter {
+    pub fn new(out: &OutTarget, header: &Header) -> Result<ChromeWriter> {
+        let (sink, path): (Box<dyn Write>, PathBuf) = match out {
+            OutTarget::Stdout => (Box::new(std::io::stdout()), "<stdout>".into()),
+            OutTarget::Path(p) => (
+                Box::new(std::fs::File::create(p).map_err(|e| Error::io(p, e))?),
+                p.clone(),
+            ),
+        };
+        let w = ChromeWriter {
+            out: BufWriter::with_capacity(BUF, sink),
+            path: Arc::new(path),
+            header: header.clone(),
+            first_line: true,
+            origin: None,
+            types: HashMap::new(),
+            stems: Vec::new(),
+            stem_ids: HashMap::new(),
+            has_sched: false,
+            tracks: Vec::new(),
+            by_key: HashMap::new(),
+            by_name: HashMap::new(),
+            groups: HashMap::new(),
+            proc_names: HashMap::new(),
+            next_syn: SYNTHETIC_BASE,
+            keybuf: String::new(),
+            namebuf: String::new(),
+            cpus: BTreeMap::new(),
+            stacks: BTreeMap::new(),
+            spare: Vec::new(),
+            metrics: HashMap::new(),
+            indoms: HashMap::new(),
+            series: HashMap::new(),
+            counts: Counts::default(),
+            loss: LossReport::default(),
+        };
+        Ok(w)
+    }
+
+    // ------------------------------------------------------------ lines
+
+    /// Start one event line (the array's separator included).
+    fn line(&mut self) -> std::io::Result<&mut BufWriter<Box<dyn Write>>> {
+        if self.first_line {
+            // The opening is written with the first event, so an input with
+            // nothing to write leaves nothing, even on stdout.
+            self.first_line = false;
+            self.out.write_all(b"{\"traceEvents\":[\n")?;
+        } else {
+            self.out.write_all(b",\n")?;
+        }
+        Ok(&mut self.out)
+    }
+
+    fn rel(&self, t: Timestamp) -> i64 {
+        t.0.saturating_sub(self.origin.unwrap_or(t).0)
+    }
+
+    fn meta(&mut self, what: &str, pid: i64, tid: i64, key: &str, value: &str) -> Result<()> {
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"M\",\"name\":")?;
+            write_str(w, what)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tid)?;
+            w.write_all(b",\"args\":{")?;
+            write_str(w, key)?;
+            w.write_all(b":")?;
+            write_str(w, value)?;
+            w.write_all(b"}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.counts.metadata += 1;
+        Ok(())
+    }
+
+    fn meta_int(&mut self, what: &str, pid: i64, tid: i64, v: i64) -> Result<()> {
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"M\",\"name\":")?;
+            write_str(w, what)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tid)?;
+            w.write_all(b",\"args\":{\"sort_index\":")?;
+            write_int(w, v)?;
+            w.write_all(b"}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.counts.metadata += 1;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ tracks
+
+    fn syn(&mut self) -> i64 {
+        self.next_syn += 1;
+        self.next_syn
+    }
+
+    /// A synthetic process named `name` (created, and named, once).
+    fn group(&mut self, name: &str, sort: Option<i64>) -> Result<i64> {
+        if let Some(&p) = self.groups.get(name) {
+            return Ok(p);
+        }
+        let pid = self.syn();
+        self.groups.insert(name.to_string(), pid);
+        self.meta("process_name", pid, pid, "name", name)?;
+        if let Some(s) = sort {
+            self.meta_int("process_sort_index", pid, pid, s)?;
+        }
+        Ok(pid)
+    }
+
+    fn new_track(&mut self, pid: i64, tid: i64, thread: &str, sort: Option<i64>) -> Result<usize> {
+        self.meta("thread_name", pid, tid, "name", thread)?;
+        if let Some(s) = sort {
+            self.meta_int("thread_sort_index", pid, tid, s)?;
+        }
+        self.tracks.push(Track { pid, tid });
+        Ok(self.tracks.len() - 1)
+    }
+
+    fn cpu_word(&self) -> &'static str {
+        if self.header.source == FormatId::Timeline {
+            "core"
+        } else {
+            "CPU"
+        }
+    }
+
+    fn cpu_group(&mut self) -> Result<i64> {
+        let name = if self.header.source == FormatId::Timeline {
+            "cores"
+        } else {
+            "CPUs"
+        };
+        self.group(name, Some(-1))
+    }
+
+    fn process_label(&self, pid: i64) -> String {
+        match self.proc_names.get(&pid) {
+            Some(n) => n.clone(),
+            None if pid == 0 => "idle (pid 0)".into(),
+            None => format!("pid {pid}"),
+        }
+    }
+
+    /// Name (or rename) a real process.
+    fn name_process(&mut self, pid: i64, name: &str) -> Result<()> {
+        if self.proc_names.get(&pid).is_some_and(|n| n == name) {
+            return Ok(());
+        }
+        self.proc_names.insert(pid, name.to_string());
+        if self.by_key.contains_key(&TrackKey::Process(pid)) {
+            self.meta("process_name", pid, pid, "name", name)?;
+            self.meta("thread_name", pid, pid, "name", name)?;
+        }
+        Ok(())
+    }
+
+    fn track(&mut self, key: TrackKey) -> Result<usize> {
+        if let Some(&t) = self.by_key.get(&key) {
+            return Ok(t);
+        }
+        let word = self.cpu_word();
+        let t = match key {
+            TrackKey::Cpu(c) => {
+                let pid = self.cpu_group()?;
+                let tid = self.syn();
+                self.new_track(pid, tid, &format!("{word} {c}"), Some(3 * c as i64))?
+            }
+            TrackKey::CpuRun(c) => {
+                let pid = self.cpu_group()?;
+                let tid = self.syn();
+                self.new_track(
+                    pid,
+                    tid,
+                    &format!("{word} {c} running"),
+                    Some(3 * c as i64 + 1),
+                )?
+            }
+            TrackKey::CpuUnknown(c) => {
+                let pid = self.cpu_group()?;
+                let tid = self.syn();
+                let n = format!("{word} {c}, process not yet known");
+                self.new_track(pid, tid, &n, Some(3 * c as i64 + 2))?
+            }
+            TrackKey::Idle(c) => {
+                if !self.groups.contains_key("\0idle") {
+                    self.groups.insert("\0idle".into(), 0);
+                    self.meta("process_name", 0, 0, "name", "idle (pid 0)")?;
+                }
+                let tid = self.syn();
+                self.new_track(0, tid, &format!("idle on {word} {c}"), Some(c as i64))?
+            }
+            TrackKey::Process(p) => {
+                let label = self.process_label(p);
+                self.meta("process_name", p, p, "name", &label)?;
+                self.new_track(p, p, &label, None)?
+            }
+            TrackKey::Metric(m) => {
+                let name = self
+                    .metrics
+                    .get(&m)
+                    .map(|i| i.name.clone())
+                    .unwrap_or_else(|| format!("metric {m}"));
+                let pid = self.syn();
+                self.meta("process_name", pid, pid, "name", &name)?;
+                self.new_track(pid, pid, &name, None)?
+            }
+            TrackKey::Marks | TrackKey::Notes => {
+                let name = if key == TrackKey::Marks {
+                    "marks"
+                } else {
+                    "annotations"
+                };
+                let pid = self.group(name, None)?;
+                let tid = self.syn();
+                self.new_track(pid, tid, name, None)?
+            }
+        };
+        self.by_key.insert(key, t);
+        Ok(t)
+    }
+
+    /// A track keyed by text: thread `thread` of the process named `ga`
+    /// followed by `gb` (two parts, so callers need not allocate).
+    fn named_track(&mut self, ga: &str, gb: &str, thread: &str) -> Result<usize> {
+        self.keybuf.clear();
+        self.keybuf.push_str(ga);
+        self.keybuf.push_str(gb);
+        self.keybuf.push('\0');
+        self.keybuf.push_str(thread);
+        if let Some(&t) = self.by_name.get(self.keybuf.as_str()) {
+            return Ok(t);
+        }
+        let key = self.keybuf.clone();
+        let pid = self.group(&format!("{ga}{gb}"), None)?;
+        let tid = self.syn();
+        let t = self.new_track(pid, tid, thread, None)?;
+        self.by_name.insert(key, t);
+        Ok(t)
+    }
+
+    /// Where an event belongs when it is not part of a duration.
+    fn home(&mut self, e: &Event, ti: &TypeInfo) -> Result<usize> {
+        if let Some(p) = ti
+            .pid_field
+            .and_then(|i| e.fields.get(i))
+            .and_then(Value::as_i128)
+            .and_then(|p| i64::try_from(p).ok())
+        {
+            if let Some(Value::Str(n)) = ti.name_field.and_then(|i| e.fields.get(i)) {
+                if !n.is_empty() {
+                    self.name_process(p, n)?;
+                }
+            }
+            return self.track(TrackKey::Process(p));
+        }
+        if let Some(c) = e.cpu {
+            return self.track(TrackKey::Cpu(c));
+        }
+        if let Some(ecu) = e.extras.str(X_ECU) {
+            let apid = e.extras.str(X_APID).unwrap_or("-");
+            return self.named_track("ECU ", ecu, apid);
+        }
+        let src = self.header.source.name();
+        if let Some(s) = &e.stream {
+            return self.named_track(src, " streams", s);
+        }
+        self.named_track(src, " events", &ti.ty.category)
+    }
+
+    // ------------------------------------------------------------ events
+
+    fn define_type(&mut self, t: &Arc<EventType>) {
+        let field = |n: &str| t.fields.iter().position(|f| f.name == n);
+        let is_int = |i: usize| {
+            matches!(
+                t.fields[i].ty,
+                FieldType::Int(_) | FieldType::Uint(_) | FieldType::Enum { .. }
+            )
+        };
+        let role = pairs::classify(&t.name).map(|(stem, side)| {
+            let key = (t.category.clone(), stem.clone());
+            let next = self.stems.len() as u32;
+            let id = *self.stem_ids.entry(key).or_insert(next);
+            if id == next {
+                self.stems.push(Stem {
+                    per_process: pairs::per_process(&stem),
+                    name: stem,
+                    open: false,
+                    close: false,
+                });
+            }
+            let s = &mut self.stems[id as usize];
+            match side {
+                Side::Open => s.open = true,
+                Side::Close => s.close = true,
+            }
+            (id, side)
+        });
+        let id_field = role.and_then(|(id, side)| {
+            (side == Side::Open)
+                .then(|| field(&format!("{}_id", self.stems[id as usize].name)))
+                .flatten()
+        });
+        let pid_field = field("pid").filter(|&i| is_int(i));
+        let name_field = pid_field.and(field("cmdline").or_else(|| field("comm")));
+        let sched = match t.name.as_str() {
+            "schedchange" => field("out").zip(field("in")),
+            "sched_switch" => field("prev_pid").zip(field("next_pid")),
+            _ => None,
+        }
+        .filter(|&(o, i)| is_int(o) && is_int(i));
+        self.has_sched |= sched.is_some();
+        self.types.insert(
+            t.id,
+            TypeInfo {
+                ty: t.clone(),
+                role,
+                pid_field,
+                name_field,
+                id_field,
+                sched,
+            },
+        );
+    }
+
+    fn event(&mut self, e: &Event) -> Result<()> {
+        let Some(ti) = self.types.get(&e.type_id).cloned() else {
+            self.loss
+                .drop_item("events", "event of an undefined type (no name to show)");
+            return Ok(());
+        };
+        if let Some(c) = e.cpu {
+            let r = self.cpus.entry(c).or_insert_with(|| CpuRun {
+                first: e.time,
+                ..CpuRun::default()
+            });
+            r.last = r.last.max(e.time);
+        }
+        let home = self.home(e, &ti)?;
+        if let Some(sw) = ti.sched {
+            self.sched_switch(e, sw)?;
+        }
+        if let Some((stem, side)) = ti.role {
+            let s = &self.stems[stem as usize];
+            if s.open && s.close {
+                return self.pair(e, &ti, stem, side, home);
+            }
+        }
+        self.instant(e.time, &ti.ty, &e.fields, home, false)
+    }
+
+    /// An instant event on `track`, its fields as args.
+    fn instant(
+        &mut self,
+        time: Timestamp,
+        ty: &EventType,
+        fields: &[Value],
+        track: usize,
+        unmatched: bool,
+    ) -> Result<()> {
+        let ts = self.rel(time);
+        let tr = self.tracks[track];
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
+            write_str(w, &ty.name)?;
+            w.write_all(b",\"cat\":")?;
+            if unmatched {
+                write_str(w, &format!("{},unmatched", ty.category))?;
+            } else {
+                write_str(w, &ty.category)?;
+            }
+            w.write_all(b",\"ts\":")?;
+            write_us(w, ts)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, tr.pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tr.tid)?;
+            w.write_all(b",\"args\":{")?;
+            write_fields(w, ty, fields, "")?;
+            w.write_all(b"}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    fn pair_key(&mut self, e: &Event, stem: u32, home: usize) -> PairKey {
+        if !(self.stems[stem as usize].per_process && self.has_sched) {
+            return PairKey::Track(home);
+        }
+        let Some(c) = e.cpu else {
+            return PairKey::Track(home);
+        };
+        match self.cpus.get(&c).and_then(|r| r.current) {
+            Some(0) => PairKey::Idle(c),
+            Some(p) => PairKey::Process(p),
+            None => PairKey::Unknown(c),
+        }
+    }
+
+    fn key_track(&mut self, key: PairKey) -> Result<usize> {
+        match key {
+            PairKey::Track(t) => Ok(t),
+            PairKey::Process(p) => self.track(TrackKey::Process(p)),
+            PairKey::Idle(c) => self.track(TrackKey::Idle(c)),
+            PairKey::Unknown(c) => self.track(TrackKey::CpuUnknown(c)),
+        }
+    }
+
+    fn pair(&mut self, e: &Event, ti: &TypeInfo, stem: u32, side: Side, home: usize) -> Result<()> {
+        let key = self.pair_key(e, stem, home);
+        match side {
+            Side::Open => {
+                let mut fields = self.spare.pop().unwrap_or_default();
+                fields.clone_from(&e.fields);
+                let stack = self.stacks.entry(key).or_default();
+                stack.push(Open {
+                    type_id: e.type_id,
+                    stem,
+                    time: e.time,
+                    fields,
+                    home,
+                });
+                if stack.len() > MAX_DEPTH {
+                    let oldest = stack.remove(0);
+                    self.unmatched_open(oldest)?;
+                }
+                Ok(())
+            }
+            Side::Close => {
+                let found = self
+                    .stacks
+                    .get(&key)
+                    .and_then(|s| s.iter().rposition(|o| o.stem == stem));
+                let Some(i) = found else {
+                    self.counts.unmatched_close += 1;
+                    return self.instant(e.time, &ti.ty, &e.fields, home, true);
+                };
+                let stack = self.stacks.get_mut(&key).expect("found above");
+                // Entries above the match never closed: nesting is kept by
+                // writing them as unmatched, not by guessing their end.
+                let above: Vec<Open> = stack.drain(i + 1..).collect();
+                let open = stack.pop().expect("index i exists");
+                if stack.is_empty() {
+                    self.stacks.remove(&key);
+                }
+                for o in above {
+                    self.unmatched_open(o)?;
+                }
+                let track = self.key_track(key)?;
+                self.duration(&open, e, ti, track)?;
+                self.spare.push(open.fields);
+                Ok(())
+            }
+        }
+    }
+
+    fn unmatched_open(&mut self, o: Open) -> Result<()> {
+        self.counts.unmatched_open += 1;
+        if let Some(ti) = self.types.get(&o.type_id).cloned() {
+            self.instant(o.time, &ti.ty, &o.fields, o.home, true)?;
+        }
+        self.spare.push(o.fields);
+        Ok(())
+    }
+
+    /// An `X` event from an entry and its exit.
+    fn duration(
+        &mut self,
+        open: &Open,
+        close: &Event,
+        close_ti: &TypeInfo,
+        track: usize,
+    ) -> Result<()> {
+        let Some(oti) = self.types.get(&open.type_id).cloned() else {
+            return Ok(());
+        };
+        self.namebuf.clear();
+        self.namebuf.push_str(&self.stems[open.stem as usize].name);
+        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
+            self.namebuf.push(' ');
+            v.push_text(&mut self.namebuf);
+        }
+        let name = std::mem::take(&mut self.namebuf);
+        let ts = self.rel(open.time);
+        let mut dur = close.time.0.saturating_sub(open.time.0);
+        if dur < 0 {
+            self.loss
+                .degrade("durations", "exit earlier than its entry: duration 0");
+            dur = 0;
+        }
+        let tr = self.tracks[track];
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"X\",\"name\":")?;
+            write_str(w, &name)?;
+            w.write_all(b",\"cat\":")?;
+            write_str(w, &oti.ty.category)?;
+            w.write_all(b",\"ts\":")?;
+            write_us(w, ts)?;
+            w.write_all(b",\"dur\":")?;
+            write_us(w, dur)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, tr.pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tr.tid)?;
+            w.write_all(b",\"args\":{")?;
+            let n = write_fields(w, &oti.ty, &open.fields, "")?;
+            if !close.fields.is_empty() {
+                if n > 0 {
+                    w.write_all(b",")?;
+                }
+                write_fields(w, &close_ti.ty, &close.fields, "exit.")?;
+            }
+            w.write_all(b"}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.namebuf = name;
+        self.counts.durations += 1;
+        Ok(())
+    }
+
+    /// schedchange: close the outgoing process's running slice on this CPU
+    /// and open the incoming one's.
+    fn sched_switch(&mut self, e: &Event, (o, i): (usize, usize)) -> Result<()> {
+        let Some(c) = e.cpu else {
+            return Ok(());
+        };
+        let get = |k: usize| {
+            e.fields
+                .get(k)
+                .and_then(Value::as_i128)
+                .and_then(|v| i64::try_from(v).ok())
+        };
+        let (Some(out), Some(inn)) = (get(o), get(i)) else {
+            return Ok(());
+        };
+        let r = self.cpus.get(&c).expect("cpu entry made by event()");
+        let (cur, first) = (r.current, r.first);
+        if cur.is_none() {
+            // Until now the process on this CPU was unknown: it was `out`,
+            // running since the CPU's first event.
+            self.run_edge(c, out, first, true)?;
+            if let Some(mut opens) = self.stacks.remove(&PairKey::Unknown(c)) {
+                let key = if out == 0 {
+                    PairKey::Idle(c)
+                } else {
+                    PairKey::Process(out)
+                };
+                let dest = self.stacks.entry(key).or_default();
+                opens.append(dest);
+                *dest = opens;
+            }
+        }
+        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
+        self.run_edge(c, inn, e.time, true)?;
+        let r = self.cpus.get_mut(&c).expect("cpu entry made by event()");
+        r.current = Some(inn);
+        Ok(())
+    }
+
+    /// One edge of a running slice on the CPU's "running" track: `B` when a
+    /// process is switched in, `E` when it is switched out. Begin/end pairs
+    /// (not `X`) because slices touch: an `E` and the next `B` carry the
+    /// same timestamp text, so no viewer's float `ts + dur` can make them
+    /// overlap.
+    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+        let track = self.track(TrackKey::CpuRun(c))?;
+        let tr = self.tracks[track];
+        let label = if begin {
+            let l = self.process_label(pid);
+            if let Some(r) = self.cpus.get_mut(&c) {
+                r.label.clone_from(&l);
+            }
+            l
+        } else {
+            // The end names the slice as its begin did.
+            self.cpus
+                .get(&c)
+                .map(|r| r.label.clone())
+                .unwrap_or_else(|| self.process_label(pid))
+        };
+        let ts = self.rel(at);
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(if begin {
+                b"{\"ph\":\"B\",\"name\":"
+            } else {
+                b"{\"ph\":\"E\",\"name\":"
+            })?;
+            write_str(w, &label)?;
+            w.write_all(b",\"cat\":\"sched\",\"ts\":")?;
+            write_us(w, ts)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, tr.pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tr.tid)?;
+            w.write_all(b",\"args\":{\"pid\":")?;
+            write_int(w, pid)?;
+            w.write_all(b"}}")
+        })()
+        .map_err(io_err(&p))?;
+        if begin {
+            self.counts.running += 1;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ samples
+
+    fn define_metric(&mut self, m: &MetricDesc) {
+        let name = m.name().to_string();
+        let pid_keyed =
+            m.indom.is_some() && (name.starts_with("kpi.proc.") || name.starts_with("proc."));
+        self.metrics.insert(
+            m.id,
+            MetricInfo {
+                name,
+                indom: m.indom,
+                pid_keyed,
+            },
+        );
+        // A redefinition may change names or instance domain.
+        self.series.retain(|(id, _), _| *id != m.id);
+    }
+
+    fn indom(&mut self, u: &IndomUpdate) {
+        let names = self.indoms.entry(u.id).or_default();
+        let mut gone: Vec<InstId> = Vec::new();
+        match u.kind {
+            IndomKind::Full => {
+                let keep: std::collections::HashSet<InstId> =
+                    u.instances.iter().map(|i| i.id).collect();
+                gone.extend(names.keys().filter(|k| !keep.contains(k)));
+                names.clear();
+            }
+            IndomKind::Delta => gone.extend(&u.removed),
+        }
+        for g in &gone {
+            names.remove(g);
+        }
+        for i in &u.instances {
+            names.insert(i.id, i.name.clone());
+        }
+        // Instances that left: their series end (memory follows the live set).
+        if !gone.is_empty() {
+            let metrics = &self.metrics;
+            self.series.retain(|(m, inst), _| {
+                !(metrics.get(m).is_some_and(|mi| mi.indom == Some(u.id)) && gone.contains(inst))
+            });
+        }
+    }
+
+    fn series(&mut self, m: MetricId, inst: InstId) -> Result<&mut Series> {
+        if !self.series.contains_key(&(m, inst)) {
+            let (mname, indom, pid_keyed) = match self.metrics.get(&m) {
+                Some(mi) => (mi.name.clone(), mi.indom, mi.pid_keyed),
+                None => (format!("metric {m}"), None, false),
+            };
+            let iname = indom
+                .and_then(|d| self.indoms.get(&d))
+                .and_then(|n| n.get(&inst))
+                .cloned();
+            let (track, name) = if pid_keyed && inst >= 0 {
+                if let Some(n) = &iname {
+                    if !self.proc_names.contains_key(&(inst as i64)) {
+                        self.name_process(inst as i64, n)?;
+                    }
+                }
+                (self.track(TrackKey::Process(inst as i64))?, mname)
+            } else {
+                let t = self.track(TrackKey::Metric(m))?;
+                let name = if inst == PM_IN_NULL {
+                    mname
+                } else {
+                    match &iname {
+                        Some(n) => format!("{mname}[{n}]"),
+                        None => format!("{mname}[{inst}]"),
+                    }
+                };
+                (t, name)
+            };
+            let name_json = serde_json::to_string(&name).expect("a string serialises");
+            self.series.insert(
+                (m, inst),
+                Series {
+                    name_json,
+                    track: self.tracks[track],
+                    last_str: None,
+                },
+            );
+        }
+        Ok(self.series.get_mut(&(m, inst)).expect("inserted above"))
+    }
+
+    fn sample(&mut self, s: &Sample) -> Result<()> {
+        let ts = self.rel(s.time);
+        for mv in &s.metrics {
+            let vals = match &mv.values {
+                Ok(v) => v,
+                Err(_) => {
+                    self.loss
+                        .drop_item("metric values", "PCP error code instead of a value");
+                    continue;
+                }
+            };
+            for (inst, v) in vals {
+                self.value(mv.metric, *inst, v, ts)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn value(&mut self, m: MetricId, inst: InstId, v: &Value, ts: i64) -> Result<()> {
+        match v {
+            Value::I64(_) | Value::U64(_) | Value::Enum(_) | Value::F32(_) | Value::F64(_) => {
+                if v.as_f64().is_some_and(|x| !x.is_finite()) {
+                    self.loss
+                        .drop_item("metric values", "NaN or infinite: no JSON number");
+                    return Ok(());
+                }
+                let p = self.path.clone();
+                let se = self.series(m, inst)?;
+                let (tr, name) = (se.track, std::mem::take(&mut se.name_json));
+                let w = self.line().map_err(io_err(&p))?;
+                let r = (|| {
+                    w.write_all(b"{\"ph\":\"C\",\"name\":")?;
+                    w.write_all(name.as_bytes())?;
+                    w.write_all(b",\"cat\":\"metric\",\"ts\":")?;
+                    write_us(w, ts)?;
+                    w.write_all(b",\"pid\":")?;
+                    write_int(w, tr.pid)?;
+                    w.write_all(b",\"tid\":")?;
+                    write_int(w, tr.tid)?;
+                    w.write_all(b",\"args\":{\"value\":")?;
+                    match *v {
+                        Value::I64(x) | Value::Enum(x) => write_int(w, x)?,
+                        Value::U64(x) => write_int(w, x)?,
+                        Value::F32(x) => write!(w, "{x:?}")?,
+                        Value::F64(x) => write_f64(w, x)?,
+                        _ => unreachable!("numeric arm"),
+                    }
+                    w.write_all(b"}}")
+                })();
+                self.series
+                    .get_mut(&(m, inst))
+                    .expect("made above")
+                    .name_json = name;
+                r.map_err(io_err(&p))?;
+                self.counts.counters += 1;
+            }
+            Value::Str(s) => {
+                let se = self.series(m, inst)?;
+                if se.last_str.as_deref() == Some(s.as_str()) {
+                    self.loss.degrade(
+                        "string metric values",
+                        "written as instants where the value changes; repeats left out",
+                    );
+                    return Ok(());
+                }
+                se.last_str = Some(s.clone());
+                let (tr, name) = (se.track, se.name_json.clone());
+                let p = self.path.clone();
+                let w = self.line().map_err(io_err(&p))?;
+                (|| {
+                    w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
+                    w.write_all(name.as_bytes())?;
+                    w.write_all(b",\"cat\":\"metric\",\"ts\":")?;
+                    write_us(w, ts)?;
+                    w.write_all(b",\"pid\":")?;
+                    write_int(w, tr.pid)?;
+                    w.write_all(b",\"tid\":")?;
+                    write_int(w, tr.tid)?;
+                    w.write_all(b",\"args\":{\"value\":")?;
+                    write_str(w, s)?;
+                    w.write_all(b"}}")
+                })()
+                .map_err(io_err(&p))?;
+                self.counts.instants += 1;
+            }
+            Value::Events(recs) => {
+                for rec in recs {
+                    self.event_record(m, inst, rec)?;
+                }
+            }
+            _ => self.loss.drop_item(
+                "metric values",
+                "aggregate or compound value: not a counter (CTF or PCP carry it)",
+            ),
+        }
+        Ok(())
+    }
+
+    /// One record of a PCP event array: an instant with its parameters.
+    fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()> {
+        let ts = self.rel(rec.time);
+        let se = self.series(m, inst)?;
+        let (tr, name) = (se.track, se.name_json.clone());
+        let params: Vec<(String, &Value)> = rec
+            .params
+            .iter()
+            .map(|p| {
+                let n = self
+                    .metrics
+                    .get(&p.metric)
+                    .map(|i| i.name.clone())
+                    .unwrap_or_else(|| format!("metric {}", p.metric));
+                (n, &p.value)
+            })
+            .collect();
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
+            w.write_all(name.as_bytes())?;
+            w.write_all(b",\"cat\":\"event record\",\"ts\":")?;
+            write_us(w, ts)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, tr.pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tr.tid)?;
+            write!(w, ",\"args\":{{\"flags\":{},\"params\":[", rec.flags)?;
+            for (i, (n, v)) in params.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                w.write_all(b"[")?;
+                write_str(w, n)?;
+                w.write_all(b",")?;
+                write_value(w, v, None)?;
+                w.write_all(b"]")?;
+            }
+            w.write_all(b"]}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ others
+
+    fn mark(&mut self, m: &Mark) -> Result<()> {
+        let track = self.track(TrackKey::Marks)?;
+        let tr = self.tracks[track];
+        let ts = self.rel(m.time);
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"i\",\"s\":\"g\",\"name\":\"mark\",\"cat\":\"mark\",\"ts\":")?;
+            write_us(w, ts)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, tr.pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tr.tid)?;
+            w.write_all(b",\"args\":{}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    fn annotation(&mut self, a: &Annotation) -> Result<()> {
+        let track = match a.extras.str(X_ECU) {
+            Some(ecu) => {
+                let apid = a.extras.str(X_APID).unwrap_or("-");
+                self.named_track("ECU ", ecu, apid)?
+            }
+            None => self.track(TrackKey::Notes)?,
+        };
+        let tr = self.tracks[track];
+        let ts = self.rel(a.time);
+        // The name is the start of the text (a viewer's label); all of it is in args.
+        let name = match a.text.char_indices().nth(80) {
+            Some((i, _)) => &a.text[..i],
+            None => a.text.as_str(),
+        };
+        let ctid = a.extras.str(X_CTID);
+        let p = self.path.clone();
+        let w = self.line().map_err(io_err(&p))?;
+        (|| {
+            w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
+            write_str(w, name)?;
+            w.write_all(b",\"cat\":\"annotation\",\"ts\":")?;
+            write_us(w, ts)?;
+            w.write_all(b",\"pid\":")?;
+            write_int(w, tr.pid)?;
+            w.write_all(b",\"tid\":")?;
+            write_int(w, tr.tid)?;
+            w.write_all(b",\"args\":{\"text\":")?;
+            write_str(w, &a.text)?;
+            if let Some(c) = ctid {
+                w.write_all(b",\"ctid\":")?;
+                write_str(w, c)?;
+            }
+            w.write_all(b"}}")
+        })()
+        .map_err(io_err(&p))?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.origin.is_none() {
+            // Metadata alone is no trace: say so rather than write an empty one.
+            return Err(Error::Unsupported(
+                "nothing to write: the input has no events, samples, marks or annotations".into(),
+            ));
+        }
+        // Processes still running at the end ran until the CPU's last event.
+        let open: Vec<(u32, i64, Timestamp)> = self
+            .cpus
+            .iter()
+            .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
+            .collect();
+        for (c, p, last) in open {
+            self.run_edge(c, p, last, false)?;
+        }
+        // Entries never exited (still in a system call when tracing stopped).
+        let stacks = std::mem::take(&mut self.stacks);
+        for (_, opens) in stacks {
+            for o in opens {
+                self.unmatched_open(o)?;
+            }
+        }
+        let mut other: Vec<(String, String)> = vec![
+            (
+                "generator".into(),
+                format!("polytrace {}", env!("CARGO_PKG_VERSION")),
+            ),
+            ("source_format".into(), self.header.source.to_string()),
+            ("source_version".into(), self.header.version.clone()),
+            ("time_base".into(), self.header.time_base.describe()),
+        ];
+        if let Some(h) = &self.header.host {
+            other.push(("host".into(), h.clone()));
+        }
+        if let Some(o) = self.origin {
+            // ts 0 is this instant of the source's clock.
+            other.push(("origin_ns".into(), o.0.to_string()));
+            if self.header.time_base.is_absolute() {
+                other.push(("origin_utc".into(), o.rfc3339()));
+            }
+        }
+        other.push((
+            "unmatched_entries".into(),
+            self.counts.unmatched_open.to_string(),
+        ));
+        other.push((
+            "unmatched_exits".into(),
+            self.counts.unmatched_close.to_string(),
+        ));
+        for (k, v) in &self.header.system {
+            other.push((format!("system.{k}"), v.clone()));
+        }
+        let p = self.path.clone();
+        (|| {
+            let w = &mut self.out;
+            w.write_all(b"\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{")?;
+            for (i, (k, v)) in other.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                write_str(w, k)?;
+                w.write_all(b":")?;
+                write_str(w, v)?;
+            }
+            w.write_all(b"}}\n")?;
+            w.flush()
+        })()
+        .map_err(io_err(&p))
+    }
+}
+
+/// `"name":value` for each field (with `prefix` on names); the count written.
+fn write_fields<W: Write + ?Sized>(
+    w: &mut W,
+    ty: &EventType,
+    values: &[Value],
+    prefix: &str,
+) -> std::io::Result<usize> {
+    let mut n = 0;
+    for (i, v) in values.iter().enumerate() {
+        if n > 0 {
+            w.write_all(b",")?;
+        }
+        let f = ty.fields.get(i);
+        match f {
+            Some(f) if prefix.is_empty() => write_str(w, &f.name)?,
+            Some(f) => write_str(w, &format!("{prefix}{}", f.name))?,
+            None => write_str(w, &format!("{prefix}field{i}"))?,
+        }
+        w.write_all(b":")?;
+        write_value(w, v, f.map(|f| &f.ty))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+impl TraceWriter for ChromeWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        if self.origin.is_none() && item.is_data() {
+            self.origin = item.time();
+        }
+        match item {
+            Item::EventType(t) => {
+                self.define_type(t);
+                Ok(())
+            }
+            Item::Metric(m) => {
+                self.define_metric(m);
+                Ok(())
+            }
+            Item::Indom(u) => {
+                self.indom(u);
+                Ok(())
+            }
+            Item::Help(_) => {
+                self.loss
+                    .drop_item("help texts", "Chrome trace JSON has no place for them");
+                Ok(())
+            }
+            Item::Labels(_) => {
+                self.loss
+                    .drop_item("label sets", "Chrome trace JSON has no place for them");
+                Ok(())
+            }
+            Item::Event(e) => self.event(e),
+            Item::Sample(s) => self.sample(s),
+            Item::Mark(m) => self.mark(m),
+            Item::Annotation(a) => self.annotation(a),
+        }
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.close()?;
+        let c = &self.counts;
+        let mut loss = std::mem::take(&mut self.loss);
+        for (what, n) in [
+            ("durations (X, paired entry/exit)", c.durations),
+            ("running slices (X, from schedchange)", c.running),
+            ("instants (i)", c.instants),
+            ("counter values (C)", c.counters),
+            ("metadata (M)", c.metadata),
+        ] {
+            if n > 0 {
+                loss.wrote(what, n);
+            }
+        }
+        if c.unmatched_open + c.unmatched_close > 0 {
+            loss.wrote(
+                "unmatched entries/exits (instants, category \"unmatched\")",
+                c.unmatched_open + c.unmatched_close,
+            );
+        }
+        Ok(loss)
+    }
+}

@@ -1,0 +1,475 @@
+//! `--to csv`: values compared with pmrep's own CSV (`pmrep -a ARCHIVE -u
+//! -r -o csv`, raw and not interpolated) for the same metric, instance and
+//! time; the options; RFC 4180 quoting; the events table.
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type Table = (Vec<String>, Vec<Vec<String>>);
+
+fn read_csv(text: &[u8], delim: u8) -> Table {
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .delimiter(delim)
+        .from_reader(text);
+    let mut rows: Vec<Vec<String>> = r
+        .records()
+        .map(|x| x.unwrap().iter().map(str::to_string).collect())
+        .collect();
+    assert!(!rows.is_empty(), "no header line");
+    let header = rows.remove(0);
+    (header, rows)
+}
+
+fn convert(input: &Path, dir: &Path, name: &str, args: &[&str]) -> (i32, PathBuf, String) {
+    let out = dir.join(name);
+    let o = Command::new(common::bin())
+        .arg("convert")
+        .arg(input)
+        .args(["--to", "csv", "-o"])
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        out,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn ours(input: &Path, args: &[&str]) -> Table {
+    let dir = tempfile::tempdir().unwrap();
+    let (rc, out, err) = convert(input, dir.path(), "out.csv", args);
+    assert_eq!(rc, 0, "{err}");
+    read_csv(&std::fs::read(out).unwrap(), b',')
+}
+
+/// pmrep's CSV for `metrics` of `archive`: `-u` (every recorded value, no
+/// interpolation), `-r` (raw counters) unless `rate`; times in UTC with
+/// microseconds so rows can be matched.
+fn pmrep(archive: &Path, metrics: &[String], rate: bool) -> Option<Table> {
+    let tool = common::peer("pmrep")?;
+    let mut cmd = Command::new(tool);
+    // pmrep runs under the interpreter pcp.conf names; the system one has
+    // the pcp module even where another python3 comes first on PATH.
+    if Path::new("/usr/bin/python3").exists() {
+        cmd.env("PCP_PYTHON_PROG", "/usr/bin/python3");
+    }
+    cmd.arg("-a")
+        .arg(archive)
+        .args(["-u", "-o", "csv", "-Z", "UTC"]);
+    cmd.args(["-f", "%Y-%m-%dT%H:%M:%S.%f", "-P", "9", "-I"]);
+    if !rate {
+        cmd.arg("-r");
+    }
+    let o = cmd.args(metrics).output().unwrap();
+    assert!(
+        o.status.success(),
+        "pmrep failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(read_csv(&o.stdout, b','))
+}
+
+/// `metric[instance]` (ours) → `metric-instance` (pmrep).
+fn pmrep_name(col: &str) -> String {
+    match col.strip_suffix(']').and_then(|c| c.split_once('[')) {
+        Some((m, i)) => format!("{m}-{i}"),
+        None => col.to_string(),
+    }
+}
+
+fn metric_of(col: &str) -> &str {
+    col.split_once('[').map_or(col, |(m, _)| m)
+}
+
+fn same_value(ours: &str, theirs: &str) -> bool {
+    if let (Ok(a), Ok(b)) = (ours.parse::<i128>(), theirs.parse::<i128>()) {
+        return a == b;
+    }
+    if let (Ok(a), Ok(b)) = (ours.parse::<f64>(), theirs.parse::<f64>()) {
+        // pmrep prints -P 9 decimals (FLOAT widened to double first).
+        return (a - b).abs() <= 1e-6 * a.abs().max(1.0);
+    }
+    // pmrep replaces the delimiter inside strings; we quote instead.
+    ours.replace(',', "_") == theirs
+}
+
+/// Discrete metrics of an archive (pmrep repeats their last value).
+fn discrete(archive: &Path, metrics: &[String]) -> BTreeSet<String> {
+    let Some(pminfo) = common::peer("pminfo") else {
+        return BTreeSet::new();
+    };
+    let o = Command::new(pminfo)
+        .arg("-d")
+        .arg("-a")
+        .arg(archive)
+        .args(metrics)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut out = BTreeSet::new();
+    let mut name = String::new();
+    for line in text.lines() {
+        if !line.starts_with(' ') && !line.is_empty() {
+            name = line.trim().to_string();
+        } else if line.contains("Semantics: discrete") {
+            out.insert(name.clone());
+        }
+    }
+    out
+}
+
+struct Compared {
+    equal: usize,
+    carried: usize,
+}
+
+/// Every value we wrote equals pmrep's for the same column and time; every
+/// value pmrep has where we have none is a discrete metric's last value
+/// repeated; both have the same rows; our columns are pmrep's, except
+/// instances the archive never named (pmrep cannot show those).
+fn compare_with_pmrep(archive: &Path, rate: bool) -> Option<Compared> {
+    let args: &[&str] = if rate { &["--rate"] } else { &[] };
+    let (hdr, rows) = ours(archive, args);
+    let metrics: Vec<String> = hdr[1..]
+        .iter()
+        .map(|c| metric_of(c).to_string())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let (phdr, prows) = pmrep(archive, &metrics, rate)?;
+    let discrete = discrete(archive, &metrics);
+    let pcol: HashMap<&str, usize> = phdr
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.as_str(), i))
+        .collect();
+    let prow: HashMap<&str, &Vec<String>> = prows.iter().map(|r| (r[0].as_str(), r)).collect();
+    let times: Vec<&str> = rows.iter().map(|r| &r[0][..26]).collect();
+    let ptimes: Vec<&str> = prows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(
+        times,
+        ptimes,
+        "{}: rows differ from pmrep's",
+        archive.display()
+    );
+    let mut c = Compared {
+        equal: 0,
+        carried: 0,
+    };
+    let mut last: HashMap<&str, &str> = HashMap::new();
+    for col in &hdr[1..] {
+        if !pcol.contains_key(pmrep_name(col).as_str()) {
+            let inst = col
+                .strip_suffix(']')
+                .and_then(|c| c.split_once('['))
+                .map(|x| x.1);
+            assert!(
+                inst.is_some_and(|i| i.parse::<i64>().is_ok()),
+                "{}: column {col} is not in pmrep's output (only unnamed instances may be missing)",
+                archive.display()
+            );
+        }
+    }
+    for r in &rows {
+        let p = prow[&r[0][..26]];
+        for (j, col) in hdr.iter().enumerate().skip(1) {
+            let Some(&pj) = pcol.get(pmrep_name(col).as_str()) else {
+                continue;
+            };
+            let (v, pv) = (r[j].as_str(), p[pj].as_str());
+            if !v.is_empty() {
+                assert!(
+                    same_value(v, pv),
+                    "{} at {}: {col} = {v:?}, pmrep says {pv:?}",
+                    archive.display(),
+                    r[0]
+                );
+                c.equal += 1;
+                last.insert(col.as_str(), v);
+            } else if !pv.is_empty() {
+                // pmrep repeats the last value of a discrete metric in a
+                // record that does not hold it; we write what was recorded.
+                assert!(
+                    discrete.contains(metric_of(col)),
+                    "{} at {}: pmrep has {col} = {pv:?}, we have nothing",
+                    archive.display(),
+                    r[0]
+                );
+                assert!(
+                    last.get(col.as_str()).is_some_and(|l| same_value(l, pv)),
+                    "{} at {}: pmrep's {col} = {pv:?} is not our last value {:?}",
+                    archive.display(),
+                    r[0],
+                    last.get(col.as_str())
+                );
+                c.carried += 1;
+            }
+        }
+    }
+    Some(c)
+}
+
+fn testsuite(name: &str) -> Option<PathBuf> {
+    common::pcp_testsuite().map(|t| t.join("archives").join(name))
+}
+
+#[test]
+fn live_v3_equals_pmrep_raw() {
+    let a = common::corpus().join("pcp/live_v3");
+    let Some(c) = compare_with_pmrep(&a, false) else {
+        return;
+    };
+    // 9 records, 439 columns with values (numbers and strings).
+    assert!(c.equal > 1800, "{}", c.equal);
+    assert!(c.carried > 0, "pmcd.* are discrete and logged twice");
+}
+
+#[test]
+fn changeinst_equals_pmrep_raw() {
+    // Instances come and go (sample.bin, network interfaces), marks between.
+    let Some(a) = testsuite("changeinst") else {
+        return;
+    };
+    let Some(c) = compare_with_pmrep(&a, false) else {
+        return;
+    };
+    assert!(c.equal >= 90, "{}", c.equal);
+}
+
+#[test]
+fn dyninsts_equals_pmrep_raw() {
+    // disk instances appear during the recording.
+    let Some(a) = testsuite("dyninsts") else {
+        return;
+    };
+    let Some(c) = compare_with_pmrep(&a, false) else {
+        return;
+    };
+    assert_eq!(c.equal, 118);
+    assert_eq!(c.carried, 0);
+}
+
+#[test]
+fn live_v3_rates_equal_pmrep_rates() {
+    let a = common::corpus().join("pcp/live_v3");
+    let Some(c) = compare_with_pmrep(&a, true) else {
+        return;
+    };
+    assert!(c.equal > 1000, "{}", c.equal);
+}
+
+#[test]
+fn columns_units_and_delimiter() {
+    let a = common::corpus().join("pcp/live_v3");
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--columns",
+        "mem.util.free,kernel.all.load[1 m*,mmv.live.*",
+        "--units-row",
+        "--delimiter",
+        ";",
+    ];
+    let (rc, out, err) = convert(&a, dir.path(), "sel.csv", &args);
+    assert_eq!(rc, 0, "{err}");
+    let (hdr, rows) = read_csv(&std::fs::read(&out).unwrap(), b';');
+    // Pattern order first, then the metrics' definition order.
+    assert_eq!(
+        hdr,
+        [
+            "time",
+            "mem.util.free",
+            "kernel.all.load[1 minute]",
+            "mmv.live.delta",
+            "mmv.live.small",
+            "mmv.live.gauge",
+            "mmv.live.phase",
+            "mmv.live.busy",
+            "mmv.live.ops[w0]",
+            "mmv.live.ops[worker-with-a-rather-long-name-that-exceeds-the-sixty-four-byte-limit]",
+        ]
+    );
+    assert_eq!(
+        rows[0],
+        ["UTC", "Kbyte", "", "", "", "", "", "microsec", "count", "count"]
+    );
+    // The two pmcd-only records have none of these columns: no row.
+    assert_eq!(rows.len(), 1 + 7);
+    assert_eq!(rows[1][0], "2026-11-22T03:45:14.697627590Z");
+    assert_eq!(rows[1][1], "23104728");
+    assert_eq!(rows[1][2], "1.5");
+}
+
+#[test]
+fn strings_are_quoted_as_rfc4180() {
+    // KPI command lines hold spaces, semicolons and quotes.
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::corpus().join("kpi/kpi-capture.dlt");
+    let (rc, out, err) = convert(
+        &input,
+        dir.path(),
+        "k.csv",
+        &["--events", "--delimiter", ";"],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let ev = dir.path().join("k.events.csv");
+    let text = std::fs::read(&ev).unwrap();
+    let (hdr, rows) = read_csv(&text, b';');
+    assert_eq!(hdr, ["time", "category", "name", "cpu", "fields"]);
+    let info = info_counts(&input);
+    let kpi_events = info["events"] as usize;
+    let notes = info["annotations"] as usize;
+    assert_eq!(rows.len(), kpi_events + notes);
+    let perl = rows
+        .iter()
+        .find(|r| r[4].contains("perl-title; with spaces;and;semis"))
+        .expect("the perl $0 rewrite is in the capture");
+    assert!(perl[4].starts_with("pid="), "{perl:?}");
+    // Such a field is quoted in the file, as RFC 4180 wants.
+    let raw = String::from_utf8_lossy(&text);
+    assert!(raw.contains("\"pid="), "semicolon fields must be quoted");
+    let samples = std::fs::read(out).unwrap();
+    let (shdr, srows) = read_csv(&samples, b';');
+    assert_eq!(shdr[0], "time");
+    assert!(shdr.iter().any(|h| h.starts_with("kpi.proc.cpu[")));
+    assert!(!srows.is_empty());
+}
+
+/// `polytrace info` item counts by kind.
+fn info_counts(input: &Path) -> BTreeMap<String, u64> {
+    let o = Command::new(common::bin())
+        .arg("info")
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut out = BTreeMap::new();
+    let mut in_items = false;
+    for line in text.lines() {
+        if line == "items:" {
+            in_items = true;
+            continue;
+        }
+        if !line.starts_with("  ") {
+            in_items = false;
+        }
+        if in_items {
+            let (k, v) = line.trim().rsplit_once(' ').unwrap();
+            out.insert(k.trim().to_string(), v.parse().unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn ltt_events_table_one_row_per_event() {
+    let input = common::corpus().join("ltt/smp_example");
+    let dir = tempfile::tempdir().unwrap();
+    let (rc, _, err) = convert(&input, dir.path(), "smp.csv", &["--events"]);
+    assert_eq!(rc, 0, "{err}");
+    let (hdr, rows) = read_csv(
+        &std::fs::read(dir.path().join("smp.events.csv")).unwrap(),
+        b',',
+    );
+    assert_eq!(hdr, ["time", "category", "name", "cpu", "fields"]);
+    // Framing (block_start/end, heartbeats) is not data.
+    assert_eq!(rows.len() as u64, info_counts(&input)["events"]);
+    let first_irq = rows.iter().find(|r| r[2] == "irq_entry").unwrap();
+    assert_eq!(first_irq[0], "2016-07-04T13:11:43.000378859Z");
+    assert_eq!(first_irq[1..4], ["core", "irq_entry", "1"]);
+    assert_eq!(first_irq[4], "irq_id=0 kernel=0");
+    let fs = rows.iter().find(|r| r[2] == "file_system").unwrap();
+    assert!(
+        fs[4].starts_with("event_sub_id=TRACE_EV_FILE_SYSTEM_") && fs[4].contains(" file_name=\""),
+        "{fs:?}"
+    );
+    // No samples in an LTT trace: the samples table is its header alone.
+    let samples = std::fs::read_to_string(dir.path().join("smp.csv")).unwrap();
+    assert_eq!(samples, "time\n");
+    // Nothing else was left beside the outputs (no spool, no staging).
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["smp.csv", "smp.events.csv"]);
+}
+
+#[test]
+fn one_event_type_gets_a_column_per_field() {
+    // The timeline's v3 sample after --end keeps only... all its types;
+    // a2-unwrapped has a single message type.
+    let input = common::corpus().join("timeline/a2-unwrapped.dat");
+    let dir = tempfile::tempdir().unwrap();
+    let (rc, _, err) = convert(&input, dir.path(), "t.csv", &["--events"]);
+    assert_eq!(rc, 0, "{err}");
+    let (hdr, rows) = read_csv(
+        &std::fs::read(dir.path().join("t.events.csv")).unwrap(),
+        b',',
+    );
+    assert_eq!(hdr, ["time", "category", "name", "cpu", "i", "n"]);
+    assert_eq!(rows.len(), 100);
+    // Cycles only: seconds on the source's own axis, never a date.
+    assert!(!rows[0][0].contains('T'), "{:?}", rows[0]);
+    assert_eq!(rows[0][4..], ["1", "100"]);
+}
+
+#[test]
+fn events_without_a_file_name_are_refused() {
+    let input = common::corpus().join("ltt/smp_example");
+    let o = Command::new(common::bin())
+        .arg("convert")
+        .arg(&input)
+        .args(["--to", "csv", "-o", "-", "--events"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("-o FILE"));
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn events_only_input_needs_the_events_option() {
+    // An LTT trace has no samples: without --events there is nothing to
+    // write, and a header alone is no table.
+    let input = common::corpus().join("ltt/smp_example");
+    let o = Command::new(common::bin())
+        .arg("convert")
+        .arg(&input)
+        .args(["--to", "csv", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nothing to write"), "{err}");
+    assert!(err.contains("173151 events need --events"), "{err}");
+    // Nor when --columns selects nothing: no file is left behind.
+    let dir = tempfile::tempdir().unwrap();
+    let a = common::corpus().join("pcp/live_v3");
+    let (rc, out, err) = convert(&a, dir.path(), "none.csv", &["--columns", "no.such.*"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--columns"), "{err}");
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn bad_delimiters_are_usage_errors() {
+    let input = common::corpus().join("pcp/live_v3");
+    for d in ["\"", "ab", "\n"] {
+        let o = Command::new(common::bin())
+            .arg("convert")
+            .arg(&input)
+            .args(["--to", "csv", "-o", "-", "--delimiter", d])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{d:?}");
+        assert!(o.stdout.is_empty());
+    }
+}
