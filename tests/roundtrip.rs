@@ -557,6 +557,42 @@ fn no_framing_in_any_converted_output() {
             }
         }
     }
+    // Export-only writers: their files name no framing event or record.
+    let record = |t: &str| {
+        ["header", "define", "sample", "event", "data"]
+            .iter()
+            .any(|r| t.contains(&format!("polytrace.{r}")))
+    };
+    for (i, (src, input)) in sources.iter().enumerate() {
+        for dst in ["ctf", "chrome-json", "csv"] {
+            let out = d.path().join(format!("{i}-{src}-to-{dst}"));
+            let o = Command::new(common::bin())
+                .args(["convert", "-q", "--to", dst, "-o"])
+                .arg(&out)
+                .arg(input)
+                .output()
+                .unwrap();
+            if !o.status.success() {
+                continue; // e.g. CSV of a source without samples
+            }
+            let files: Vec<PathBuf> = if out.is_dir() {
+                walkdir::WalkDir::new(&out)
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| e.file_type().is_file())
+                    .map(|e| e.into_path())
+                    .collect()
+            } else {
+                vec![out.clone()]
+            };
+            for f in files {
+                let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+                if FRAMING[..4].iter().any(|w| text.contains(w)) || record(&text) {
+                    fails.push(format!("{src} -> {dst}: {} names framing", f.display()));
+                }
+            }
+        }
+    }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
