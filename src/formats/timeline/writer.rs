@@ -837,6 +837,15 @@ impl TraceWriter for TimelineWriter {
             Item::EventType(t) => {
                 let tm = self.map_type(t);
                 if let (Some(d), None) = (&mut self.desc, tm.drop) {
+                    // A re-issued type replaces its earlier description.
+                    d.types.retain(|(id, x)| !(x.id == t.id && *id == tm.id));
+                    if d.types.iter().any(|(id, _)| *id == tm.id) {
+                        // One message: a reader sees the first type only.
+                        self.loss.degrade(
+                            "event types",
+                            "same category, format and priority as another type: read back as that one",
+                        );
+                    }
                     let mut r = (**t).clone();
                     r.fields = tm.arg_fields.iter().map(|&i| t.fields[i].clone()).collect();
                     // What the message was logged with, where the type had none.
