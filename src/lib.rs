@@ -13,6 +13,7 @@ pub mod options;
 pub mod output;
 pub mod pipeline;
 pub mod record;
+pub mod split;
 pub mod stages;
 
 pub use error::{Diagnostic, Error, Position, Result, Severity};

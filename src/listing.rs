@@ -99,6 +99,7 @@ pub fn dump_common(reader: &mut dyn TraceReader, out: &mut dyn Write) -> Result<
                 if let Some(s) = &e.stream {
                     write!(line, " stream={s}").unwrap();
                 }
+                source(&mut line, &e.extras);
                 let t = types.get(&e.type_id);
                 for (i, v) in e.fields.iter().enumerate() {
                     let fname = t
@@ -111,6 +112,7 @@ pub fn dump_common(reader: &mut dyn TraceReader, out: &mut dyn Write) -> Result<
             }
             Item::Sample(s) => {
                 write!(line, "{} sample", s.time).unwrap();
+                source(&mut line, &s.extras);
                 for mv in &s.metrics {
                     let n = names.get(&mv.metric).map(String::as_str).unwrap_or("?");
                     match &mv.values {
@@ -128,11 +130,26 @@ pub fn dump_common(reader: &mut dyn TraceReader, out: &mut dyn Write) -> Result<
                     }
                 }
             }
-            Item::Mark(m) => write!(line, "{} mark", m.time).unwrap(),
-            Item::Annotation(a) => write!(line, "{} note {:?}", a.time, a.text).unwrap(),
+            Item::Mark(m) => {
+                write!(line, "{} mark", m.time).unwrap();
+                source(&mut line, &m.extras);
+            }
+            Item::Annotation(a) => {
+                write!(line, "{} note", a.time).unwrap();
+                source(&mut line, &a.extras);
+                write!(line, " {:?}", a.text).unwrap();
+            }
         }
         line.push('\n');
         out.write_all(line.as_bytes()).map_err(io)?;
     }
     Ok(())
+}
+
+/// ` source="NAME"`: the input of an item of a merged stream.
+fn source(line: &mut String, x: &Extras) {
+    use std::fmt::Write as _;
+    if let Some(s) = x.str(keys::SOURCE) {
+        write!(line, " source={s:?}").unwrap();
+    }
 }

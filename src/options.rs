@@ -1,7 +1,7 @@
 //! Options passed from the CLI to readers, writers and dumpers. Every
 //! format-specific flag lives here so the CLI defines it once.
 
-use crate::model::Timestamp;
+use crate::model::{Selection, TimeWindow, Timestamp};
 
 /// Options for reading any format.
 #[derive(Debug, Clone, Default)]
@@ -73,4 +73,9 @@ pub struct DumpOptions {
     pub values: bool,
     /// DLT: headers only, as `dlt-convert -s`.
     pub headers_only: bool,
+    /// `--begin/--end` as given; each listing resolves them against its
+    /// trace (or refuses them, naming why).
+    pub window: TimeWindow,
+    /// `--event/--metric/--instance/--cpu` and their exclusions.
+    pub select: Selection,
 }

@@ -87,6 +87,24 @@ impl Staged {
         self.stage_dir.join(&self.name)
     }
 
+    /// Bytes written into the staging area so far (what buffered writers
+    /// have not flushed yet is not counted).
+    pub fn written_bytes(&self) -> u64 {
+        fn walk(p: &Path) -> u64 {
+            let Ok(rd) = std::fs::read_dir(p) else {
+                return 0;
+            };
+            rd.filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => walk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        }
+        walk(&self.stage_dir)
+    }
+
     /// Move everything written into place. Returns the final paths.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&self.stage_dir)

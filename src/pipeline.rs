@@ -41,6 +41,29 @@ pub enum Dest<'a> {
     Stdout,
 }
 
+/// What adapting loses, shared with the adapter that fills it in.
+pub type SharedLoss = std::rc::Rc<std::cell::RefCell<LossReport>>;
+
+/// The stages every conversion into `to` needs: another format's framing
+/// is never data (its writer makes its own), and metric-only targets take
+/// events as per-type counters.
+pub fn adapt(
+    reader: Box<dyn TraceReader>,
+    to: &dyn Format,
+) -> (Box<dyn TraceReader>, Option<SharedLoss>) {
+    let mut reader = reader;
+    if reader.header().source != to.id() {
+        reader = Box::new(crate::stages::Unframe::wrap(reader));
+    }
+    let mut adapter_loss = None;
+    if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {
+        let ec = crate::stages::EventCounters::wrap(reader);
+        adapter_loss = Some(ec.loss.clone());
+        reader = Box::new(ec);
+    }
+    (reader, adapter_loss)
+}
+
 /// Stream `reader` into a new output of format `to`.
 pub fn convert(
     reader: Box<dyn TraceReader>,
@@ -53,20 +76,9 @@ pub fn convert(
     if !caps.write {
         return Err(formats::not_implemented(to.id(), "writing"));
     }
-    let mut reader = reader;
     let header = reader.header().clone();
     let mut out = ConvertOutcome::default();
-    // Another format's framing is never data (its writer makes its own).
-    if header.source != to.id() {
-        reader = Box::new(crate::stages::Unframe::wrap(reader));
-    }
-    // Metric-only targets take events as per-type counters.
-    let mut adapter_loss = None;
-    if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {
-        let ec = crate::stages::EventCounters::wrap(reader);
-        adapter_loss = Some(ec.loss.clone());
-        reader = Box::new(ec);
-    }
+    let (mut reader, adapter_loss) = adapt(reader, to);
     match dest {
         Dest::Stdout => {
             if !caps.text_output {

@@ -1,7 +1,7 @@
 //! The CLI's shared option groups, defined once and flattened into each verb.
 
 use crate::model::FormatId;
-use crate::model::TimeSpec;
+use crate::model::{CpuList, Glob, Selection, TimeSpec, TimeWindow};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use clap::Args;
 use std::path::PathBuf;
@@ -18,10 +18,7 @@ fn parse_time(s: &str) -> Result<TimeSpec, String> {
 }
 
 fn parse_abs_time(s: &str) -> Result<crate::model::Timestamp, String> {
-    match TimeSpec::parse(s)? {
-        TimeSpec::At(t) => Ok(t),
-        TimeSpec::After(_) => Err("an absolute time is needed here".into()),
-    }
+    TimeSpec::parse_absolute(s)
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -63,11 +60,13 @@ pub struct InputArgs {
     /// Input format (default: detected from the content).
     #[arg(long, value_parser = parse_format)]
     pub from: Option<FormatId>,
-    /// Keep only data at or after this time (RFC 3339, epoch seconds, or +DURATION from the start).
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
+    /// Keep only data at or after this time: RFC 3339 (no zone = local
+    /// time, as TZ says), epoch seconds, +DURATION from the start,
+    /// -DURATION from the end, or @HH:MM[:SS] on the first day.
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
     pub begin: Option<TimeSpec>,
     /// Keep only data at or before this time (same forms as --begin).
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
     pub end: Option<TimeSpec>,
     /// On damaged input keep everything before the damage and exit 1.
     #[arg(long)]
@@ -90,6 +89,9 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
+    pub fn window(&self) -> TimeWindow {
+        TimeWindow::new(self.begin, self.end)
+    }
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions {
             salvage: self.salvage,
@@ -126,9 +128,15 @@ pub struct OutputArgs {
     /// MMV: file version to write (1, 2 or 3; default: the smallest that fits).
     #[arg(long, value_name = "1|2|3")]
     pub mmv_version: Option<u32>,
-    /// MMV: take the snapshot at this time instead of the last sample.
-    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
-    pub at: Option<crate::model::Timestamp>,
+    /// MMV: take the snapshot at this time instead of the last sample
+    /// (any --begin form: +2s, -1s, @03:45, RFC 3339, epoch seconds).
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
+    pub at: Option<TimeSpec>,
+    /// Write numbered outputs (OUT.000, OUT.001, …) each covering this much
+    /// time (e.g. 2s, 1m) or holding about this much data (e.g. 64M, 100k);
+    /// each is a complete file of the target format.
+    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE")]
+    pub split: Option<crate::split::SplitBy>,
     /// Timeline: layout to write (A2 or M3).
     #[arg(long, value_name = "A2|M3")]
     pub timeline_version: Option<String>,
@@ -185,7 +193,11 @@ impl OutputArgs {
             pcp_version: self.pcp_version,
             volume_size: self.volume_size,
             mmv_version: self.mmv_version,
-            at: self.at,
+            // Relative forms are resolved against the input by the verb.
+            at: match self.at {
+                Some(TimeSpec::At(t)) => Some(t),
+                _ => None,
+            },
             timeline_version: self.timeline_version.clone(),
             entries: self.entries,
             ecu: self.ecu.clone(),
@@ -203,6 +215,99 @@ impl OutputArgs {
             events: self.events,
         }
     }
+}
+
+/// `--split`: a duration (`2s`, `1m`, `500ms`) or a size (`64M`, `100k`, `1G`, `4096B`).
+pub fn parse_split(s: &str) -> Result<crate::split::SplitBy, String> {
+    use crate::split::SplitBy;
+    let bad = || {
+        format!("bad --split {s:?}: want a duration (2s, 1m, 500ms) or a size (64M, 100k, 4096B)")
+    };
+    let unit: String = s
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    let unit: String = unit.chars().rev().collect();
+    let v = match unit.as_str() {
+        "ns" | "us" | "ms" | "s" | "m" | "min" | "h" => {
+            SplitBy::Duration(crate::model::time::parse_duration(s).map_err(|_| bad())?)
+        }
+        "k" | "K" | "M" | "G" | "B" | "kB" | "KB" | "MB" | "GB" | "KiB" | "MiB" | "GiB" => {
+            let t = s.trim_end_matches("iB").trim_end_matches('i');
+            SplitBy::Size(parse_size(t).map_err(|_| bad())?)
+        }
+        _ => return Err(bad()),
+    };
+    match v {
+        SplitBy::Duration(0) | SplitBy::Size(0) => Err(bad()),
+        v => Ok(v),
+    }
+}
+
+/// Which events, metrics, instances and CPUs to keep (`convert`, `dump`,
+/// `info`). Patterns are shell globs; each option may be repeated.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Keep only events whose `category.name` matches (LTT: facility.event).
+    #[arg(long = "event", value_name = "GLOB", help_heading = "Filters")]
+    pub event: Vec<String>,
+    /// Leave out events whose `category.name` matches.
+    #[arg(long = "exclude-event", value_name = "GLOB", help_heading = "Filters")]
+    pub exclude_event: Vec<String>,
+    /// Keep only metrics with a matching name; as with pmdumplog, a name
+    /// also selects everything below it (`kernel.all`).
+    #[arg(long = "metric", value_name = "GLOB", help_heading = "Filters")]
+    pub metric: Vec<String>,
+    /// Leave out matching metrics (and everything below them).
+    #[arg(long = "exclude-metric", value_name = "GLOB", help_heading = "Filters")]
+    pub exclude_metric: Vec<String>,
+    /// Keep only metric values of matching instances (name, its first
+    /// word, or id).
+    #[arg(long = "instance", value_name = "GLOB", help_heading = "Filters")]
+    pub instance: Vec<String>,
+    /// Leave out values of matching instances.
+    #[arg(
+        long = "exclude-instance",
+        value_name = "GLOB",
+        help_heading = "Filters"
+    )]
+    pub exclude_instance: Vec<String>,
+    /// Keep only events on these CPUs (e.g. 0,2-3).
+    #[arg(long, value_parser = CpuList::parse, value_name = "LIST", help_heading = "Filters")]
+    pub cpu: Option<CpuList>,
+    /// Leave out events on these CPUs.
+    #[arg(long = "exclude-cpu", value_parser = CpuList::parse, value_name = "LIST", help_heading = "Filters")]
+    pub exclude_cpu: Option<CpuList>,
+}
+
+impl FilterArgs {
+    pub fn selection(&self) -> Selection {
+        let g = |v: &[String]| v.iter().map(|p| Glob::new(p)).collect();
+        Selection {
+            events: g(&self.event),
+            exclude_events: g(&self.exclude_event),
+            metrics: g(&self.metric),
+            exclude_metrics: g(&self.exclude_metric),
+            instances: g(&self.instance),
+            exclude_instances: g(&self.exclude_instance),
+            cpus: self.cpu.clone(),
+            exclude_cpus: self.exclude_cpu.clone(),
+        }
+    }
+}
+
+/// Several inputs into one output.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MergeArgs {
+    /// Merge every trace in the input directory into one output (instead
+    /// of converting each into an output tree).
+    #[arg(long, help_heading = "Merging")]
+    pub merge: bool,
+    /// Source name of each input, in order (default: its file name); merged
+    /// items carry it in their `source` extra.
+    #[arg(long = "label", value_name = "NAME", help_heading = "Merging")]
+    pub label: Vec<String>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -250,6 +355,7 @@ impl DumpArgs {
             no_framing: self.no_framing,
             values: self.style == Style::Values,
             headers_only: self.headers_only,
+            ..Default::default()
         }
     }
 }

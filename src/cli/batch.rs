@@ -7,7 +7,6 @@ use crate::formats::{self, Format};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
-use crate::stages::Window;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeSet;
@@ -38,7 +37,7 @@ enum Outcome {
 
 /// Collect the inputs of a tree: files, LTT trace directories, and PCP
 /// archives (all members grouped under their base name).
-fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
+pub(super) fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     let mut seen_bases = BTreeSet::new();
     let mut it = walkdir::WalkDir::new(root)
@@ -91,7 +90,7 @@ fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
 }
 
 pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Result<u8> {
-    let root = &a.input;
+    let root = &a.inputs[0];
     let out_root = a
         .output
         .output
@@ -200,20 +199,22 @@ fn convert_one(
             return Outcome::Failed(format!("{}: {e}", parent.display()));
         }
     }
-    let ropts = a.input_args.read_options();
-    let run = || -> crate::Result<pipeline::ConvertOutcome> {
-        let r = from.open(&input, &ropts)?;
-        let r = Window::wrap(r, a.input_args.begin, a.input_args.end);
-        pipeline::convert(
-            r,
-            &input.member_paths(),
-            to,
-            Dest::Path {
-                path: &target,
-                force: a.output.force,
-            },
-            &a.output.write_options(),
-        )
+    let run = || -> anyhow::Result<pipeline::ConvertOutcome> {
+        let src = super::stream::Source { input, fmt: from };
+        let st = super::stream::open(
+            std::slice::from_ref(&src),
+            &[],
+            &a.input_args,
+            &a.filter,
+            &[a.output.at],
+        )?;
+        let mut wopts = a.output.write_options();
+        wopts.at = super::stream::resolve_at(a.output.at, st.start, st.end)?;
+        let dest = Dest::Path {
+            path: &target,
+            force: a.output.force,
+        };
+        Ok(pipeline::convert(st.reader, &st.members, to, dest, &wopts)?)
     };
     match run() {
         Ok(o) => {
@@ -230,6 +231,6 @@ fn convert_one(
                 Outcome::Ok
             }
         }
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => Outcome::Failed(format!("{e:#}")),
     }
 }

@@ -2,11 +2,11 @@
 
 use super::args::Style;
 use super::report::report_diagnostics;
-use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, EXIT_OK, EXIT_SALVAGED};
+use super::stream;
+use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, InfoCmd, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
 use crate::input::{Input, InputKind};
 use crate::pipeline::{self, Dest};
-use crate::stages::Window;
 use anyhow::{Context, Result};
 use std::io::{BufWriter, Write};
 
@@ -14,7 +14,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     let quiet = cli.global.quiet;
     match cli.command {
         Command::Formats => formats_table(),
-        Command::Convert(a) => convert(a, quiet),
+        Command::Convert(a) => convert(*a, quiet),
         Command::Dump(a) => dump(a),
         Command::Info(a) => info(a),
         Command::Check(a) => check(a, quiet),
@@ -65,36 +65,69 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
         .to
         .context("--to FORMAT is required (see `polytrace formats`)")?;
     let to = formats::get(to_id);
-    let input = Input::resolve(&a.input)?;
-    if input.kind == InputKind::Dir
-        && formats::detect(&input).is_err()
-        && a.input_args.from != Some(crate::model::FormatId::Ltt)
-    {
-        return super::batch::convert_tree(&a, to, quiet);
+    if let [one] = a.inputs.as_slice() {
+        if !a.merge.merge {
+            let input = Input::resolve(one)?;
+            if input.kind == InputKind::Dir
+                && formats::detect(&input).is_err()
+                && a.input_args.from != Some(crate::model::FormatId::Ltt)
+            {
+                if a.output.split.is_some() {
+                    anyhow::bail!(
+                        "--split cuts one output: not with a directory batch (--merge DIR merges the directory into one)"
+                    );
+                }
+                return super::batch::convert_tree(&a, to, quiet);
+            }
+        }
     }
-    let from = pipeline::format_of(&input, a.input_args.from)?;
     let out_path = a.output.output.clone().context("-o OUT is required")?;
-    let ropts = a.input_args.read_options();
-    let reader = from.open(&input, &ropts)?;
-    let reader = Window::wrap(reader, a.input_args.begin, a.input_args.end);
-    let dest = if out_path.as_os_str() == "-" {
-        Dest::Stdout
-    } else {
-        Dest::Path {
-            path: &out_path,
-            force: a.output.force,
+    let sources = stream::sources(&a.inputs, &a.merge, &a.input_args)?;
+    if sources.len() == 1 && !a.merge.label.is_empty() {
+        anyhow::bail!("--label names the inputs of a merge; there is one input");
+    }
+    let st = stream::open(
+        &sources,
+        &a.merge.label,
+        &a.input_args,
+        &a.filter,
+        &[a.output.at],
+    )?;
+    let mut wopts = a.output.write_options();
+    wopts.at = stream::resolve_at(a.output.at, st.start, st.end)?;
+    let stdout = out_path.as_os_str() == "-";
+    let outcome = match a.output.split {
+        Some(_) if stdout => anyhow::bail!("--split writes numbered files: give -o OUT, not -"),
+        Some(by) => crate::split::convert_split(
+            st.reader,
+            &st.members,
+            to,
+            &out_path,
+            a.output.force,
+            &wopts,
+            by,
+        )?,
+        None => {
+            let dest = if stdout {
+                Dest::Stdout
+            } else {
+                Dest::Path {
+                    path: &out_path,
+                    force: a.output.force,
+                }
+            };
+            pipeline::convert(st.reader, &st.members, to, dest, &wopts)?
         }
     };
-    let outcome = pipeline::convert(
-        reader,
-        &input.member_paths(),
-        to,
-        dest,
-        &a.output.write_options(),
-    )?;
     let salvaged = report_diagnostics(&outcome.diagnostics, quiet);
     if !quiet {
         eprint!("{}", indent_report(&outcome.loss.to_string()));
+        if a.output.split.is_some() {
+            eprintln!(
+                "polytrace: wrote {} pieces",
+                pieces(&outcome.outputs, &out_path)
+            );
+        }
     }
     Ok(if salvaged || outcome.salvaged() {
         EXIT_SALVAGED
@@ -103,30 +136,54 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     })
 }
 
+/// How many numbered outputs `--split` committed (a PCP piece is 3+ files).
+fn pieces(outputs: &[std::path::PathBuf], out: &std::path::Path) -> usize {
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut seen = std::collections::BTreeSet::new();
+    for p in outputs {
+        let n = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some(rest) = n.strip_prefix(&format!("{base}.")) {
+            seen.insert(rest.chars().take(3).collect::<String>());
+        }
+    }
+    seen.len()
+}
+
 fn indent_report(s: &str) -> String {
     s.lines().map(|l| format!("polytrace: {l}\n")).collect()
 }
 
 fn dump(a: DumpCmd) -> Result<u8> {
-    let (input, fmt) = open_input(&a.input, &a.input_args)?;
-    let ropts = a.input_args.read_options();
+    let src = stream::Source::open(&a.input, &a.input_args)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let windowed = a.input_args.begin.is_some() || a.input_args.end.is_some();
-    let diags = if a.dump.style == Style::Common || (windowed && a.dump.style == Style::Native) {
-        if windowed && a.dump.style == Style::Native {
-            eprintln!("polytrace: --begin/--end apply to the common listing; using --style common");
-        }
-        let mut r = fmt.open(&input, &ropts)?;
-        if a.dump.no_framing {
-            // The stream as another format's writer sees it.
-            r = Box::new(crate::stages::Unframe::wrap(r));
-        }
-        let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
-        crate::listing::dump_common(r.as_mut(), &mut out)?;
-        r.diagnostics().to_vec()
+    let diags = if a.dump.style == Style::Common {
+        let mut st = stream::open_with(
+            std::slice::from_ref(&src),
+            &[],
+            &a.input_args,
+            &a.filter,
+            &[],
+            // --no-framing: the stream as another format's writer sees it.
+            a.dump.no_framing,
+        )?;
+        crate::listing::dump_common(st.reader.as_mut(), &mut out)?;
+        st.reader.diagnostics().to_vec()
     } else {
-        fmt.dump(&input, &ropts, &a.dump.dump_options(), &mut out)?
+        // The native listing applies the window and the filters itself (or
+        // refuses them, saying why): never a silent change of style.
+        let mut dopts = a.dump.dump_options();
+        dopts.window = a.input_args.window();
+        dopts.window.check().map_err(anyhow::Error::msg)?;
+        dopts.select = a.filter.selection();
+        src.fmt
+            .dump(&src.input, &a.input_args.read_options(), &dopts, &mut out)?
     };
     out.flush().map_err(|e| crate::Error::io("<stdout>", e))?;
     Ok(if report_diagnostics(&diags, false) {
@@ -136,55 +193,83 @@ fn dump(a: DumpCmd) -> Result<u8> {
     })
 }
 
-fn info(a: InfoArgs) -> Result<u8> {
-    let (input, fmt) = open_input(&a.input, &a.input_args)?;
-    let r = fmt.open(&input, &a.input_args.read_options())?;
-    let mut r = Window::wrap(r, a.input_args.begin, a.input_args.end);
+fn info(a: InfoCmd) -> Result<u8> {
+    let sources = stream::sources(&a.inputs, &Default::default(), &a.input_args)?;
+    let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
+    let mut st = stream::open(&sources, &[], &a.input_args, &a.filter, &[])?;
+    let r = st.reader.as_mut();
     let h = r.header().clone();
-    let info = crate::info::info(r.as_mut())?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "file:      {}", input.name())?;
-    if h.source == fmt.id() {
-        writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+    if a.stats {
+        let s = crate::info::stats(r)?;
+        if a.json {
+            serde_json::to_writer_pretty(&mut out, &s)?;
+            writeln!(out)?;
+        } else {
+            write_stats(&mut out, &names.join(", "), &h, &s)?;
+        }
     } else {
-        // A polytrace-written LTT trace gives back the stream it carries.
-        writeln!(
-            out,
-            "format:    {} (carrying a {} stream, version {})",
-            fmt.id(),
-            h.source,
-            h.version
-        )?;
-    }
-    writeln!(out, "time base: {}", h.time_base.describe())?;
-    if let Some(host) = &h.host {
-        writeln!(out, "host:      {host}")?;
-    }
-    if let (Some(f), Some(l)) = (info.first, info.last) {
-        writeln!(out, "first:     {f}")?;
-        writeln!(out, "last:      {l}")?;
-    }
-    writeln!(out, "items:")?;
-    for (k, v) in &info.items {
-        writeln!(out, "  {k:<14} {v}")?;
-    }
-    if !info.events_by_type.is_empty() {
-        writeln!(out, "events by type:")?;
-        for (k, v) in &info.events_by_type {
-            writeln!(out, "  {k:<30} {v}")?;
-        }
-    }
-    if !info.values_by_metric.is_empty() {
-        writeln!(out, "values by metric:")?;
-        for (k, v) in &info.values_by_metric {
-            writeln!(out, "  {k:<30} {v}")?;
-        }
-    }
-    let native = r.native_counts();
-    if !native.is_empty() {
-        writeln!(out, "native counts:")?;
-        for (k, v) in &native {
-            writeln!(out, "  {k:<30} {v}")?;
+        let info = crate::info::info(r)?;
+        let native = r.native_counts();
+        if a.json {
+            let j = serde_json::json!({
+                "file": names.join(", "),
+                "format": h.source.name(),
+                "version": h.version,
+                "time_base": h.time_base.describe(),
+                "host": h.host,
+                "first": info.first.map(|t| t.to_string()),
+                "last": info.last.map(|t| t.to_string()),
+                "items": info.items,
+                "events_by_type": info.events_by_type,
+                "values_by_metric": info.values_by_metric,
+                "native_counts": native.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            });
+            serde_json::to_writer_pretty(&mut out, &j)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "file:      {}", names.join(", "))?;
+            match sources.as_slice() {
+                // A polytrace-written LTT trace gives back the stream it carries.
+                [one] if one.fmt.id() != h.source => writeln!(
+                    out,
+                    "format:    {} (carrying a {} stream, version {})",
+                    one.fmt.id(),
+                    h.source,
+                    h.version
+                )?,
+                _ => writeln!(out, "format:    {} (version {})", h.source, h.version)?,
+            }
+            writeln!(out, "time base: {}", h.time_base.describe())?;
+            if let Some(host) = &h.host {
+                writeln!(out, "host:      {host}")?;
+            }
+            if let (Some(f), Some(l)) = (info.first, info.last) {
+                writeln!(out, "first:     {f}")?;
+                writeln!(out, "last:      {l}")?;
+            }
+            writeln!(out, "items:")?;
+            for (k, v) in &info.items {
+                writeln!(out, "  {k:<14} {v}")?;
+            }
+            if !info.events_by_type.is_empty() {
+                writeln!(out, "events by type:")?;
+                for (k, v) in &info.events_by_type {
+                    writeln!(out, "  {k:<30} {v}")?;
+                }
+            }
+            if !info.values_by_metric.is_empty() {
+                writeln!(out, "values by metric:")?;
+                for (k, v) in &info.values_by_metric {
+                    writeln!(out, "  {k:<30} {v}")?;
+                }
+            }
+            if !native.is_empty() {
+                writeln!(out, "native counts:")?;
+                for (k, v) in &native {
+                    writeln!(out, "  {k:<30} {v}")?;
+                }
+            }
         }
     }
     let diags = r.diagnostics().to_vec();
@@ -193,6 +278,94 @@ fn info(a: InfoArgs) -> Result<u8> {
     } else {
         EXIT_OK
     })
+}
+
+/// `info --stats` as text.
+fn write_stats(
+    out: &mut dyn Write,
+    file: &str,
+    h: &crate::model::Header,
+    s: &crate::info::Stats,
+) -> Result<()> {
+    let num = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.6}"));
+    writeln!(out, "file:      {file}")?;
+    writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+    if let (Some(f), Some(l)) = (&s.first, &s.last) {
+        writeln!(out, "first:     {f}")?;
+        writeln!(out, "last:      {l}")?;
+    }
+    writeln!(out, "span:      {:.9} s", s.span_s)?;
+    if !s.metrics.is_empty() {
+        writeln!(
+            out,
+            "\n{:<40} {:<24} {:>8} {:>16} {:>16} {:>16} {:>16}",
+            "metric", "instance", "count", "min", "max", "mean", "rate/s"
+        )?;
+        for m in &s.metrics {
+            let inst = match (&m.instance, &m.instance_name) {
+                (None, _) => "-".to_string(),
+                (Some(i), Some(n)) => format!("{i} {n}"),
+                (Some(i), None) => i.to_string(),
+            };
+            let inst: String = inst.chars().take(24).collect();
+            writeln!(
+                out,
+                "{:<40} {:<24} {:>8} {:>16} {:>16} {:>16} {:>16}",
+                m.metric,
+                inst,
+                m.count,
+                num(m.min),
+                num(m.max),
+                num(m.mean),
+                num(m.rate)
+            )?;
+        }
+    }
+    if !s.events.is_empty() {
+        writeln!(
+            out,
+            "\n{:<40} {:>10} {:>14}",
+            "event type", "count", "events/s"
+        )?;
+        for e in &s.events {
+            let tag = if e.framing { " (framing)" } else { "" };
+            writeln!(
+                out,
+                "{:<40} {:>10} {:>14}{tag}",
+                e.event,
+                e.count,
+                num(e.per_s)
+            )?;
+        }
+    }
+    for (title, list) in [("cpu", &s.cpus), ("source", &s.sources)] {
+        if list.is_empty() {
+            continue;
+        }
+        writeln!(
+            out,
+            "\n{:<24} {:>10} {:>22} {:>22} {:>12}  largest gaps (s, after)",
+            title, "items", "first", "last", "span s"
+        )?;
+        for c in list {
+            let gaps: Vec<String> = c
+                .gaps
+                .iter()
+                .map(|g| format!("{:.6} after {}", g.seconds, g.after))
+                .collect();
+            writeln!(
+                out,
+                "{:<24} {:>10} {:>22} {:>22} {:>12.6}  {}",
+                c.name,
+                c.items,
+                c.first,
+                c.last,
+                c.span_s,
+                gaps.join("; ")
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn check(a: InfoArgs, quiet: bool) -> Result<u8> {

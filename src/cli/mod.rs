@@ -6,8 +6,9 @@ mod batch;
 mod commands;
 mod record;
 mod report;
+mod stream;
 
-use args::{DumpArgs, GlobalArgs, InputArgs, OutputArgs};
+use args::{DumpArgs, FilterArgs, GlobalArgs, InputArgs, MergeArgs, OutputArgs};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,12 +41,13 @@ pub struct Cli {
 pub enum Command {
     /// Sample /proc (like dlt-kpi) with TSC timestamps and write any format.
     Record(RecordArgs),
-    /// Convert a trace (or a directory tree of traces) into another format.
-    Convert(ConvertArgs),
+    /// Convert a trace (or a directory tree of traces, or several traces
+    /// merged into one) into another format.
+    Convert(Box<ConvertArgs>),
     /// Print a listing of a trace.
     Dump(DumpCmd),
-    /// Print what a trace holds: format, time span, counts.
-    Info(InfoArgs),
+    /// Print what a trace holds: format, time span, counts (--stats: figures).
+    Info(InfoCmd),
     /// Validate a trace; report the first problem with its position.
     Check(InfoArgs),
     /// Show which formats can be read, written and dumped.
@@ -80,10 +82,16 @@ pub struct RecordArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ConvertArgs {
-    /// Input file, directory, PCP archive base name, or `-` for stdin.
-    pub input: PathBuf,
+    /// Input file, directory, PCP archive base name, or `-` for stdin;
+    /// several inputs are merged into one time-ordered output.
+    #[arg(required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub input_args: InputArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub merge: MergeArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -95,7 +103,29 @@ pub struct DumpCmd {
     #[command(flatten)]
     pub input_args: InputArgs,
     #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
     pub dump: DumpArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InfoCmd {
+    /// Input file, directory, PCP archive base name, or `-` for stdin;
+    /// several inputs are taken together, as a merge would see them.
+    #[arg(required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub input_args: InputArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Figures: per metric and instance count, min, max, mean (and rate
+    /// for counters); per event type count and events/s; per CPU and per
+    /// source span and gaps.
+    #[arg(long)]
+    pub stats: bool,
+    /// Print as JSON (for scripts).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]

@@ -5,7 +5,7 @@
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::input::Input;
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
+use crate::model::{FormatId, Header, Timestamp, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
 use std::io::Write;
@@ -68,6 +68,33 @@ pub trait Format: Sync {
     ) -> Result<Vec<Diagnostic>> {
         let _ = (input, ropts, dopts, out);
         Err(not_implemented(self.id(), "dumping"))
+    }
+    /// The trace's start and, with `need_end`, its end: what `+DURATION`
+    /// and `-DURATION` count from. The start is the header's (PCP label,
+    /// MMV creation time) or the first data item's time, the end the
+    /// latest data item's. The default reads the stream (up to the first
+    /// data item when the end is not needed); formats that know their
+    /// bounds cheaply say so.
+    fn time_bounds(
+        &self,
+        input: &Input,
+        opts: &ReadOptions,
+        need_end: bool,
+    ) -> Result<(Option<Timestamp>, Option<Timestamp>)> {
+        let mut r = self.open(input, opts)?;
+        let mut start = r.header().start;
+        let mut end: Option<Timestamp> = None;
+        while let Some(item) = r.next_item()? {
+            let Some(t) = item.time().filter(|_| item.is_data()) else {
+                continue;
+            };
+            start.get_or_insert(t);
+            if !need_end {
+                break;
+            }
+            end = Some(end.map_or(t, |e| e.max(t)));
+        }
+        Ok((start, end))
     }
     /// Structural validation. The default reads every item.
     fn check(&self, input: &Input, opts: &ReadOptions) -> Result<Vec<Diagnostic>> {

@@ -124,4 +124,9 @@ pub mod keys {
     pub const SCANS: &str = "record.scans";
     /// Header: why the recording stopped: `duration`, `samples`, `SIGINT`, `SIGTERM`.
     pub const STOPPED_BY: &str = "record.stopped_by";
+    /// Data items of a merged stream: the input they came from (its file
+    /// name or `--label`).
+    pub const SOURCE: &str = "source";
+    /// Header of a merged stream: the inputs' names, in order.
+    pub const MERGE_SOURCES: &str = "merge.sources";
 }

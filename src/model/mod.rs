@@ -11,12 +11,14 @@ pub mod codec;
 mod extras;
 mod loss;
 mod render;
+pub mod select;
 pub mod time;
 mod types;
 
 pub use extras::{keys, ExtraValue, Extras};
 pub use loss::LossReport;
-pub use time::{TimeBase, TimeSpec, Timestamp};
+pub use select::{CpuList, Glob, ItemFilter, Selection};
+pub use time::{Bounds, TimeBase, TimeSpec, TimeWindow, Timestamp, WindowClock};
 pub use types::{Field, FieldType};
 
 use std::sync::Arc;
@@ -670,6 +672,11 @@ pub trait TraceReader {
 /// A stream being written. `finish` flushes and returns what was lost.
 pub trait TraceWriter {
     fn write_item(&mut self, item: &Item) -> crate::Result<()>;
+    /// Bytes of output so far, buffered ones included, where the writer
+    /// keeps count (`--split SIZE`); None: look at the files.
+    fn bytes_written(&self) -> Option<u64> {
+        None
+    }
     fn finish(self: Box<Self>) -> crate::Result<LossReport>;
 }
 

@@ -3,9 +3,13 @@
 //! takes the stream it wraps and yields a stream of the same model.
 
 pub mod counters;
+pub mod filter;
 pub mod framing;
+pub mod merge;
 pub mod window;
 
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
+pub use filter::Filter;
 pub use framing::Unframe;
+pub use merge::{Merge, MergeInput};
 pub use window::Window;

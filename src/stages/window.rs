@@ -1,38 +1,31 @@
 //! The time window: keep only data items inside `[begin, end]`.
 
-use crate::error::{Diagnostic, Result};
-use crate::model::{Header, Item, TimeSpec, Timestamp, TraceReader};
+use crate::error::{Diagnostic, Error, Result};
+use crate::model::{Header, Item, TimeWindow, Timestamp, TraceReader, WindowClock};
 
-/// A reader that keeps only data items inside `[begin, end]`. Definitions
+/// A reader that keeps only data items inside the window. Definitions
 /// always pass, so writers still see every definition before use.
 pub struct Window {
     inner: Box<dyn TraceReader>,
-    begin: Option<TimeSpec>,
-    end: Option<TimeSpec>,
-    first: Option<Timestamp>,
+    clock: WindowClock,
 }
 
 impl Window {
+    /// `start` and `end` are the trace's, where known (`Format::time_bounds`
+    /// finds them); a bound counted from the end needs `end`. Without
+    /// `start`, the header's is taken, else the first data item's time.
     pub fn wrap(
         inner: Box<dyn TraceReader>,
-        begin: Option<TimeSpec>,
-        end: Option<TimeSpec>,
-    ) -> Box<dyn TraceReader> {
-        if begin.is_none() && end.is_none() {
-            return inner;
+        window: TimeWindow,
+        start: Option<Timestamp>,
+        end: Option<Timestamp>,
+    ) -> Result<Box<dyn TraceReader>> {
+        if window.is_open() {
+            return Ok(inner);
         }
-        Box::new(Window {
-            inner,
-            begin,
-            end,
-            first: None,
-        })
-    }
-    fn resolve(&self, t: TimeSpec) -> Timestamp {
-        match t {
-            TimeSpec::At(ts) => ts,
-            TimeSpec::After(ns) => Timestamp(self.first.unwrap_or_default().0.saturating_add(ns)),
-        }
+        let start = start.or(inner.header().start);
+        let clock = WindowClock::new(window, start, end).map_err(Error::Usage)?;
+        Ok(Box::new(Window { inner, clock }))
     }
 }
 
@@ -49,20 +42,9 @@ impl TraceReader for Window {
                 return Ok(Some(item));
             }
             let t = item.time().unwrap_or_default();
-            if self.first.is_none() {
-                self.first = Some(t);
+            if self.clock.contains(t).map_err(Error::Usage)? {
+                return Ok(Some(item));
             }
-            if let Some(b) = self.begin {
-                if t < self.resolve(b) {
-                    continue;
-                }
-            }
-            if let Some(e) = self.end {
-                if t > self.resolve(e) {
-                    continue;
-                }
-            }
-            return Ok(Some(item));
         }
     }
     fn diagnostics(&self) -> &[Diagnostic] {

@@ -6,6 +6,7 @@ use super::scan::Scanner;
 use super::text::{self, push_u64, DateCache};
 use crate::error::{Diagnostic, Error, Result};
 use crate::input::Input;
+use crate::model::{Timestamp, WindowClock};
 use crate::options::{DumpOptions, ReadOptions};
 use std::io::Write;
 
@@ -18,6 +19,29 @@ pub fn dump(
     dopts: &DumpOptions,
     out: &mut dyn Write,
 ) -> Result<Vec<Diagnostic>> {
+    if !dopts.select.is_empty() {
+        return Err(Error::Usage(
+            "the dlt-convert listing shows whole messages, and a KPI message carries several datasets of several kinds: --event/--metric/--instance/--cpu do not apply to it (use --style common)".into(),
+        ));
+    }
+    // The window goes by the storage time the listing shows; `-DURATION`
+    // counts from the latest one (a first pass over the file).
+    let mut clock = if dopts.window.is_open() {
+        None
+    } else {
+        let end = if dopts.window.needs_end() {
+            let mut sc = Scanner::new(super::open_raw(input)?, input.path.clone(), true);
+            let mut end = None;
+            while let Ok(Some(m)) = sc.next_msg() {
+                let t = storage_time(m.secs, m.usecs);
+                end = Some(end.map_or(t, |e: Timestamp| e.max(t)));
+            }
+            end
+        } else {
+            None
+        };
+        Some(WindowClock::new(dopts.window, None, end).map_err(Error::Usage)?)
+    };
     let stream = super::open_raw(input)?;
     let mut sc = Scanner::new(stream, input.path.clone(), ropts.salvage);
     let mut dates = DateCache::new();
@@ -34,6 +58,16 @@ pub fn dump(
                 return Err(e);
             }
         };
+        if let Some(c) = clock.as_mut() {
+            // Lines keep their message index, as dlt-convert -b/-e do.
+            if !c
+                .contains(storage_time(m.secs, m.usecs))
+                .map_err(Error::Usage)?
+            {
+                idx += 1;
+                continue;
+            }
+        }
         push_u64(&mut buf, idx);
         buf.push(b' ');
         text::header(&mut dates, &m, &mut buf);
@@ -52,4 +86,8 @@ pub fn dump(
     }
     out.write_all(&buf).map_err(werr)?;
     Ok(std::mem::take(&mut sc.diags))
+}
+
+fn storage_time(secs: u32, usecs: i32) -> Timestamp {
+    Timestamp(secs as i64 * 1_000_000_000 + usecs as i64 * 1000)
 }

@@ -91,10 +91,29 @@ impl Format for KpiFormat {
         &self,
         input: &Input,
         ropts: &ReadOptions,
-        _dopts: &DumpOptions,
+        dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        let mut r = self.open_text(input, ropts)?;
+        if dopts.select.names_metrics()
+            || dopts.select.cpus.is_some()
+            || dopts.select.exclude_cpus.is_some()
+        {
+            return Err(crate::Error::Usage(
+                "a KPI line holds one dataset whole (an ACT line is five metrics of one process): --metric/--instance/--cpu do not apply to the KPI listing; --event kpi.NEW (STP, CHK) and --begin/--end do (or use --style common)".into(),
+            ));
+        }
+        let end = if dopts.window.needs_end() {
+            if input.kind == InputKind::Stdin {
+                return Err(crate::Error::Usage(
+                    "-DURATION counts from the end: it needs a file, not stdin".into(),
+                ));
+            }
+            self.time_bounds(input, ropts, true)?.1
+        } else {
+            None
+        };
+        let r: Box<dyn TraceReader> = Box::new(self.open_text(input, ropts)?);
+        let mut r = crate::model::select::Subset::wrap(r, &dopts.window, &dopts.select, end)?;
         let header = r.header().clone();
         let mut w = KpiTextWriter::new(out, "<stdout>".into(), &header, &WriteOptions::default());
         while let Some(item) = r.next_item()? {

@@ -129,7 +129,30 @@ impl Format for LttFormat {
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
         let o = open_trace(input)?;
-        dump::dump(&o.trace, dopts.no_framing, out)
+        dump::dump_subset(
+            &o.trace,
+            dopts.no_framing,
+            &dopts.window,
+            &dopts.select,
+            out,
+        )
+    }
+    /// The first and last blocks of each tracefile hold the bounds.
+    fn time_bounds(
+        &self,
+        input: &Input,
+        _opts: &ReadOptions,
+        _need_end: bool,
+    ) -> Result<(
+        Option<crate::model::Timestamp>,
+        Option<crate::model::Timestamp>,
+    )> {
+        let o = open_trace(input)?;
+        let (a, b) = o.trace.time_span();
+        Ok((
+            a.map(crate::model::Timestamp),
+            b.map(crate::model::Timestamp),
+        ))
     }
 }
 

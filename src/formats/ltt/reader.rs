@@ -610,6 +610,26 @@ impl Trace {
             .collect()
     }
 
+    /// Times of the earliest and latest events, from the first and last
+    /// block of each tracefile only (each block carries its own time
+    /// reference, so no pass over the trace is needed).
+    pub fn time_span(&self) -> (Option<i64>, Option<i64>) {
+        let mut diags = Vec::new();
+        let (mut first, mut last): (Option<i64>, Option<i64>) = (None, None);
+        for i in 0..self.files.len() {
+            let mut c = Cursor::new(self, i);
+            if let Some(e) = c.peek(self, &mut diags) {
+                first = Some(first.map_or(e.time, |f| f.min(e.time)));
+            }
+            let mut c = Cursor::new(self, i);
+            c.block = c.nblocks.saturating_sub(1);
+            while let Some(e) = c.next(self, &mut diags) {
+                last = Some(last.map_or(e.time, |l| l.max(e.time)));
+            }
+        }
+        (first, last)
+    }
+
     /// Cursors over every tracefile, in rank order.
     pub fn cursors(&self) -> Vec<Cursor> {
         (0..self.files.len())

@@ -236,7 +236,13 @@ pub struct LttWriter {
     payload: Vec<u8>,
     /// Self-description of a non-LTT stream (the `polytrace` facility).
     sd: Option<describe::Describe>,
+    /// A merged stream: each event type gets a last string field `source`
+    /// naming the input each event came from.
+    tag_source: bool,
 }
+
+/// The field that names an event's input in a trace written from a merge.
+pub const SOURCE_FIELD: &str = "source";
 
 fn werr(path: &Path, msg: impl Into<String>) -> Error {
     Error::format(Position::new(path), msg)
@@ -288,6 +294,10 @@ impl LttWriter {
             max_cpu: None,
             payload: Vec::new(),
             sd: None,
+            tag_source: header
+                .extras
+                .get(crate::model::keys::MERGE_SOURCES)
+                .is_some(),
         };
         w.load_source_facilities()?;
         Ok(w)
@@ -419,6 +429,10 @@ impl LttWriter {
                 .fields
                 .iter()
                 .map(|f| (f.name.clone(), f.ty.clone()))
+                .chain(
+                    self.tag_source
+                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                )
                 .collect(),
         });
     }
@@ -443,7 +457,13 @@ impl LttWriter {
             category: "metric".into(),
             name: m.name().to_string(),
             description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
-            fields: vec![("instance".into(), FieldType::Int(4)), ("value".into(), vt)],
+            fields: [("instance".into(), FieldType::Int(4)), ("value".into(), vt)]
+                .into_iter()
+                .chain(
+                    self.tag_source
+                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                )
+                .collect(),
         });
     }
 
@@ -458,7 +478,7 @@ impl LttWriter {
                 Value::U64(1),
                 Value::Str(i.name.clone()),
             ];
-            self.write_event(key, u.time.0, None, Some(0), &fields)?;
+            self.write_event(key, u.time.0, None, Some(0), &fields, None)?;
         }
         for r in &u.removed {
             let fields = [
@@ -466,7 +486,7 @@ impl LttWriter {
                 Value::U64(0),
                 Value::Str(String::new()),
             ];
-            self.write_event(key, u.time.0, None, Some(0), &fields)?;
+            self.write_event(key, u.time.0, None, Some(0), &fields, None)?;
         }
         Ok(())
     }
@@ -609,6 +629,7 @@ impl LttWriter {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write_event(
         &mut self,
         key: Key,
@@ -616,6 +637,7 @@ impl LttWriter {
         stream: Option<&str>,
         cpu: Option<u32>,
         fields: &[Value],
+        source: Option<&str>,
     ) -> Result<()> {
         self.seal()?;
         let Some(target) = self.map.get(&key).cloned() else {
@@ -640,7 +662,8 @@ impl LttWriter {
             return Ok(());
         }
         self.payload.clear();
-        let enc = encode_fields(ty.as_ref(), fields, self.bo, &mut self.payload);
+        let tag = self.tag_source.then(|| source.unwrap_or(""));
+        let enc = encode_fields(ty.as_ref(), fields, tag, self.bo, &mut self.payload);
         if enc.is_err() {
             self.loss
                 .drop_item("events", "field values do not match the event type");
@@ -712,7 +735,14 @@ impl LttWriter {
             }
             for (inst, v) in vals {
                 let fields = [Value::I64(*inst as i64), v.clone()];
-                self.write_event(Key::Metric(mv.metric), s.time.0, None, Some(0), &fields)?;
+                self.write_event(
+                    Key::Metric(mv.metric),
+                    s.time.0,
+                    None,
+                    Some(0),
+                    &fields,
+                    s.extras.str(crate::model::keys::SOURCE),
+                )?;
             }
         }
         Ok(())
@@ -751,14 +781,27 @@ impl LttWriter {
 }
 
 /// Encode an event's field values by its payload layout.
+/// `tag`: a merged stream's source name, written into the type's last
+/// field `source` (`SOURCE_FIELD`) when it has one beyond `fields`.
 fn encode_fields(
     ty: Option<&Ty>,
     fields: &[Value],
+    tag: Option<&str>,
     bo: Bo,
     out: &mut Vec<u8>,
 ) -> std::result::Result<(), String> {
     match ty {
         None => Ok(()),
+        Some(Ty::Struct(fs))
+            if tag.is_some()
+                && fs.len() == fields.len() + 1
+                && fs.last().is_some_and(|f| f.0 == SOURCE_FIELD) =>
+        {
+            let src = Value::Str(tag.unwrap_or("").to_string());
+            fs.iter()
+                .zip(fields.iter().chain(std::iter::once(&src)))
+                .try_for_each(|((_, t), v)| layout::encode(t, v, bo, out))
+        }
         Some(Ty::Struct(fs)) => {
             if fs.len() != fields.len() {
                 Err(format!(
@@ -870,6 +913,7 @@ impl TraceWriter for LttWriter {
                 e.stream.as_deref(),
                 e.cpu,
                 &e.fields,
+                e.extras.str(crate::model::keys::SOURCE),
             )?,
             Item::Sample(s) => self.write_sample(s)?,
             Item::Indom(u) => self.write_indom(u)?,

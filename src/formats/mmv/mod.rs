@@ -121,9 +121,14 @@ impl Format for MmvFormat {
         &self,
         input: &Input,
         ropts: &ReadOptions,
-        _dopts: &DumpOptions,
+        dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
+        if !dopts.window.is_open() || !dopts.select.is_empty() {
+            return Err(Error::Usage(
+                "an MMV file is one snapshot, and mmvdump lists its sections as stored: --begin/--end and the filters do not apply to that listing (use --style common)".into(),
+            ));
+        }
         let data = read_all(input)?;
         let name = input.path.to_string_lossy().into_owned();
         let status = dump::mmvdump(&name, &data, out).map_err(|e| Error::io("<stdout>", e))?;

@@ -10,6 +10,7 @@ use super::reader::{load_meta, VolumeWalker};
 use crate::cfmt::{fmt_g, push_g, push_int};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::model::time::civil_from_days;
+use crate::model::{Bounds, Selection, TimeWindow, Timestamp};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -108,6 +109,125 @@ struct Ctx<'a> {
     descs: IntMap<u32, Desc>,
     /// Per indom: records in time order (full instance lists, sorted).
     indoms: IntMap<u32, Vec<(Stamp, InstList<'a>)>>,
+    /// What `--metric`/`--instance` keep of each result (None: all).
+    pick: Option<Pick>,
+}
+
+/// The metric and instance filters as pmdumplog applies its metric
+/// arguments: the chosen pmIDs in argument order (a name above leaves
+/// expands to the leaves below it, in libpcp's name-tree order), each
+/// result cut down to them and listed in that order; a result that keeps
+/// nothing is not listed.
+struct Pick {
+    /// pmID → place in the list; None: every pmID (only exclusions or an
+    /// instance filter were given), in the record's order.
+    order: Option<IntMap<u32, usize>>,
+    excluded: IntMap<u32, ()>,
+    sel: Selection,
+}
+
+impl Pick {
+    fn wants(&self, pmid: u32) -> Option<usize> {
+        if self.excluded.contains_key(&pmid) {
+            return None;
+        }
+        match &self.order {
+            Some(o) => o.get(&pmid).copied(),
+            None => Some(0),
+        }
+    }
+}
+
+/// Every metric name of the archive (first binding wins) in the order
+/// pmTraversePMNS walks libpcp's name tree: depth first, the children of a
+/// node newest first (libpcp puts a new child at the front of the list).
+fn pmns_leaves(recs: &[(u64, MetaRec)]) -> Vec<(String, u32)> {
+    let mut made: HashMap<&str, usize> = HashMap::new();
+    let mut leaves: Vec<(&str, u32)> = Vec::new();
+    let mut bound: HashMap<&str, u32> = HashMap::new();
+    for (_, r) in recs {
+        let MetaRec::Desc(d) = r else { continue };
+        for n in &d.names {
+            for p in prefixes(n) {
+                let next = made.len();
+                made.entry(p).or_insert(next);
+            }
+            if !bound.contains_key(n.as_str()) {
+                bound.insert(n, d.pmid);
+                leaves.push((n, d.pmid));
+            }
+        }
+    }
+    let key = |n: &str| -> Vec<std::cmp::Reverse<usize>> {
+        prefixes(n)
+            .map(|p| std::cmp::Reverse(made.get(p).copied().unwrap_or(0)))
+            .collect()
+    };
+    leaves.sort_by_cached_key(|(n, _)| key(n));
+    leaves
+        .into_iter()
+        .map(|(n, p)| (n.to_string(), p))
+        .collect()
+}
+
+/// Build the pick from the selection; warnings for patterns that match
+/// nothing, an error when no metric is left (as pmdumplog: "No metric
+/// names can be translated, dump abandoned").
+fn make_pick(
+    recs: &[(u64, MetaRec)],
+    sel: &Selection,
+    meta: &std::path::Path,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<Option<Pick>> {
+    if sel.names_events() {
+        return Err(Error::Usage(
+            "a PCP archive holds no events: --event/--exclude-event/--cpu do not apply to its pmdumplog listing (--style common lists event records as values)".into(),
+        ));
+    }
+    if !sel.filters_metrics() {
+        return Ok(None);
+    }
+    let leaves = pmns_leaves(recs);
+    let mut excluded: IntMap<u32, ()> = IntMap::default();
+    for (n, p) in &leaves {
+        if sel.exclude_metrics.iter().any(|g| g.matches_subtree(n)) {
+            excluded.insert(*p, ());
+        }
+    }
+    let order = if sel.metrics.is_empty() {
+        None
+    } else {
+        let mut o: IntMap<u32, usize> = IntMap::default();
+        for g in &sel.metrics {
+            let mut hit = false;
+            for (n, p) in &leaves {
+                if g.matches_subtree(n) {
+                    hit = true;
+                    let k = o.len();
+                    o.entry(*p).or_insert(k);
+                }
+            }
+            if !hit {
+                diags.push(Diagnostic::warning(
+                    Position::new(meta),
+                    format!("--metric {}: no such metric in the archive", g.as_str()),
+                ));
+            }
+        }
+        o.retain(|p, _| !excluded.contains_key(p));
+        if o.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: no metric of the archive is selected (pmdumplog: \"No metric names can be translated, dump abandoned\")",
+                meta.display()
+            )));
+        }
+        Some(o)
+    };
+    Ok(Some(Pick {
+        order,
+        excluded,
+        sel: sel.clone(),
+    }))
 }
 
 impl<'a> Ctx<'a> {
@@ -653,8 +773,21 @@ fn read_index(m: &Members, v: Version) -> Vec<(Stamp, i32, u64, u64)> {
     out
 }
 
+/// What of the archive to list: pmdumplog's `-S`/`-T` window and metric
+/// arguments (plus instance filters).
+#[derive(Default)]
+pub struct Subset<'a> {
+    pub window: TimeWindow,
+    pub select: Option<&'a Selection>,
+}
+
 /// Write the pmdumplog-style listing.
-pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+pub fn native_dump(
+    m: Members,
+    salvage: bool,
+    subset: &Subset<'_>,
+    out: &mut dyn Write,
+) -> Result<Vec<Diagnostic>> {
     use std::fmt::Write as _;
     let mut diags = Vec::new();
     // The "ending" time needs the last records before anything is printed:
@@ -683,11 +816,31 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
     // ...and so does every volume from the last index entry's on.
     let from_vol = index.last().map_or(i64::MAX, |e| e.1 as i64);
     spool(&mut m, &|n| n as i64 >= from_vol && Some(n) != last_vol);
+    let pick = match subset.select {
+        Some(sel) => make_pick(&mf.recs, sel, &m.meta, &mut diags)?,
+        None => None,
+    };
+    // pmdumplog's -S/-T: from the label's start, to the archive's end.
+    let bounds = if subset.window.is_open() {
+        Bounds::default()
+    } else {
+        let start = Timestamp(mf.label.start.ns());
+        let end = if subset.window.needs_end() {
+            archive_end(&m, v, &index).map(|e| Timestamp(e.ns()))
+        } else {
+            None
+        };
+        subset
+            .window
+            .resolve(Some(start), end)
+            .map_err(Error::Usage)?
+    };
     let mut c = Ctx {
         v,
         start: mf.label.start,
         descs: IntMap::default(),
         indoms: IntMap::default(),
+        pick,
     };
     let mut desc_keys = Vec::new();
     let mut indom_keys = Vec::new();
@@ -1044,7 +1197,7 @@ pub fn native_dump(m: Members, salvage: bool, out: &mut dyn Write) -> Result<Vec
             // that output can only be held, and the decoder needs a core.
             let depth = if out.holding() { 2 } else { 4 };
             while !end && sent - written < depth {
-                let (b, err, more) = read_batch(&mut w, &mut diags);
+                let (b, err, more) = read_batch(&mut w, &mut diags, v, bounds);
                 if !b.recs.is_empty() {
                     if work_tx.send((sent, b)).is_err() {
                         return Err(Error::Unsupported("formatting thread failed".into()));
@@ -1107,12 +1260,31 @@ struct Formatted {
 }
 
 /// Read up to [`BATCH_RECORDS`] records; a read error ends the batch. The
-/// flag is false at the end of the archive.
-fn read_batch(w: &mut VolumeWalker, diags: &mut Vec<Diagnostic>) -> (Batch, Option<Error>, bool) {
+/// flag is false at the end of the archive, or of the window: as
+/// pmdumplog, records before its start are skipped and the first one after
+/// its end stops the listing.
+fn read_batch(
+    w: &mut VolumeWalker,
+    diags: &mut Vec<Diagnostic>,
+    v: Version,
+    bounds: Bounds,
+) -> (Batch, Option<Error>, bool) {
     let mut b = Batch::default();
     while b.recs.len() < BATCH_RECORDS {
         match w.next_record(diags) {
             Ok(true) => {
+                if !bounds.is_open() {
+                    // A record too short for a stamp is the formatter's error.
+                    if let Some(s) = get_stamp(v, &w.buf, 4) {
+                        let t = Timestamp(s.ns());
+                        if bounds.end.is_some_and(|e| t > e) {
+                            return (b, None, false);
+                        }
+                        if bounds.begin.is_some_and(|x| t < x) {
+                            continue;
+                        }
+                    }
+                }
                 let pos = Position::at(w.path(), w.at.0, Some(w.at.2));
                 b.recs.push((std::mem::take(&mut w.buf), pos));
             }
@@ -1129,6 +1301,7 @@ fn read_batch(w: &mut VolumeWalker, diags: &mut Vec<Diagnostic>) -> (Batch, Opti
 struct Fmt {
     sets: Vec<data::FlatVset>,
     vals: Vec<(i32, data::FlatVal)>,
+    cut_vals: Vec<(i32, data::FlatVal)>,
     heads: IntMap<u32, MetricOut>,
     inst_text: IntMap<u32, InstTexts>,
 }
@@ -1148,17 +1321,115 @@ impl Fmt {
                     }
                 }
             };
-            self.record(c, rec, stamp, &mut o);
+            let size = match &c.pick {
+                None => rec.len(),
+                Some(p) => match self.cut(c, p, stamp) {
+                    Some(n) => n,
+                    None => continue,
+                },
+            };
+            self.record(c, rec, stamp, size, &mut o);
         }
         Formatted { text: o, err: None }
     }
 
+    /// Cut the parsed record down to what `p` keeps, in its order; the
+    /// size pmdumplog reports for the cut result (do_size), or None when
+    /// nothing is left. Marks always stay.
+    fn cut(&mut self, c: &Ctx<'_>, p: &Pick, stamp: Stamp) -> Option<usize> {
+        let head = if c.v == Version::V3 { 24 } else { 20 };
+        if self.sets.is_empty() {
+            return Some(head);
+        }
+        let insts = p.sel.filters_instances();
+        let mut kept: Vec<(usize, data::FlatVset)> = Vec::new();
+        self.cut_vals.clear();
+        for vs in &self.sets {
+            let Some(pos) = p.wants(vs.pmid) else {
+                continue;
+            };
+            let first = self.cut_vals.len();
+            if vs.numval > 0 {
+                let n = vs.numval as usize;
+                let vals = &self.vals[vs.first..vs.first + n];
+                if insts {
+                    let indom = c.descs.get(&vs.pmid).map_or(PM_INDOM_NULL, |d| d.indom);
+                    let list = if indom == PM_INDOM_NULL {
+                        &[][..]
+                    } else {
+                        c.inst_list(indom, stamp).1
+                    };
+                    let mut last = usize::MAX;
+                    for (inst, fv) in vals {
+                        let name = if indom == PM_INDOM_NULL {
+                            None
+                        } else {
+                            find_inst(list, *inst, &mut last).map(|k| list[k].1)
+                        };
+                        // A singular metric's value has no instance.
+                        let id = if indom == PM_INDOM_NULL {
+                            crate::model::PM_IN_NULL
+                        } else {
+                            *inst
+                        };
+                        if p.sel.instance(id, name) {
+                            self.cut_vals.push((*inst, *fv));
+                        }
+                    }
+                    if self.cut_vals.len() == first {
+                        continue;
+                    }
+                } else {
+                    self.cut_vals.extend_from_slice(vals);
+                }
+            } else if insts && !p.sel.instances.is_empty() {
+                // No values (or an error): nothing an instance filter selects.
+                continue;
+            }
+            let numval = if vs.numval > 0 {
+                (self.cut_vals.len() - first) as i32
+            } else {
+                vs.numval
+            };
+            kept.push((
+                pos,
+                data::FlatVset {
+                    pmid: vs.pmid,
+                    numval,
+                    valfmt: vs.valfmt,
+                    first,
+                },
+            ));
+        }
+        if kept.is_empty() {
+            return None;
+        }
+        kept.sort_by_key(|k| k.0);
+        let mut size = head;
+        for (_, vs) in &kept {
+            size += 8;
+            if vs.numval > 0 {
+                size += 4;
+                for (_, fv) in &self.cut_vals[vs.first..vs.first + vs.numval as usize] {
+                    size += 8;
+                    if let data::FlatVal::Block(_, a, b) = fv {
+                        size += ((b - a) as usize + 4).div_ceil(4) * 4;
+                    }
+                }
+            }
+        }
+        self.sets.clear();
+        self.sets.extend(kept.into_iter().map(|k| k.1));
+        std::mem::swap(&mut self.vals, &mut self.cut_vals);
+        Some(size)
+    }
+
     /// Append the listing of the parsed record `rec`.
-    fn record(&mut self, c: &Ctx<'_>, rec: &[u8], stamp: Stamp, o: &mut String) {
+    fn record(&mut self, c: &Ctx<'_>, rec: &[u8], stamp: Stamp, size: usize, o: &mut String) {
         let (sets, vals, heads, inst_text) =
             (&self.sets, &self.vals, &mut self.heads, &mut self.inst_text);
         o.push_str("\n[");
-        push_int(o, rec.len());
+        push_int(o, size);
         o.push_str(" bytes]\n");
         o.push_str(&c.stamp(stamp));
         match sets.len() {
@@ -1470,4 +1741,20 @@ fn pos_of(e: &Error) -> Position {
         Error::Format { pos, .. } => pos.clone(),
         _ => Position::default(),
     }
+}
+
+/// The label's start and, with `need_end`, the time of the last record
+/// (found from the last index entry on, as libpcp does).
+pub fn bounds(m: &Members, need_end: bool) -> Result<(Timestamp, Option<Timestamp>)> {
+    let mut rr = RecordReader::open(&m.meta)?;
+    let label = rr.label()?;
+    let start = Timestamp(label.start.ns());
+    if !need_end {
+        return Ok((start, None));
+    }
+    let index = read_index(m, label.version);
+    Ok((
+        start,
+        archive_end(m, label.version, &index).map(|e| Timestamp(e.ns())),
+    ))
 }

@@ -86,6 +86,21 @@ impl Format for PcpFormat {
             )),
         }
     }
+    /// The label's start and the last record's time (from the last index
+    /// entry on): no pass over the data.
+    fn time_bounds(
+        &self,
+        input: &Input,
+        _opts: &ReadOptions,
+        need_end: bool,
+    ) -> Result<(
+        Option<crate::model::Timestamp>,
+        Option<crate::model::Timestamp>,
+    )> {
+        let m = reader::members_of(input)?;
+        let (start, end) = dump::bounds(&m, need_end)?;
+        Ok((Some(start), end))
+    }
     fn check(&self, input: &Input, opts: &ReadOptions) -> Result<Vec<Diagnostic>> {
         check::check(reader::members_of(input)?, opts.salvage)
     }
@@ -97,9 +112,19 @@ impl Format for PcpFormat {
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
         if dopts.values {
-            let mut r = self.open(input, ropts)?;
+            let r = self.open(input, ropts)?;
+            let end = if dopts.window.needs_end() {
+                self.time_bounds(input, ropts, true)?.1
+            } else {
+                None
+            };
+            let mut r = crate::model::select::Subset::wrap(r, &dopts.window, &dopts.select, end)?;
             return values::write_values(r.as_mut(), out);
         }
-        dump::native_dump(reader::members_of(input)?, ropts.salvage, out)
+        let subset = dump::Subset {
+            window: dopts.window,
+            select: Some(&dopts.select).filter(|s| !s.is_empty()),
+        };
+        dump::native_dump(reader::members_of(input)?, ropts.salvage, &subset, out)
     }
 }

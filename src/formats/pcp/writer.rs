@@ -757,6 +757,13 @@ fn encode_events(
 }
 
 impl TraceWriter for PcpWriter {
+    fn bytes_written(&self) -> Option<u64> {
+        Some(
+            self.meta.size
+                + self.vols.iter().map(|v| v.1.size).sum::<u64>()
+                + self.index.len() as u64,
+        )
+    }
     fn write_item(&mut self, item: &Item) -> Result<()> {
         if !matches!(item, Item::Labels(_)) {
             self.flush_labels()?;

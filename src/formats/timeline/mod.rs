@@ -151,6 +151,11 @@ impl Format for TimelineFormat {
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
+        if !dopts.window.is_open() || !dopts.select.is_empty() {
+            return Err(Error::Usage(
+                "Snabb's dump lists the ring as stored, each row's cycles counted from its neighbour: leaving rows out would change the others, so --begin/--end and the filters do not apply to it (use --style common)".into(),
+            ));
+        }
         let data = read_all(input)?;
         dump_bytes(&input.path, &data, ropts, dopts, out)
     }

@@ -233,12 +233,16 @@ impl LttWriter {
         // Field values the payload cannot carry exactly travel in the record.
         let mut payload = std::mem::take(&mut self.payload);
         payload.clear();
-        let exact = match encode_fields(ty.as_ref(), &e.fields, self.bo, &mut payload) {
+        // A merged stream's source also goes into the visible `source` field.
+        let tag = self
+            .tag_source
+            .then(|| e.extras.str(crate::model::keys::SOURCE).unwrap_or(""));
+        let exact = match encode_fields(ty.as_ref(), &e.fields, tag, self.bo, &mut payload) {
             Ok(()) => self.decodes_to(ty.as_ref(), &payload, &model, &e.fields),
             Err(_) => {
                 payload.clear();
                 let ph: Vec<Value> = model.fields.iter().map(|f| placeholder(&f.ty)).collect();
-                if encode_fields(ty.as_ref(), &ph, self.bo, &mut payload).is_err() {
+                if encode_fields(ty.as_ref(), &ph, tag, self.bo, &mut payload).is_err() {
                     self.payload = payload;
                     self.loss
                         .drop_item("events", "field values do not match the event type");
@@ -254,7 +258,7 @@ impl LttWriter {
             // record, LTT readers see placeholders.
             payload.clear();
             let ph: Vec<Value> = model.fields.iter().map(|f| placeholder(&f.ty)).collect();
-            if encode_fields(ty.as_ref(), &ph, self.bo, &mut payload).is_err()
+            if encode_fields(ty.as_ref(), &ph, tag, self.bo, &mut payload).is_err()
                 || !self.fits(payload.len())
             {
                 self.payload = payload;
@@ -353,7 +357,7 @@ impl LttWriter {
         model: &EventType,
         fields: &[Value],
     ) -> bool {
-        let got = match ty {
+        let mut got = match ty {
             None => vec![],
             Some(t) => {
                 let mut at = 0;
@@ -364,6 +368,10 @@ impl LttWriter {
                 }
             }
         };
+        // The `source` field of a merged stream is not one of the model's.
+        if self.tag_source && got.len() == fields.len() + 1 {
+            got.pop();
+        }
         got.len() == fields.len()
             && got
                 .into_iter()
@@ -393,6 +401,12 @@ impl LttWriter {
         // Per metric: its LTT id, the value's layout, (instance, value as written).
         let mut writes: Vec<MetricWrites<'_>> = Vec::new();
         let mut index = 0usize;
+        // A merged stream's `source` field follows each value.
+        let tag_len = if self.tag_source {
+            s.extras.str(crate::model::keys::SOURCE).map_or(0, str::len) + 1
+        } else {
+            0
+        };
         for mv in &s.metrics {
             let key = Key::Metric(mv.metric);
             let (id, vty) = match self.map.get(&key) {
@@ -400,7 +414,7 @@ impl LttWriter {
                     id,
                     ty: Some(Ty::Struct(f)),
                     ..
-                }) if f.len() == 2 => (*id, f[1].1.clone()),
+                }) if f.len() == 2 || (self.tag_source && f.len() == 3) => (*id, f[1].1.clone()),
                 _ => {
                     self.loss.drop_item("sample values", "metric never defined");
                     continue;
@@ -427,7 +441,7 @@ impl LttWriter {
                             Some(w) => Cow::Owned(w),
                             None => Cow::Borrowed(v),
                         };
-                        let (exact, fits) = self.metric_exact(&vty, vt, &wire, v);
+                        let (exact, fits) = self.metric_exact(&vty, vt, &wire, v, tag_len);
                         if !fits {
                             self.loss.degrade(
                                 "sample values",
@@ -463,11 +477,23 @@ impl LttWriter {
         }
         text.push('}');
         self.record(&fkey, EV_SAMPLE, c, &text)?;
+        let tag = self.tag_source.then(|| {
+            Value::Str(
+                s.extras
+                    .str(crate::model::keys::SOURCE)
+                    .unwrap_or("")
+                    .into(),
+            )
+        });
         for (id, vty, vals) in writes {
             for (inst, v) in vals {
                 self.payload.clear();
                 self.bo.put_uint(&mut self.payload, inst as u32 as u64, 4);
-                if layout::encode(&vty, &v, self.bo, &mut self.payload).is_err() {
+                if layout::encode(&vty, &v, self.bo, &mut self.payload).is_err()
+                    || tag.as_ref().is_some_and(|t| {
+                        layout::encode(&Ty::Str, t, self.bo, &mut self.payload).is_err()
+                    })
+                {
                     return Err(werr(
                         &self.target,
                         "internal: placeholder value not encodable",
@@ -494,6 +520,7 @@ impl LttWriter {
         vt: ValueType,
         wire: &Value,
         orig: &Value,
+        extra: usize,
     ) -> (bool, bool) {
         let bo = self.bo;
         let b = self.cfg.block_size as usize;
@@ -506,7 +533,7 @@ impl LttWriter {
             return (false, true);
         }
         // instance (4 bytes) + value
-        let fits = HDR + 4 + buf.len() + 2 * FRAME + 4 <= b;
+        let fits = HDR + 4 + buf.len() + extra + 2 * FRAME + 4 <= b;
         let mut at = 0;
         let Ok(got) = layout::decode(vty, buf, &mut at, bo) else {
             return (false, fits);
@@ -579,7 +606,7 @@ impl LttWriter {
                 );
             }
             let f = [Value::I64(i.id as i64), Value::U64(1), Value::Str(name)];
-            self.write_event(key, c as i64, None, Some(0), &f)?;
+            self.write_event(key, c as i64, None, Some(0), &f, None)?;
         }
         for r in &u.removed {
             let f = [
@@ -587,7 +614,7 @@ impl LttWriter {
                 Value::U64(0),
                 Value::Str(String::new()),
             ];
-            self.write_event(key, c as i64, None, Some(0), &f)?;
+            self.write_event(key, c as i64, None, Some(0), &f, None)?;
         }
         self.loss.wrote("instance domain updates", 1);
         Ok(())
