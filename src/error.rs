@@ -70,6 +70,11 @@ pub enum Error {
     /// Output refused (would overwrite an input, exists without --force).
     #[error("{}: {msg}", path.display())]
     Output { path: PathBuf, msg: String },
+    /// The target would receive no data item: nothing is written (a batch
+    /// counts the input as skipped). `what` names what is missing, `why`
+    /// says why the source has none.
+    #[error("{what}: {why}")]
+    NothingToWrite { what: String, why: String },
 }
 
 impl Error {
@@ -83,6 +88,12 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+    pub fn nothing_to_write(what: impl Into<String>, why: impl Into<String>) -> Error {
+        Error::NothingToWrite {
+            what: what.into(),
+            why: why.into(),
         }
     }
     /// True when the error is a closed pipe on output (`| head`).

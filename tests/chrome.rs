@@ -400,8 +400,9 @@ fn counters_and_processes_from_kpi() {
         .collect();
     assert_eq!(irq.len() as u64, info(&input).values["kpi.irq.count"]);
     assert!(irq.iter().all(|e| e["pid"] == irq[0]["pid"]));
-    // Non-KPI DLT messages: notes on their ECU/APID track.
-    let note = events(j).iter().find(|e| cat(e) == "annotation").unwrap();
+    // Non-KPI DLT messages (typed log events, category = APID): on their
+    // ECU track.
+    let note = events(j).iter().find(|e| cat(e) == "DLTD").unwrap();
     assert!(events(j).iter().any(|e| ph(e) == "M"
         && e["name"] == "process_name"
         && e["pid"] == note["pid"]

@@ -255,3 +255,275 @@ fn bare_seed_lines_with_interleaved_groups() {
     // IRQ row with fewer columns than CPUs is accepted.
     assert!(d.contains("kpi.irq.count[2]=76827"), "{d}");
 }
+
+// ------------------------------------------------------------ KPI from PCP
+
+/// One pmdumplog record: its time (seconds of the day) and
+/// `(metric, instance) → value text`.
+type Record = (f64, BTreeMap<(String, i64), String>);
+
+/// `pmdumplog -z ARCHIVE METRIC…`, record by record.
+fn pmdumplog_values(archive: &std::path::Path, metrics: &[&str]) -> Option<Vec<Record>> {
+    let tool = common::peer("pmdumplog")?;
+    let o = std::process::Command::new(tool)
+        .arg("-z")
+        .arg(archive)
+        .args(metrics)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut recs = Vec::new();
+    let mut metric = String::new();
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let t = l.trim_start();
+        if l.len() > 15 && l.as_bytes()[2] == b':' && l.contains(" metric") {
+            let hms: Vec<f64> = l[..15].split(':').map(|x| x.parse().unwrap()).collect();
+            recs.push((hms[0] * 3600.0 + hms[1] * 60.0 + hms[2], BTreeMap::new()));
+        } else if let Some(rest) = t.strip_prefix("inst [") {
+            let inst: i64 = rest.split_whitespace().next().unwrap().parse().unwrap();
+            let v = rest.rsplit_once("] value ").unwrap().1.trim_matches('"');
+            recs.last_mut()
+                .unwrap()
+                .1
+                .insert((metric.clone(), inst), v.to_string());
+        } else if t.contains(" (") && t.ends_with("):") {
+            metric = t[t.find('(').unwrap() + 1..t.len() - 2].to_string();
+        } else if t.contains("): value ") {
+            let m = t[t.find('(').unwrap() + 1..t.find("):").unwrap()].to_string();
+            let v = t.rsplit_once("): value ").unwrap().1;
+            recs.last_mut().unwrap().1.insert((m, -1), v.to_string());
+        }
+    }
+    Some(recs)
+}
+
+/// KPI data lines of a `dlt-convert -a`-style file: (type, datasets).
+/// Command lines hold spaces: a NEW dataset starts at a space followed by
+/// `pid;ppid;`, a CHK one at `pid;` (spec §9.2); the others have none.
+fn kpi_datasets(text: &str) -> Vec<(String, Vec<String>)> {
+    let starts = |rest: &str, fields: usize| -> bool {
+        let mut r = rest;
+        for _ in 0..fields {
+            let n = r.bytes().take_while(|b| b.is_ascii_digit()).count();
+            if n == 0 || r.as_bytes().get(n) != Some(&b';') {
+                return false;
+            }
+            r = &r[n + 1..];
+        }
+        true
+    };
+    kpi_lines(text)
+        .into_iter()
+        .filter(|(_, p)| !p.ends_with(" BEG") && !p.ends_with(" END"))
+        .map(|(_, p)| {
+            let (ty, rest) = p.split_once(' ').unwrap();
+            let fields = match ty {
+                "NEW" => 2,
+                "CHK" => 1,
+                _ => 0,
+            };
+            let mut out: Vec<String> = Vec::new();
+            let mut cur = String::new();
+            for (i, w) in rest.split(' ').enumerate() {
+                if i > 0 && (fields == 0 || starts(w, fields)) {
+                    out.push(std::mem::take(&mut cur));
+                } else if i > 0 {
+                    cur.push(' ');
+                }
+                cur.push_str(w);
+            }
+            out.push(cur);
+            (ty.to_string(), out)
+        })
+        .collect()
+}
+
+fn convert_to_kpi(input: &std::path::Path) -> (i32, String, String) {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("x.kpi");
+    let o = Command::cargo_bin("polytrace")
+        .unwrap()
+        .args(["convert", "--to", "kpi", "-o"])
+        .arg(&out)
+        .arg(input)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn pcp_proc_metrics_give_act_cpu_from_utime_and_stime() {
+    let Some(ts) = common::pcp_testsuite() else {
+        return;
+    };
+    let arch = ts.join("archives/proc");
+    let Some(recs) = pmdumplog_values(
+        &arch,
+        &[
+            "proc.psinfo.utime",
+            "proc.psinfo.stime",
+            "proc.psinfo.rss",
+            "hinv.ncpu",
+        ],
+    ) else {
+        return;
+    };
+    let (code, text, err) = convert_to_kpi(&arch);
+    assert_eq!(code, 0, "{err}");
+    let ds = kpi_datasets(&text);
+    // NEW: every process of the proc instance domain (pmlogger logged
+    // values for two of them, which have their ppid).
+    let new: Vec<&String> = ds
+        .iter()
+        .filter(|(t, _)| t == "NEW")
+        .flat_map(|(_, d)| d)
+        .collect();
+    let o = std::process::Command::new(common::peer("pmdumplog").unwrap())
+        .arg("-i")
+        .arg(&arch)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+    let proc_indom = listing.split("InDom: 60.9\n").nth(1).unwrap();
+    let mut pids: Vec<i64> = proc_indom
+        .lines()
+        .skip(1)
+        .map_while(|l| l.trim().split_once(" or ").map(|(i, _)| i.parse().unwrap()))
+        .collect();
+    pids.sort();
+    assert!(pids.len() > 250, "{}", pids.len());
+    let new_pids: Vec<i64> = new
+        .iter()
+        .map(|d| d.split(';').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(new_pids, pids);
+    for d in [
+        "29922;1;/usr/lib/pcp/bin/pmcd -T 3",
+        "30016;1;pmlogger -P -c config.default 20110930.17.20",
+    ] {
+        assert!(new.iter().any(|n| *n == d), "{d}");
+    }
+    // ACT by hand from pmdumplog's values: pmcd's utime+stime go
+    // 2580 → 2600 → 2610 → 2630 ms at 22.959242, 23.300460, 23.802930,
+    // 24.305845 s; 2 CPUs: 20 × 1000 / 341.218 / 2 = 29.3 → 29,
+    // 10 × 1000 / 502.470 / 2 = 9.95 → 9, 20 × 1000 / 502.915 / 2 = 19.9 → 19.
+    let act: Vec<&String> = ds
+        .iter()
+        .filter(|(t, _)| t == "ACT")
+        .flat_map(|(_, d)| d)
+        .collect();
+    let cpu_of = |d: &str| -> (i64, i64) {
+        let f: Vec<i64> = d.split(';').map(|x| x.parse().unwrap()).collect();
+        (f[0], f[1])
+    };
+    let got: Vec<(i64, i64)> = act.iter().map(|d| cpu_of(d)).collect();
+    assert_eq!(got, [(29922, 29), (29922, 9), (29922, 19)]);
+    // The same computed from every record pmdumplog lists.
+    let with = |r: &BTreeMap<(String, i64), String>, m: &str, i: i64| -> Option<i64> {
+        r.get(&(m.to_string(), i)).map(|v| v.parse().unwrap())
+    };
+    let mut want = Vec::new();
+    let scans: Vec<&Record> = recs
+        .iter()
+        .filter(|(_, r)| r.keys().any(|(m, _)| m == "proc.psinfo.utime"))
+        .collect();
+    for w in scans.windows(2) {
+        let ncpu = with(&w[1].1, "hinv.ncpu", -1).unwrap();
+        let dt_us = ((w[1].0 - w[0].0) * 1e6).round() as i64;
+        for pid in [29922, 30016] {
+            let busy = |r| {
+                with(r, "proc.psinfo.utime", pid).unwrap()
+                    + with(r, "proc.psinfo.stime", pid).unwrap()
+            };
+            let cpu = (busy(&w[1].1) - busy(&w[0].1)) * 1_000_000 / dt_us / ncpu;
+            if cpu > 0 {
+                want.push((pid, cpu));
+            }
+        }
+    }
+    assert_eq!(got, want);
+    // rss in pages: proc.psinfo.rss is in Kbyte, 4 KiB pages.
+    let rss: i64 = act[0].split(';').nth(2).unwrap().parse().unwrap();
+    assert_eq!(
+        rss,
+        with(&scans[1].1, "proc.psinfo.rss", 29922).unwrap() / 4
+    );
+    // IRQ rows from kernel.percpu.interrupts.*, in /proc/interrupts order.
+    let irq = ds.iter().find(|(t, _)| t == "IRQ").unwrap();
+    assert!(
+        irq.1[0].starts_with("0;cpu0:") && irq.1[0].ends_with(';'),
+        "{:?}",
+        irq.1
+    );
+    assert!(
+        irq.1.iter().any(|d| d.starts_with("LOC;cpu0:")),
+        "{:?}",
+        irq.1
+    );
+}
+
+#[test]
+fn pcp_new_datasets_name_the_processes_proc_psinfo_cmd_lists() {
+    let Some(ts) = common::pcp_testsuite() else {
+        return;
+    };
+    let arch = ts.join("archives/pcp-ps");
+    let Some(recs) = pmdumplog_values(&arch, &["proc.psinfo.cmd", "proc.psinfo.psargs"]) else {
+        return;
+    };
+    // Per pid, cmd and psargs as the first record that has the pid says.
+    let mut cmds: BTreeMap<i64, (String, String)> = BTreeMap::new();
+    for (_, r) in &recs {
+        for ((m, pid), v) in r {
+            if m == "proc.psinfo.cmd" {
+                let ps = r
+                    .get(&("proc.psinfo.psargs".to_string(), *pid))
+                    .cloned()
+                    .unwrap_or_default();
+                cmds.entry(*pid).or_insert_with(|| (v.clone(), ps));
+            }
+        }
+    }
+    assert!(cmds.len() > 200, "{}", cmds.len());
+    let (code, text, err) = convert_to_kpi(&arch);
+    assert_eq!(code, 0, "{err}");
+    let mut new: BTreeMap<i64, String> = BTreeMap::new();
+    for (t, d) in kpi_datasets(&text) {
+        if t == "NEW" {
+            for x in d {
+                let mut f = x.splitn(3, ';');
+                let pid = f.next().unwrap().parse().unwrap();
+                new.insert(pid, f.nth(1).unwrap().to_string());
+            }
+        }
+    }
+    // Every process the archive lists has a NEW with its command line
+    // (psargs; without one, a kernel thread `(name)` or an empty psargs,
+    // `(cmd)` as dlt-kpi shows it).
+    let mut named = 0;
+    for (pid, (cmd, psargs)) in &cmds {
+        let Some(cl) = new.get(pid) else {
+            panic!("no NEW for pid {pid} ({cmd})")
+        };
+        let want = if psargs.starts_with('(') || psargs.is_empty() {
+            format!("({cmd})")
+        } else {
+            psargs.clone()
+        };
+        assert_eq!(cl, &want, "pid {pid}");
+        named += cl.contains(cmd.as_str()) as usize;
+    }
+    // The NEW names the process as proc.psinfo.cmd does, except where the
+    // archive's own psargs and cmd disagree (a script's interpreter, a
+    // process renamed after exec): 1 of the 258 here (pmpause, psargs
+    // `/bin/sh …pmlogger_farm`).
+    assert_eq!(cmds.len() - named, 1, "{} of {} named", named, cmds.len());
+    // And no NEW the archive does not know.
+    assert!(new.keys().all(|p| cmds.contains_key(p)));
+    // Processes that went away have an STP, later than their NEW.
+    assert!(text.contains("[STP "), "no STP");
+}

@@ -111,6 +111,9 @@ pub mod keys {
     pub fn is_cycle_counter(name: &str) -> bool {
         matches!(name, CLOCK_TSC | CLOCK_CNTVCT | CLOCK_LTT)
     }
+    /// Extras whose value (i64) is a model timestamp in nanoseconds, so
+    /// that a stage moving the time axis (`--time-origin`) moves them too.
+    pub const TIMESTAMPS: [&str; 2] = ["kpi.beg_time", "dlt.storage_ns"];
     /// Header: the recorder's TSC rate (mean, at start, at end).
     pub const TSC_HZ: &str = "record.tsc_hz";
     pub const TSC_HZ_START: &str = "record.tsc_hz_start";

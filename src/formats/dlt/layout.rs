@@ -335,7 +335,13 @@ pub struct RecordSpec<'a> {
 /// Append a whole record as dlt-receive stores a libdlt verbose message:
 /// htyp 0x3d (UEH, WEID, WSID, WTMS, version 1, little-endian payload).
 pub fn put_record(out: &mut Vec<u8>, r: &RecordSpec) {
-    let htyp = HTYP_UEH | HTYP_WEID | HTYP_WSID | HTYP_WTMS | HTYP_VERSION1;
+    put_record_flags(out, HTYP_UEH | HTYP_WEID | HTYP_WSID | HTYP_WTMS, r)
+}
+
+/// Append a record with the header parts `flags` selects (UEH, WEID, WSID,
+/// WTMS; version 1 and a little-endian payload are implied).
+pub fn put_record_flags(out: &mut Vec<u8>, flags: u8, r: &RecordSpec) {
+    let htyp = (flags & (HTYP_UEH | HTYP_WEID | HTYP_WSID | HTYP_WTMS)) | HTYP_VERSION1;
     let len = headers_len(htyp) + r.payload.len();
     debug_assert!(len <= u16::MAX as usize);
     out.extend_from_slice(&PATTERN);
@@ -345,12 +351,20 @@ pub fn put_record(out: &mut Vec<u8>, r: &RecordSpec) {
     out.push(htyp);
     out.push(r.mcnt);
     out.extend_from_slice(&(len as u16).to_be_bytes());
-    out.extend_from_slice(&r.ecu);
-    out.extend_from_slice(&r.session.to_be_bytes());
-    out.extend_from_slice(&r.tmsp.to_be_bytes());
-    out.push(r.msin);
-    out.push(r.noar);
-    out.extend_from_slice(&r.apid);
-    out.extend_from_slice(&r.ctid);
+    if htyp & HTYP_WEID != 0 {
+        out.extend_from_slice(&r.ecu);
+    }
+    if htyp & HTYP_WSID != 0 {
+        out.extend_from_slice(&r.session.to_be_bytes());
+    }
+    if htyp & HTYP_WTMS != 0 {
+        out.extend_from_slice(&r.tmsp.to_be_bytes());
+    }
+    if htyp & HTYP_UEH != 0 {
+        out.push(r.msin);
+        out.push(r.noar);
+        out.extend_from_slice(&r.apid);
+        out.extend_from_slice(&r.ctid);
+    }
     out.extend_from_slice(r.payload);
 }

@@ -1,13 +1,16 @@
-//! DLT storage files (.dlt, protocol v1) carrying dlt-kpi messages
-//! (spec kpi-dlt.md §4–§6, §9). See docs/dlt.md.
+//! DLT storage files (.dlt, protocol v1): any application's log messages,
+//! and dlt-kpi's messages as KPI data (spec kpi-dlt.md §4–§6, §9). See
+//! docs/dlt.md.
 //!
 //! - `layout`: binary structures, header checks, record writer helpers.
 //! - `scan`: record framing with resynchronisation and damage reports.
 //! - `text`: the `dlt-convert -a`/`-s` rendering.
 //! - `dump`: the native listing.
-//! - `reader` / `writer`: model conversion through the shared KPI
-//!   assembler and grouper.
+//! - `args`: verbose arguments ↔ typed fields.
+//! - `reader` / `writer`: model conversion; KPI through the shared KPI
+//!   assembler and grouper, every other message as a typed event.
 
+pub mod args;
 pub mod dump;
 pub mod layout;
 pub mod reader;
@@ -16,8 +19,8 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
-use crate::input::{Input, InputKind};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::input::Input;
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
@@ -28,12 +31,12 @@ pub struct DltFormat;
 /// The input as an unbuffered byte stream: the scanner does its own
 /// buffering, so a file is read with no BufReader in between.
 pub(crate) fn open_raw(input: &Input) -> Result<Box<dyn Read>> {
-    match input.kind {
-        InputKind::File => {
-            let f = std::fs::File::open(&input.path).map_err(|e| Error::io(&input.path, e))?;
+    match input.file() {
+        Some(file) => {
+            let f = std::fs::File::open(file).map_err(|e| Error::io(&input.path, e))?;
             Ok(Box::new(f))
         }
-        _ => Ok(Box::new(input.open_stream()?)),
+        None => Ok(Box::new(input.open_stream()?)),
     }
 }
 
@@ -46,8 +49,101 @@ pub const INFO: FormatInfo = FormatInfo {
         dump: true,
         text_output: false,
     },
-    describe: "DLT storage files (.dlt) carrying dlt-kpi messages",
+    describe: "DLT storage files (.dlt): log messages (typed events) and dlt-kpi data",
+    absolute_time: AbsoluteTime::Needed,
+    raw_clock: RawClock::Native("dlt-0.1ms"),
+    reads: &[
+        Kind::Events,
+        Kind::Samples,
+        Kind::Metrics,
+        Kind::Indoms,
+        Kind::Help,
+        Kind::Annotations,
+    ],
+    writes: WRITES,
+    undated: false,
 };
+
+/// KPI data is grouped as KPI lines are; every other event, value and
+/// annotation becomes a verbose log message of its own.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
+        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    Rule::kept(
+        Kind::Events,
+        "one verbose log message each: APID from the category, CTID from the name, fields as typed arguments",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "events with a CPU",
+        "their CPU is not kept: DLT messages have none",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "enum fields",
+        "enum values written as their label strings",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "array and struct fields",
+        "arrays and structs written as their text",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "over 255 fields or 64 KiB",
+        "more than a DLT message holds (255 arguments, 64 KiB): cut to fit",
+    ),
+    Rule::kept(
+        Kind::Samples,
+        "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
+    )
+    .from(&[FormatId::Kpi, FormatId::Dlt]),
+    Rule::kept(
+        Kind::Samples,
+        "one log message per value: metric name, instance name, typed value",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "error codes",
+        "per-metric error codes",
+        "DLT messages carry values, not PCP error codes",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "values",
+        "values without a DLT type",
+        "written as text or cut to fit a DLT message",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "datasets",
+        "KPI datasets over the payload limit",
+        "longer than a message can hold: cut to fit",
+    ),
+    Rule::kept(Kind::Metrics, "by name in each value message"),
+    Rule::kept(Kind::Indoms, "instance names in each value message"),
+    Rule::kept(Kind::Help, "the kpi.* help is implied by the datasets")
+        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    Rule::some_dropped(
+        Kind::Help,
+        "help texts",
+        "help of other metrics",
+        "DLT messages have no help text",
+    ),
+    Rule::dropped(Kind::Labels, "label sets", "DLT messages have no labels"),
+    Rule::dropped(Kind::Marks, "marks", "DLT files have no marks"),
+    Rule::kept(Kind::Annotations, "as log messages"),
+    Rule::some_degraded(
+        Kind::Annotations,
+        "annotations",
+        "longer than a message",
+        "longer than a message can hold: cut to fit",
+    ),
+];
 
 impl Format for DltFormat {
     fn info(&self) -> &'static FormatInfo {
@@ -68,6 +164,19 @@ impl Format for DltFormat {
         } else {
             0
         }
+    }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        let p = &input.probe;
+        let cut = !p.is_empty() && p.len() < layout::PATTERN.len();
+        (cut && (layout::PATTERN.starts_with(p) || layout::PATTERN_V2.starts_with(p))).then(|| {
+            (
+                p.len() as u64,
+                format!(
+                    "the file ends after {} bytes, inside the storage header's \"DLT\\x01\" pattern",
+                    p.len()
+                ),
+            )
+        })
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(reader::DltReader::open(input, opts)?))

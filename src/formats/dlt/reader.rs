@@ -1,8 +1,23 @@
 //! `.dlt` → model. KPI messages (APID/CTID `PROC`/`PROC` unless
 //! `--kpi-app`/`--kpi-ctx` say otherwise) go through the shared KPI
-//! [`Assembler`]; every other message becomes an [`Annotation`] carrying
-//! its `dlt-convert -a` payload text and, in extras, its ids and its raw
-//! record bytes (so `.dlt → .dlt` keeps it verbatim).
+//! [`Assembler`]. Every other message becomes a typed event (docs/dlt.md,
+//! "Reading into the model"):
+//!
+//! - one event type per APID, CTID, `msin` and argument signature (type
+//!   info, VARI name and unit of each argument): category = APID, name =
+//!   CTID (`-` where the id is empty or there is no extended header),
+//!   priority = the log level; fields from the verbose arguments (see
+//!   `args.rs`); a first string argument named `_event` (`category.name`)
+//!   or `_metric` (a metric name), as polytrace's DLT writer puts it, names
+//!   the type instead and is not a field;
+//! - non-verbose messages: fields `message_id` (u32) and `payload` (bytes);
+//! - control messages are framing: shown by `info`, never converted into
+//!   another format's data;
+//! - every event carries its ECU, message counter, session id, tmsp,
+//!   storage time, header flags and the whole original record in extras,
+//!   so `.dlt → .dlt` writes it back verbatim;
+//! - a verbose payload that cannot be typed (unsupported argument types,
+//!   damage) becomes an [`Annotation`] holding its `dlt-convert -a` text.
 //!
 //! Time (spec §6): an item's time is `tmsp + offset`, with offset =
 //! min(storage time − tmsp) over the boot segment the message belongs to
@@ -11,6 +26,7 @@
 //! Messages without WTMS get their storage time. From stdin (no pre-scan)
 //! the offset comes from the first message with a timestamp.
 
+use super::args::{self, Arg};
 use super::layout::{self, id_from, id_text, Msg};
 use super::scan::Scanner;
 use super::text;
@@ -18,12 +34,13 @@ use crate::error::{Diagnostic, Position, Result};
 use crate::formats::kpi::assemble::Assembler;
 use crate::formats::kpi::dataset::Kind;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
-use crate::input::{Input, InputKind};
+use crate::input::Input;
 use crate::model::*;
 use crate::options::ReadOptions;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Extras keys of annotations made from non-KPI messages (and of the header).
 pub const X_MCNT: &str = "dlt.mcnt";
@@ -37,6 +54,27 @@ pub const X_RAW: &str = "dlt.raw";
 pub const X_STORAGE: &str = "dlt.storage_ns";
 /// Header: the offset (ns) added to tmsp × 100 µs for the first segment.
 pub const X_OFFSET: &str = "dlt.time_offset_ns";
+/// Events: the record's `htyp` (which header extras it had).
+pub const X_HTYP: &str = "dlt.htyp";
+/// Non-verbose events: the extended header's argument count (daemons put
+/// 1 in control messages).
+pub const X_NOAR: &str = "dlt.noar";
+/// Event types: verbose (true) or non-verbose (false) messages.
+pub const X_VERBOSE: &str = "dlt.verbose";
+/// Event types: the type-info word of each field's argument, in order.
+pub const X_TYPE_INFO: &str = "dlt.type_info";
+/// Event types: the unit of each field's argument ("" where none).
+pub const X_UNITS: &str = "dlt.units";
+/// First-argument names that carry the event's category and name
+/// (`category.name`) or a metric name; written by polytrace's DLT writer.
+pub const EVENT_ARG: &str = "_event";
+pub const METRIC_ARG: &str = "_metric";
+
+/// Event type ids of general messages start here (KPI uses 1–3).
+const FIRST_TYPE: EventTypeId = 1000;
+/// Distinct event types kept apart before all further ones share one
+/// "too many signatures" type (a bound on what a file can make us hold).
+const MAX_TYPES: usize = 100_000;
 
 /// A tmsp going back by more than this (0.1 ms ticks) starts a new boot
 /// segment (dlt-sortbytimestamp uses the same 50 s).
@@ -46,14 +84,49 @@ fn storage_ns(m: &Msg) -> i64 {
     (m.secs as i64) * 1_000_000_000 + (m.usecs as i64) * 1000
 }
 
-/// Boot segments: (index of the first record, offset in ns).
-fn prescan(input: &Input, salvage: bool) -> Result<Vec<(u64, i64)>> {
-    let mut segs: Vec<(u64, i64)> = Vec::new();
+fn id_value(b: &[u8; 4]) -> ExtraValue {
+    ExtraValue::Str(String::from_utf8_lossy(id_text(b)).into())
+}
+
+/// `(category, name)` from a first argument named `_event` (value
+/// `category.name`) or `_metric` (value: a metric name).
+fn naming_arg(a: &Arg) -> Option<(String, String)> {
+    let Value::Str(v) = &a.value else { return None };
+    match a.name? {
+        n if n == EVENT_ARG.as_bytes() => {
+            let (c, n) = v.split_once('.')?;
+            (!c.is_empty() && !n.is_empty()).then(|| (c.to_string(), n.to_string()))
+        }
+        n if n == METRIC_ARG.as_bytes() && !v.is_empty() => Some(("metric".into(), v.clone())),
+        _ => None,
+    }
+}
+
+/// What the pre-scan finds: boot segments (index of the first record,
+/// offset in ns) and the ECU and session of the first KPI message (else of
+/// the first message).
+#[derive(Default)]
+struct Prescan {
+    segs: Vec<(u64, i64)>,
+    ecu: Option<[u8; 4]>,
+    session: Option<u32>,
+}
+
+fn prescan(input: &Input, salvage: bool, kpi: ([u8; 4], [u8; 4])) -> Result<Prescan> {
+    let mut p = Prescan::default();
+    let segs = &mut p.segs;
     let mut sc = Scanner::new(super::open_raw(input)?, input.path.clone(), salvage);
     let mut last: Option<u32> = None;
     let mut idx = 0u64;
+    let mut kpi_seen = false;
     // Damage is reported by the main pass; here it just ends the scan.
     while let Ok(Some(m)) = sc.next_msg() {
+        let is_kpi = m.ext.is_some_and(|e| (e.apid, e.ctid) == kpi);
+        if (is_kpi && !kpi_seen) || idx == 0 {
+            p.ecu = Some(m.ecu_id());
+            p.session = m.session;
+            kpi_seen |= is_kpi;
+        }
         if let Some(t) = m.tmsp {
             let off = storage_ns(&m) - t as i64 * 100_000;
             let new_seg = match last {
@@ -69,7 +142,7 @@ fn prescan(input: &Input, salvage: bool) -> Result<Vec<(u64, i64)>> {
         }
         idx += 1;
     }
-    Ok(segs)
+    Ok(p)
 }
 
 struct State {
@@ -94,7 +167,14 @@ struct State {
     mcnt_gaps: u64,
     lost_msgs: u64,
     /// Storage time of the last BEG per KPI type.
-    beg_storage: std::collections::HashMap<&'static str, i64>,
+    beg_storage: HashMap<&'static str, i64>,
+    /// Event types of general messages by signature (see `type_key`).
+    types: HashMap<Vec<u8>, EventTypeId>,
+    key: Vec<u8>,
+    log_msgs: u64,
+    nonverbose_msgs: u64,
+    control_msgs: u64,
+    undecoded: u64,
 }
 
 impl State {
@@ -132,15 +212,6 @@ impl State {
             if layout::string_args(m, &mut args)
                 && args.first().is_some_and(|a| Kind::parse(a).is_some())
             {
-                if self.kpi_msgs == 0 {
-                    self.header.extras.set(
-                        X_ECU,
-                        ExtraValue::Str(String::from_utf8_lossy(id_text(&m.ecu_id())).into()),
-                    );
-                    if let Some(s) = m.session {
-                        self.header.extras.set(X_SESSION, ExtraValue::U64(s as u64));
-                    }
-                }
                 self.kpi_msgs += 1;
                 self.check_mcnt(idx, m);
                 let stored = storage_ns(m);
@@ -166,18 +237,195 @@ impl State {
             self.warn(
                 m.offset,
                 idx,
-                "message with the KPI ids is not a KPI message (arguments are not strings, or the first is not NEW/STP/ACT/CHK/IRQ); kept as an annotation".into(),
+                "message with the KPI ids is not a KPI message (arguments are not strings, or the first is not NEW/STP/ACT/CHK/IRQ); kept as a log event".into(),
             );
         }
+        self.general(idx, m, time, raw);
+    }
+
+    /// A message that is not KPI: a typed event, or an annotation when its
+    /// payload cannot be typed.
+    fn general(&mut self, idx: u64, m: &Msg, time: Timestamp, raw: Option<u64>) {
         self.other_msgs += 1;
+        let control = m.ext.is_some_and(|e| e.mstp() == layout::TYPE_CONTROL);
+        let mut argv: Vec<Arg> = Vec::new();
+        let fields: Vec<Value> = if m.verbose() {
+            if let Err(why) = args::decode(m, &mut argv) {
+                self.undecoded += 1;
+                self.warn(
+                    m.offset,
+                    idx,
+                    format!("verbose payload not typed ({why}): kept as an annotation"),
+                );
+                return self.annotation(m, time, raw);
+            }
+            argv.iter().map(|a| a.value.clone()).collect()
+        } else {
+            if m.payload.len() < 4 {
+                self.undecoded += 1;
+                self.warn(
+                    m.offset,
+                    idx,
+                    "non-verbose payload shorter than its message id: kept as an annotation".into(),
+                );
+                return self.annotation(m, time, raw);
+            }
+            let mut c = layout::Cursor::new(m.payload, m.msbf());
+            let id = c.u32().unwrap_or(0);
+            vec![Value::U64(id as u64), Value::Bytes(m.payload[4..].to_vec())]
+        };
+        if control {
+            self.control_msgs += 1;
+        } else if m.verbose() {
+            self.log_msgs += 1;
+        } else {
+            self.nonverbose_msgs += 1;
+        }
+        // A naming first argument (`_event`/`_metric`) is not a field.
+        let named = argv.first().and_then(naming_arg);
+        let skip = named.is_some() as usize;
+        let type_id = self.type_of(m, &argv, named, control);
+        let mut x = Extras::default();
+        x.set(X_ECU, id_value(&m.ecu_id()));
+        x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
+        if let Some(s) = m.session {
+            x.set(X_SESSION, ExtraValue::U64(s as u64));
+        }
+        if let Some(t) = m.tmsp {
+            x.set(X_TMSP, ExtraValue::U64(t as u64));
+        }
+        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
+        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
+        if let Some(e) = m.ext.filter(|e| !e.verbose()) {
+            x.set(X_NOAR, ExtraValue::U64(e.noar as u64));
+        }
+        x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
+        self.queue.push_back(Item::Event(Event {
+            time,
+            raw_clock: raw,
+            type_id,
+            cpu: None,
+            stream: None,
+            fields: fields.into_iter().skip(skip).collect(),
+            extras: x,
+        }));
+    }
+
+    /// The event type of a general message, defined on first use.
+    fn type_of(
+        &mut self,
+        m: &Msg,
+        argv: &[Arg],
+        named: Option<(String, String)>,
+        control: bool,
+    ) -> EventTypeId {
+        let ext = m.ext;
+        let k = &mut self.key;
+        k.clear();
+        k.push(m.verbose() as u8);
+        k.push(ext.is_some() as u8);
+        if let Some(e) = ext {
+            k.push(e.msin);
+            k.extend_from_slice(&e.apid);
+            k.extend_from_slice(&e.ctid);
+        }
+        if let Some((c, n)) = &named {
+            k.extend_from_slice(c.as_bytes());
+            k.push(0xff);
+            k.extend_from_slice(n.as_bytes());
+            k.push(0xff);
+        }
+        for a in argv {
+            k.extend_from_slice(&a.ti.to_le_bytes());
+            k.extend_from_slice(a.name.unwrap_or_default());
+            k.push(0xff);
+            k.extend_from_slice(a.unit.unwrap_or_default());
+            k.push(0xff);
+        }
+        if let Some(&id) = self.types.get(k.as_slice()) {
+            return id;
+        }
+        if self.types.len() >= MAX_TYPES {
+            // A file with absurdly many signatures: the rest share the
+            // last type's id (their fields may then differ from it).
+            return FIRST_TYPE + MAX_TYPES as EventTypeId - 1;
+        }
+        let id = FIRST_TYPE + self.types.len() as EventTypeId;
+        self.types.insert(k.clone(), id);
+        let text_of = |b: &[u8]| {
+            let t = String::from_utf8_lossy(b).into_owned();
+            if t.is_empty() {
+                "-".to_string()
+            } else {
+                t
+            }
+        };
+        let (category, name) = named.unwrap_or_else(|| match ext {
+            Some(e) if e.apid[0] != 0 || e.ctid[0] != 0 => {
+                (text_of(id_text(&e.apid)), text_of(id_text(&e.ctid)))
+            }
+            _ => ("-".into(), "-".into()),
+        });
+        let skip = argv.first().and_then(naming_arg).is_some() as usize;
+        let mut fields: Vec<Field> = Vec::new();
+        let mut tis = Vec::new();
+        let mut units = Vec::new();
+        if m.verbose() {
+            for (i, a) in argv.iter().enumerate().skip(skip) {
+                let mut fname = match a.name {
+                    Some(n) if !n.is_empty() => String::from_utf8_lossy(n).into_owned(),
+                    _ => format!("arg{}", i - skip),
+                };
+                if fields.iter().any(|f| f.name == fname) {
+                    fname = format!("{fname}_{}", i - skip);
+                }
+                fields.push(Field::new(&fname, a.ty.clone()));
+                tis.push(ExtraValue::U64(a.ti as u64));
+                units.push(ExtraValue::Str(
+                    String::from_utf8_lossy(a.unit.unwrap_or_default()).into_owned(),
+                ));
+            }
+        } else {
+            fields.push(Field::new("message_id", FieldType::Uint(4)));
+            fields.push(Field::new("payload", FieldType::Bytes));
+        }
+        let mut t = EventType::new(id, &category, &name, fields);
+        t.framing = control;
+        t.extras.set(X_VERBOSE, ExtraValue::Bool(m.verbose()));
+        if let Some(e) = ext {
+            t.extras.set(X_MSIN, ExtraValue::U64(e.msin as u64));
+            let (ty, sub) = text::type_names(e.msin);
+            t.description = Some(format!("DLT {ty} {sub} message").replace("  ", " "));
+            if e.mstp() == layout::TYPE_LOG {
+                t.priority = text::LOG_LEVELS
+                    .get(e.mtin() as usize)
+                    .filter(|l| !l.is_empty())
+                    .map(|l| l.to_string());
+            }
+        } else {
+            t.description = Some("DLT message without extended header".into());
+        }
+        if !tis.is_empty() {
+            t.extras.set(X_TYPE_INFO, ExtraValue::List(tis));
+        }
+        if units
+            .iter()
+            .any(|u| !matches!(u, ExtraValue::Str(s) if s.is_empty()))
+        {
+            t.extras.set(X_UNITS, ExtraValue::List(units));
+        }
+        self.queue.push_back(Item::EventType(Arc::new(t)));
+        id
+    }
+
+    fn annotation(&mut self, m: &Msg, time: Timestamp, raw: Option<u64>) {
         self.text.clear();
         text::payload(m, &mut self.text);
         let mut x = Extras::default();
-        let id = |b: &[u8; 4]| ExtraValue::Str(String::from_utf8_lossy(id_text(b)).into());
-        x.set(X_ECU, id(&m.ecu_id()));
+        x.set(X_ECU, id_value(&m.ecu_id()));
         if let Some(e) = m.ext {
-            x.set(X_APID, id(&e.apid));
-            x.set(X_CTID, id(&e.ctid));
+            x.set(X_APID, id_value(&e.apid));
+            x.set(X_CTID, id_value(&e.ctid));
             x.set(X_MSIN, ExtraValue::U64(e.msin as u64));
         }
         x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
@@ -187,6 +435,8 @@ impl State {
         if let Some(t) = m.tmsp {
             x.set(X_TMSP, ExtraValue::U64(t as u64));
         }
+        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
+        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
         self.queue.push_back(Item::Annotation(Annotation {
             time,
@@ -258,10 +508,15 @@ impl State {
             self.mark_storage(it, None);
         }
         self.queue.extend(out);
-        for w in std::mem::take(&mut self.asm.warnings) {
-            self.warn(0, 0, w);
-        }
+        // Totals over the whole file (datasets flagged, groups left open):
+        // no one record to point at.
         let p = Position::new(&self.path);
+        for w in std::mem::take(&mut self.asm.warnings) {
+            if self.warned < 100 {
+                self.diags.push(Diagnostic::warning(p.clone(), w));
+            }
+            self.warned += 1;
+        }
         if self.warned > 100 {
             self.diags.push(Diagnostic::warning(
                 p.clone(),
@@ -277,14 +532,12 @@ impl State {
                 ),
             ));
         }
-        if self.other_msgs > 0 {
+        if self.undecoded > 0 {
             self.diags.push(Diagnostic::warning(
                 p,
                 format!(
-                    "{} messages are not {}/{} KPI messages: kept as annotations",
-                    self.other_msgs,
-                    String::from_utf8_lossy(id_text(&self.app)),
-                    String::from_utf8_lossy(id_text(&self.ctx))
+                    "{} messages could not be typed: kept as annotations (their dlt-convert -a text)",
+                    self.undecoded
                 ),
             ));
         }
@@ -296,15 +549,20 @@ pub struct DltReader {
     st: State,
     idx: u64,
     done: bool,
+    /// File length, for progress (None on a stream).
+    len: Option<u64>,
 }
 
 impl DltReader {
     pub fn open(input: &Input, opts: &ReadOptions) -> Result<DltReader> {
-        let segs = if input.kind == InputKind::File {
-            prescan(input, opts.salvage)?
+        let app = id_from(opts.kpi_app.as_deref().unwrap_or("PROC"));
+        let ctx = id_from(opts.kpi_ctx.as_deref().unwrap_or("PROC"));
+        let pre = if input.file().is_some() {
+            prescan(input, opts.salvage, (app, ctx))?
         } else {
-            Vec::new()
+            Prescan::default()
         };
+        let segs = pre.segs;
         let mut header = Header::new(FormatId::Dlt, "1");
         header.time_base = TimeBase::Absolute;
         // Items keep the message's tmsp (0.1 ms ticks since boot) as raw clock.
@@ -315,6 +573,12 @@ impl DltReader {
         if let Some(s) = segs.first() {
             header.extras.set(X_OFFSET, ExtraValue::I64(s.1));
         }
+        if let Some(e) = pre.ecu {
+            header.extras.set(X_ECU, id_value(&e));
+        }
+        if let Some(s) = pre.session {
+            header.extras.set(X_SESSION, ExtraValue::U64(s as u64));
+        }
         let sc = Scanner::new(super::open_raw(input)?, input.path.clone(), opts.salvage);
         Ok(DltReader {
             sc,
@@ -324,8 +588,8 @@ impl DltReader {
                 seg: 0,
                 stream_offset: None,
                 last_tmsp: None,
-                app: id_from(opts.kpi_app.as_deref().unwrap_or("PROC")),
-                ctx: id_from(opts.kpi_ctx.as_deref().unwrap_or("PROC")),
+                app,
+                ctx,
                 asm: Assembler::new(),
                 queue: VecDeque::new(),
                 header,
@@ -339,9 +603,19 @@ impl DltReader {
                 mcnt_gaps: 0,
                 lost_msgs: 0,
                 beg_storage: Default::default(),
+                types: HashMap::new(),
+                key: Vec::with_capacity(256),
+                log_msgs: 0,
+                nonverbose_msgs: 0,
+                control_msgs: 0,
+                undecoded: 0,
             },
             idx: 0,
             done: false,
+            len: input
+                .file()
+                .and_then(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len()),
         })
     }
 
@@ -354,6 +628,10 @@ impl DltReader {
 impl TraceReader for DltReader {
     fn header(&self) -> &Header {
         &self.st.header
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.len.map(|len| (self.sc.offset().min(len), len))
     }
 
     fn next_item(&mut self) -> Result<Option<Item>> {
@@ -395,7 +673,11 @@ impl TraceReader for DltReader {
             })
             .collect();
         v.push(("KPI messages".into(), self.st.kpi_msgs));
-        v.push(("other messages".into(), self.st.other_msgs));
+        v.push(("verbose log messages".into(), self.st.log_msgs));
+        v.push(("non-verbose messages".into(), self.st.nonverbose_msgs));
+        v.push(("control messages".into(), self.st.control_msgs));
+        v.push(("untyped messages".into(), self.st.undecoded));
+        v.push(("event types".into(), self.st.types.len() as u64));
         v.push(("KPI counter gaps".into(), self.st.mcnt_gaps));
         v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
         v

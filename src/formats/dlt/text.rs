@@ -48,6 +48,24 @@ const RETURN_TYPE: [&str; 9] = [
     "no_matching_context_id",
 ];
 
+/// Message type and subtype names of an extended header's `msin`, as
+/// dlt-convert prints them (`log`, `info`; empty where it prints nothing).
+pub fn type_names(msin: u8) -> (&'static str, &'static str) {
+    let mstp = ((msin & 0x0e) >> 1) as usize;
+    let mtin = (msin >> 4) as usize;
+    let sub = match mstp {
+        0 => LOG_INFO.get(mtin),
+        1 => TRACE_TYPE.get(mtin),
+        2 => NW_TRACE_TYPE.get(mtin),
+        3 => CONTROL_TYPE.get(mtin),
+        _ => None,
+    };
+    (MESSAGE_TYPE[mstp], sub.copied().unwrap_or(""))
+}
+
+/// Log level names by MTIN (1 fatal … 6 verbose).
+pub const LOG_LEVELS: [&str; 7] = LOG_INFO;
+
 // ------------------------------------------------------------ integers
 
 /// Append `v` in decimal.

@@ -85,6 +85,33 @@ impl Grouper {
         Grouper::default()
     }
 
+    /// Time of the group being collected, if any: items written around
+    /// the groups wait for it so the output stays in time order.
+    pub fn pending_time(&self) -> Option<Timestamp> {
+        self.pending.as_ref().map(|p| p.group.time)
+    }
+
+    /// True for the event types the grouper turns into NEW/STP/CHK
+    /// datasets (category `kpi`).
+    pub fn is_kpi_type(t: &EventType) -> bool {
+        t.category == "kpi"
+            && Kind::parse(t.name.as_bytes())
+                .is_some_and(|k| matches!(k, Kind::New | Kind::Stp | Kind::Chk))
+    }
+
+    /// True for the metrics ACT and IRQ datasets carry.
+    pub fn is_kpi_metric(name: &str) -> bool {
+        matches!(
+            name,
+            "kpi.proc.cpu"
+                | "kpi.proc.rss"
+                | "kpi.proc.ctxsw"
+                | "kpi.proc.io_bytes"
+                | "kpi.proc.io_wait"
+                | "kpi.irq.count"
+        )
+    }
+
     fn flush(&mut self, out: &mut Vec<Group>) {
         if let Some(p) = self.pending.take() {
             out.push(p.group);
@@ -128,9 +155,8 @@ impl Grouper {
         let mut out = Vec::new();
         match item {
             Item::EventType(t) => {
-                let kind = if t.category == "kpi" {
+                let kind = if Self::is_kpi_type(t) {
                     Kind::parse(t.name.as_bytes())
-                        .filter(|k| matches!(k, Kind::New | Kind::Stp | Kind::Chk))
                 } else {
                     None
                 };
@@ -155,7 +181,20 @@ impl Grouper {
                     }
                 }
             }
-            Item::Help(_) | Item::Labels(_) => {}
+            // The kpi.* help is the schema's own: implied by the lines.
+            Item::Help(h) => {
+                let own = match h.target {
+                    HelpTarget::Metric(m) => self
+                        .metrics
+                        .get(&m)
+                        .is_some_and(|d| d.name().starts_with("kpi.")),
+                    HelpTarget::Indom(i) => i == schema::IRQ_INDOM || i == schema::PROC_INDOM,
+                };
+                if !own {
+                    loss.drop_item("help texts", "KPI lines have no help text");
+                }
+            }
+            Item::Labels(_) => loss.drop_item("label sets", "KPI lines have no labels"),
             Item::Event(e) => {
                 let group = e.extras.u64(X_GROUP);
                 match self.types.get(&e.type_id).copied().flatten() {

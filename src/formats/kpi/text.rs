@@ -181,6 +181,43 @@ pub fn line_style(line: &[u8]) -> Option<Style> {
     parse_convert_line(line).map(|_| Style::Convert)
 }
 
+/// Text that begins like a `dlt-convert -a` line (index, then a
+/// `YYYY/MM/DD` date) but whose first line does not parse: cut inside
+/// line 1 (the file ends there) or damaged.
+pub fn near_miss(probe: &[u8], probe_max: usize) -> Option<(u64, String)> {
+    let start = probe.iter().position(|b| !b.is_ascii_whitespace())?;
+    let line = &probe[start..];
+    let nl = line.iter().position(|&b| b == b'\n');
+    let first = &line[..nl.unwrap_or(line.len())];
+    let mut parts = first.split(|&b| b == b' ').filter(|s| !s.is_empty());
+    let index = parts.next()?;
+    let date = parts.next()?;
+    let like = !index.is_empty()
+        && index.iter().all(u8::is_ascii_digit)
+        && date.len() == 10
+        && date[4] == b'/'
+        && date[7] == b'/'
+        && date
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit());
+    if !like {
+        return None;
+    }
+    let end = (start + first.len()) as u64;
+    Some(if nl.is_none() && probe.len() < probe_max {
+        (
+            end,
+            format!("dlt-convert -a text whose file ends inside line 1, after {end} bytes"),
+        )
+    } else {
+        (
+            start as u64,
+            "dlt-convert -a text, but line 1 does not parse".to_string(),
+        )
+    })
+}
+
 pub struct KpiTextReader {
     header: Header,
     src: Box<dyn BufRead>,
@@ -211,17 +248,24 @@ impl KpiTextReader {
         // Peek the first non-empty line for the style (without consuming).
         let style = {
             let buf = src.fill_buf().map_err(|e| Error::io(&file, e))?;
-            let first = buf
-                .split(|&b| b == b'\n')
-                .find(|l| !l.iter().all(|b| b.is_ascii_whitespace()));
+            let (mut offset, mut line_no) = (0u64, 1u64);
+            let mut first = None;
+            for l in buf.split(|&b| b == b'\n') {
+                if !l.iter().all(|b| b.is_ascii_whitespace()) {
+                    first = Some(l);
+                    break;
+                }
+                offset += l.len() as u64 + 1;
+                line_no += 1;
+            }
             match first.and_then(|l| line_style(l.strip_suffix(b"\r").unwrap_or(l))) {
                 Some(s) => s,
                 None if buf.is_empty() => {
-                    return Err(Error::format(Position::at(&file, 0, Some(0)), "empty input: no KPI lines"))
+                    return Err(Error::format(Position::at(&file, 0, None), "empty input: no KPI lines"))
                 }
                 None => {
                     return Err(Error::format(
-                        Position::at(&file, 0, Some(0)),
+                        Position::at(&file, offset, Some(line_no)),
                         "not KPI text: the first line is neither a KPI dataset line (NEW/STP/ACT/CHK/IRQ) nor a dlt-convert -a line",
                     ))
                 }
@@ -280,8 +324,10 @@ impl KpiTextReader {
         self.asm.counts()
     }
 
+    /// Position of the current line: for KPI text a record is a line,
+    /// counted from 1 as editors and `sed -n Np` count them.
     fn pos(&self) -> Position {
-        Position::at(&self.file, self.offset, Some(self.line_no))
+        Position::at(&self.file, self.offset, Some(self.line_no + 1))
     }
 
     fn bad_line(&mut self, msg: String) -> Result<()> {
@@ -296,14 +342,12 @@ impl KpiTextReader {
         }
     }
 
-    fn drain_warnings(&mut self) {
+    /// `pos`: the line that raised them, or none for the totals at the end.
+    fn drain_warnings(&mut self, pos: Position) {
         for w in self.asm.warnings.drain(..) {
             // Sanity flags can be many; keep the first 100 and count the rest.
             if self.warned < 100 {
-                self.diags.push(Diagnostic::warning(
-                    Position::at(&self.file, self.offset, Some(self.line_no)),
-                    w,
-                ));
+                self.diags.push(Diagnostic::warning(pos.clone(), w));
             }
             self.warned += 1;
         }
@@ -375,7 +419,7 @@ impl KpiTextReader {
             return self.bad_line(e);
         }
         self.queue.extend(out);
-        self.drain_warnings();
+        self.drain_warnings(self.pos());
         Ok(())
     }
 }
@@ -397,7 +441,7 @@ impl TraceReader for KpiTextReader {
                 let mut out = Vec::new();
                 self.asm.finish(&mut out);
                 self.queue.extend(out);
-                self.drain_warnings();
+                self.drain_warnings(Position::new(&self.file));
                 if self.warned > 100 {
                     self.diags.push(Diagnostic::warning(
                         Position::new(&self.file),
@@ -440,6 +484,17 @@ impl TraceReader for KpiTextReader {
 }
 
 // ------------------------------------------------------------------ writer
+
+/// True when the items' raw clock is a DLT header timestamp (0.1 ms ticks
+/// since boot): said by the header, or KPI text (whose raw clock is the
+/// tmsp column) and DLT files that predate the key. The recorder (source
+/// `kpi` too) names its TSC instead.
+pub fn raw_clock_is_tmsp(header: &Header) -> bool {
+    match header.extras.str(crate::model::keys::RAW_CLOCK) {
+        Some(k) => k == "dlt-0.1ms",
+        None => matches!(header.source, FormatId::Kpi | FormatId::Dlt),
+    }
+}
 
 /// Writes KPI lines: `dlt-convert -a` style when the source has absolute
 /// time (so times survive), bare lines otherwise.
@@ -499,11 +554,7 @@ impl<W: Write> KpiTextWriter<W> {
             payload_max: opts.dlt_payload_max.unwrap_or(DEFAULT_PAYLOAD_MAX),
             // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
             // clock; the recorder (source kpi too) carries a TSC.
-            tmsp_from_raw: matches!(header.source, FormatId::Kpi | FormatId::Dlt)
-                && header
-                    .extras
-                    .str(crate::model::keys::RAW_CLOCK)
-                    .is_none_or(|c| c == crate::model::keys::CLOCK_DLT),
+            tmsp_from_raw: raw_clock_is_tmsp(header),
             first_time: None,
         }
     }
@@ -601,7 +652,17 @@ impl<W: Write> TraceWriter for KpiTextWriter<W> {
     fn write_item(&mut self, item: &Item) -> Result<()> {
         self.write(item)
     }
+    /// No group at all is an error: an empty KPI file is nothing a reader
+    /// (ours or dlt-convert's) accepts.
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
-        self.close()
+        let loss = self.close()?;
+        if self.index == 0 {
+            return Err(Error::nothing_to_write(
+                "no process data for KPI lines",
+                "it has no proc.* metrics and no process events \
+                 (kpi NEW/STP/CHK, fork/exit, control/processes)",
+            ));
+        }
+        Ok(loss)
     }
 }

@@ -1,0 +1,192 @@
+//! Time order for sources that are not in it. A DLT storage file holds
+//! messages in the order they reached the receiver: two applications (or the
+//! daemon and an application) with different buffering delays interleave
+//! out of clock order. Writers whose files must run forward in time (LTT
+//! tracefiles, PCP volumes) would otherwise clamp those items.
+//!
+//! A bounded sort: data items (and timed definitions: instance domains,
+//! labels) wait in a heap and leave in (time, arrival) order once the
+//! newest time seen is `window` past them, or when more than `cap` wait.
+//! Untimed definitions leave at once, so they still come before any item
+//! that uses them.
+
+use crate::error::{Diagnostic, Result};
+use crate::model::{Header, Item, Timestamp, TraceReader};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// How far back an item may come and still be put in its place.
+pub const WINDOW_NS: i64 = 10_000_000_000;
+/// At most this many items wait.
+pub const CAP: usize = 65_536;
+
+struct Waiting {
+    time: Timestamp,
+    seq: u64,
+    item: Item,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, o: &Self) -> bool {
+        (self.time, self.seq) == (o.time, o.seq)
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.time, self.seq).cmp(&(o.time, o.seq))
+    }
+}
+
+pub struct Reorder {
+    inner: Box<dyn TraceReader>,
+    heap: BinaryHeap<Reverse<Waiting>>,
+    out: VecDeque<Item>,
+    newest: Option<Timestamp>,
+    seq: u64,
+    window: i64,
+    cap: usize,
+    done: bool,
+}
+
+impl Reorder {
+    pub fn wrap(inner: Box<dyn TraceReader>) -> Reorder {
+        Reorder::with_limits(inner, WINDOW_NS, CAP)
+    }
+    pub fn with_limits(inner: Box<dyn TraceReader>, window: i64, cap: usize) -> Reorder {
+        Reorder {
+            inner,
+            heap: BinaryHeap::new(),
+            out: VecDeque::new(),
+            newest: None,
+            seq: 0,
+            window,
+            cap: cap.max(1),
+            done: false,
+        }
+    }
+
+    /// Move every waiting item that can no longer be overtaken.
+    fn release(&mut self) {
+        while let Some(Reverse(w)) = self.heap.peek() {
+            let settled = self
+                .newest
+                .is_some_and(|n| n.0.saturating_sub(w.time.0) >= self.window);
+            if !(settled || self.heap.len() > self.cap || self.done) {
+                break;
+            }
+            let Reverse(w) = self.heap.pop().expect("peeked");
+            self.out.push_back(w.item);
+        }
+    }
+}
+
+impl TraceReader for Reorder {
+    fn header(&self) -> &Header {
+        self.inner.header()
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        loop {
+            if let Some(it) = self.out.pop_front() {
+                return Ok(Some(it));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            match self.inner.next_item()? {
+                None => {
+                    self.done = true;
+                    self.release();
+                }
+                Some(item) => match item.time() {
+                    // Definitions without a time pass at once.
+                    None => return Ok(Some(item)),
+                    Some(t) => {
+                        self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
+                        self.seq += 1;
+                        self.heap.push(Reverse(Waiting {
+                            time: t,
+                            seq: self.seq,
+                            item,
+                        }));
+                        self.release();
+                    }
+                },
+            }
+        }
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        self.inner.diagnostics()
+    }
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        self.inner.native_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    fn note(t: i64, text: &str) -> Item {
+        Item::Annotation(Annotation {
+            time: Timestamp(t),
+            raw_clock: None,
+            text: text.into(),
+            extras: Extras::default(),
+        })
+    }
+
+    fn run(items: Vec<Item>, window: i64, cap: usize) -> Vec<(i64, String)> {
+        let trace = Trace {
+            header: Header::new(FormatId::Dlt, "1"),
+            items,
+        };
+        let mut r = Reorder::with_limits(Box::new(VecReader::new(trace)), window, cap);
+        let mut got = Vec::new();
+        while let Some(it) = r.next_item().unwrap() {
+            if let Item::Annotation(a) = it {
+                got.push((a.time.0, a.text));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn late_items_take_their_place_and_ties_keep_arrival_order() {
+        let got = run(
+            vec![
+                note(30, "c"),
+                note(10, "a"),
+                note(20, "b1"),
+                note(20, "b2"),
+                note(40, "d"),
+            ],
+            100,
+            100,
+        );
+        let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts, ["a", "b1", "b2", "c", "d"]);
+    }
+
+    #[test]
+    fn the_window_and_the_cap_bound_what_waits() {
+        // Window 10: "a" (at 5) arrives after 30 has pushed 10 out already.
+        let got = run(
+            vec![note(10, "x"), note(30, "y"), note(5, "a"), note(35, "z")],
+            10,
+            100,
+        );
+        let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts, ["x", "a", "y", "z"]);
+        // Cap 1: at most one waits, so order is only fixed pairwise.
+        let got = run(vec![note(3, "c"), note(2, "b"), note(1, "a")], 100, 1);
+        let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts, ["b", "a", "c"]);
+    }
+}
