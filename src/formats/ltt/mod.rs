@@ -100,33 +100,68 @@ pub const INFO: FormatInfo = FormatInfo {
     },
     describe: "LTT directory traces (2003-2005) with XML event definitions",
     absolute_time: AbsoluteTime::NotNeeded,
+    // Read: the LTT cycle counter. Written: the self-description carries
+    // any raw clock with its meaning (`LttFormat::raw_clock`); only
+    // `--ltt-plain` keeps LTT cycles alone.
     raw_clock: RawClock::Native("ltt-cycles"),
     reads: &[Kind::Events],
     writes: WRITES,
     undated: false,
 };
 
-/// What an LTT trace holds: typed events.
+/// What an LTT trace holds: typed events, and (unless `--ltt-plain`) the
+/// `polytrace` self-description that gives a non-LTT stream back exactly.
 pub const WRITES: &[Rule] = &[
     Rule::kept(Kind::Events, "facility events, one facility per category"),
     Rule::kept(Kind::Samples, "metric.<name> events {instance, value}"),
     Rule::some_dropped(
         Kind::Samples,
         "sample values",
-        "per-metric error codes",
+        "error codes, with --ltt-plain",
         "error code instead of a value",
     ),
     Rule::kept(Kind::Metrics, "as the event types of their values"),
     Rule::kept(Kind::Indoms, "indom.indom_<id> events"),
-    Rule::dropped(Kind::Help, "help texts", "not representable in LTT"),
-    Rule::dropped(Kind::Labels, "label sets", "not representable in LTT"),
-    Rule::dropped(Kind::Marks, "marks", "not representable in LTT"),
-    Rule::dropped(Kind::Annotations, "annotations", "not representable in LTT"),
+    Rule::kept(Kind::Help, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Help,
+        "help texts",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
+    Rule::kept(Kind::Labels, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Labels,
+        "label sets",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
+    Rule::kept(Kind::Marks, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Marks,
+        "marks",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
+    Rule::kept(Kind::Annotations, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Annotations,
+        "annotations",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
 ];
 
 impl Format for LttFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
+    }
+    fn raw_clock(&self, opts: &WriteOptions) -> RawClock {
+        if opts.ltt_plain {
+            RawClock::Native(crate::model::keys::CLOCK_LTT)
+        } else {
+            RawClock::Carried
+        }
     }
     fn detect(&self, input: &Input) -> u8 {
         match input.kind {

@@ -325,8 +325,13 @@ impl LttWriter {
     /// (`selfdesc`; `convert` does unless `--ltt-plain`). Without it the
     /// writer makes the era's plain layout. No effect for an LTT source,
     /// whose definitions are copied as they are.
+    /// A stream that came from LTT through another format (its eventdefs
+    /// ride in the header) is written as the LTT trace it was.
     pub fn describing(mut self) -> Result<LttWriter> {
-        if self.sd.is_none() && self.header.source != crate::model::FormatId::Ltt {
+        if self.sd.is_none()
+            && self.header.source != crate::model::FormatId::Ltt
+            && self.header.extras.get(keys::EVENTDEFS).is_none()
+        {
             self.start_describe()?;
         }
         Ok(self)
