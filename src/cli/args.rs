@@ -158,6 +158,10 @@ pub struct OutputArgs {
     /// DLT: maximum payload bytes per message (libdlt default 1390).
     #[arg(long, value_name = "BYTES")]
     pub dlt_payload_max: Option<usize>,
+    /// DLT, KPI: end each split KPI message with libdlt's truncated copy of
+    /// the next dataset (`... <<Message truncated, too long>>`), as libdlt ≥ 2.18.4.
+    #[arg(long)]
+    pub dlt_truncated_tails: bool,
     /// KPI: write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
     #[arg(long, value_parser = ["bare", "dlt"])]
     pub kpi_style: Option<String>,
@@ -201,6 +205,7 @@ impl OutputArgs {
             ctx_id: self.ctx_id.clone(),
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
+            dlt_truncated_tails: self.dlt_truncated_tails,
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
             rate: self.rate,
