@@ -527,3 +527,217 @@ fn pcp_new_datasets_name_the_processes_proc_psinfo_cmd_lists() {
     // Processes that went away have an STP, later than their NEW.
     assert!(text.contains("[STP "), "no STP");
 }
+
+// ------------------------------------------- field listings (issue 19)
+
+use polytrace::model::FormatId;
+use std::path::Path;
+
+/// The KPI content of a file as one reader sees it, dataset by dataset:
+/// NEW/STP/CHK events (type, group, tmsp, storage time, fields), ACT/IRQ
+/// samples (group, tmsp, storage time, values) and the instance-domain
+/// changes. Storage time is the listing's date column for KPI text and
+/// `dlt.storage_ns` for `.dlt`. Returns the content and the diagnostics, or
+/// the error.
+fn kpi_content(
+    path: &Path,
+    id: FormatId,
+    salvage: bool,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    use polytrace::formats::kpi::schema;
+    use polytrace::model::Item;
+    let input = polytrace::input::Input::resolve(path).map_err(|e| e.to_string())?;
+    let ro = polytrace::options::ReadOptions {
+        salvage,
+        ..Default::default()
+    };
+    let mut r = polytrace::formats::get(id)
+        .open(&input, &ro)
+        .map_err(|e| e.to_string())?;
+    let storage = |x: &polytrace::model::Extras, t: i64| match id {
+        FormatId::Dlt => x.i64("dlt.storage_ns").unwrap(),
+        _ => t,
+    };
+    let mut out = Vec::new();
+    loop {
+        match r.next_item() {
+            Ok(Some(Item::Event(e))) if (1..=3).contains(&e.type_id) => out.push(format!(
+                "E{} g{} tmsp {:?} at {} {:?}",
+                e.type_id,
+                e.extras.u64(schema::X_GROUP).unwrap(),
+                e.raw_clock,
+                storage(&e.extras, e.time.0),
+                e.fields
+            )),
+            Ok(Some(Item::Sample(s))) => out.push(format!(
+                "S g{} tmsp {:?} at {} {:?}",
+                s.extras.u64(schema::X_GROUP).unwrap(),
+                s.raw_clock,
+                storage(&s.extras, s.time.0),
+                s.metrics
+            )),
+            Ok(Some(Item::Indom(u))) => out.push(format!(
+                "I {} {:?} {:?} {:?}",
+                u.id, u.kind, u.instances, u.removed
+            )),
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let diags = r.diagnostics().iter().map(|d| d.to_string()).collect();
+    Ok((out, diags))
+}
+
+fn assert_same_content(a: &[String], b: &[String], what: &str) {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x, y, "{what}: item {i} differs");
+    }
+    assert_eq!(a.len(), b.len(), "{what}: item counts differ");
+}
+
+/// `TZ=UTC dlt-convert -a FILE` with its stderr mixed in, as people
+/// capture it.
+fn dlt_convert_listing(dlt_convert: &Path, dlt: &Path) -> Vec<u8> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" -a \"$1\" 2>&1")
+        .arg(dlt_convert)
+        .arg(dlt)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dlt-convert failed on {}",
+        dlt.display()
+    );
+    out.stdout
+}
+
+/// The real listings of every `.dlt` in the corpus (dlt-convert's own
+/// reference output) give exactly the datasets the `.dlt` reader gives,
+/// truncated duplicates dropped by the same rule.
+#[test]
+fn corpus_listings_give_the_datasets_of_their_dlt_files() {
+    let mut dlts: Vec<std::path::PathBuf> = Vec::new();
+    let mut dirs = vec![common::corpus()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "dlt") {
+                dlts.push(p);
+            }
+        }
+    }
+    dlts.sort();
+    assert!(dlts.len() >= 2, "{dlts:?}");
+    for dlt in &dlts {
+        let listing = dlt.with_extension("convert-a.txt");
+        let (want, _) = kpi_content(dlt, FormatId::Dlt, false).unwrap();
+        let (got, diags) = kpi_content(&listing, FormatId::Kpi, false).unwrap();
+        assert!(want.len() > 50, "{}", dlt.display());
+        assert_same_content(&want, &got, &listing.display().to_string());
+        assert!(
+            !diags
+                .iter()
+                .any(|d| d.contains("truncated duplicate \"") || d.contains("guessed dataset")),
+            "{diags:?}"
+        );
+    }
+}
+
+/// Issue 19, case 1: IRQ rows of 16 (fake) CPUs written by our DLT writer
+/// with small payload limits and libdlt's truncated duplicates, listed by
+/// the real dlt-convert: the text reader gives the `.dlt` reader's datasets.
+/// The corpus capture goes the same way (long NEW/CHK command lines).
+#[test]
+fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
+    let Some(dc) = common::peer("dlt-convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let irq16 = common::testdata().join("kpi/irq16.convert-a.txt");
+    let capture = common::corpus().join("kpi/kpi-capture.dlt");
+    let sizes: Vec<usize> = if common::full() {
+        (228..=1390).step_by(7).collect()
+    } else {
+        // From the smallest that holds the longest row (210 + 17 bytes).
+        vec![228, 260, 300, 410, 555, 700, 1390]
+    };
+    let irq_metric = format!("metric: {},", polytrace::formats::kpi::schema::IRQ_COUNT);
+    let irq16_columns = kpi_lines(&std::fs::read_to_string(&irq16).unwrap())
+        .iter()
+        .filter(|(_, p)| p.starts_with("IRQ "))
+        .map(|(_, p)| p.matches(";cpu").count())
+        .sum::<usize>();
+    // 67 rows of 16 columns, 4 ERR/MIS rows of one.
+    assert_eq!(irq16_columns, 67 * 16 + 4);
+    let mut irq_tails = 0;
+    let mut tails_by_type: BTreeMap<String, usize> = BTreeMap::new();
+    for (src, sizes) in [(&irq16, &sizes[..]), (&capture, &[300, 1390][..])] {
+        for &n in sizes {
+            let dlt = dir.path().join(format!("w{n}.dlt"));
+            let _ = std::fs::remove_file(&dlt);
+            let out = Command::new(common::bin())
+                .arg("convert")
+                .arg(src)
+                .args([
+                    "--to",
+                    "dlt",
+                    "-q",
+                    "--dlt-truncated-tails",
+                    "--dlt-payload-max",
+                ])
+                .arg(n.to_string())
+                .arg("-o")
+                .arg(&dlt)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let listing = dlt_convert_listing(&dc, &dlt);
+            let text = String::from_utf8(listing.clone()).unwrap();
+            for l in text.lines().filter(|l| l.ends_with(&format!("{MARKER}]"))) {
+                let ty = &l[l.rfind(" [").unwrap() + 2..][..3];
+                *tails_by_type.entry(ty.to_string()).or_default() += 1;
+                if ty == "IRQ" && src == &irq16 {
+                    irq_tails += 1;
+                }
+            }
+            let lp = dir.path().join(format!("w{n}.txt"));
+            std::fs::write(&lp, &listing).unwrap();
+            let (want, _) = kpi_content(&dlt, FormatId::Dlt, false).unwrap();
+            let (got, diags) = kpi_content(&lp, FormatId::Kpi, false).unwrap();
+            assert_same_content(&want, &got, &format!("{} at {n} bytes", src.display()));
+            assert!(
+                !diags.iter().any(|d| d.contains("truncated duplicate \"")),
+                "{diags:?}"
+            );
+            // Every IRQ column of the source is there (counted in its text).
+            if src == &irq16 {
+                let irq_values: usize = want
+                    .iter()
+                    .filter(|l| l.starts_with("S ") && l.contains(&irq_metric))
+                    .map(|l| l.matches("U64(").count())
+                    .sum();
+                assert_eq!(irq_values, irq16_columns, "at {n} bytes");
+            }
+        }
+    }
+    // The case of the issue happened, with the other types along.
+    assert!(irq_tails >= 20, "{tails_by_type:?}");
+    assert!(
+        tails_by_type.get("NEW").is_some_and(|&n| n > 0),
+        "{tails_by_type:?}"
+    );
+    assert!(
+        tails_by_type.get("CHK").is_some_and(|&n| n > 0),
+        "{tails_by_type:?}"
+    );
+}

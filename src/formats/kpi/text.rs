@@ -736,3 +736,104 @@ impl<W: Write> TraceWriter for KpiTextWriter<W> {
         Ok(loss)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::kpi::dataset::TRUNCATED_MARKER;
+
+    /// Every type, every cut position: the arguments split back from the
+    /// text dlt-convert prints (arguments joined by spaces) are the
+    /// arguments of the message, truncated duplicate included.
+    #[test]
+    fn text_split_finds_the_truncated_duplicate_at_every_cut() {
+        let cases: [(&str, &[&str], &str); 7] = [
+            (
+                "NEW",
+                &[
+                    "1;0;/sbin/init",
+                    "14460;14454;proc with spaces; and;semicolons 1",
+                ],
+                "14466;0;perl-title; with spaces;and;semis 1",
+            ),
+            ("NEW", &["21;1;sleep 5"], "22;21;sleep 50 0"),
+            (
+                "CHK",
+                &["20994;sleep", "20996;perl"],
+                "20998;perl-title; with spaces;and;semis 126",
+            ),
+            ("CHK", &["7;a b 12", "8;c"], "9;d e 10;f"),
+            (
+                "ACT",
+                &["14273;370;25380;668;16944326;0"],
+                "1234567;4000;123456789;123456789;123456789012;0",
+            ),
+            (
+                "IRQ",
+                &["24;cpu0:1;cpu1:0;"],
+                "31;cpu0:318104;cpu1:2;cpu2:3;cpu3:4;cpu4:5;cpu5:6;cpu6:7;cpu7:529828;cpu8:1;",
+            ),
+            ("STP", &["14402"], "1437112"),
+        ];
+        for (ty, before, next) in cases {
+            for k in 0..next.len() {
+                let mut dup = next.as_bytes()[..k].to_vec();
+                dup.extend_from_slice(TRUNCATED_MARKER);
+                let mut args: Vec<&[u8]> = vec![ty.as_bytes()];
+                args.extend(before.iter().map(|d| d.as_bytes()));
+                args.push(&dup);
+                let text = args.join(&b' ');
+                let (got, _) = split_payload(&text, Some(args.len() as u32)).unwrap();
+                assert_eq!(
+                    got,
+                    args,
+                    "{ty} cut after {k} bytes: {}",
+                    String::from_utf8_lossy(&text)
+                );
+                // A message holding nothing but the duplicate.
+                let alone = [ty.as_bytes(), &dup].join(&b' ');
+                let (got, _) = split_payload(&alone, Some(2)).unwrap();
+                assert_eq!(got, vec![ty.as_bytes(), &dup[..]]);
+            }
+        }
+    }
+
+    #[test]
+    fn libdlt_diagnostic_lines() {
+        let d = |s: &str| {
+            libdlt_diagnostic(s.as_bytes()).map(|t| String::from_utf8_lossy(t).into_owned())
+        };
+        assert_eq!(
+            d("[ 1051.734029]~DLT~31602~WARNING  ~Cannot read payload data from file of size 1366!").as_deref(),
+            Some("Cannot read payload data from file of size 1366!")
+        );
+        assert_eq!(
+            d("[  768.246477]~DLT~ 4626~INFO     ~Configured buffer size to [400 bytes]")
+                .as_deref(),
+            Some("Configured buffer size to [400 bytes]")
+        );
+        assert_eq!(d("[12172.239566]~DLT~19146~ERROR~x").as_deref(), Some("x"));
+        for not in [
+            "[ 1051.734029]~DLX~31602~WARNING  ~x",
+            "[ 1051]~DLT~31602~WARNING  ~x",
+            "[ 1051.734029]~DLT~~WARNING  ~x",
+            "[ 1051.734029]~DLT~31602~  ~x",
+            "0 2026/11/22 03:43:57.331662    5070923 000 ECU1 PROC PROC log info V 2 [IRQ BEG]",
+            "IRQ BEG",
+        ] {
+            assert_eq!(d(not), None, "{not}");
+        }
+        assert_eq!(
+            libdlt_kind(b"Cannot read extended header from file!"),
+            Libdlt::ReadFailed
+        );
+        assert_eq!(
+            libdlt_kind(b"Plausibility check failed. Complete message size too short! (-23)"),
+            Libdlt::Stopped
+        );
+        assert_eq!(
+            libdlt_kind(b"not enough minimum space to store data"),
+            Libdlt::Other
+        );
+    }
+}
