@@ -741,3 +741,199 @@ fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
         "{tails_by_type:?}"
     );
 }
+
+/// Issue 19, case 2: libdlt's own diagnostic lines inside a listing are
+/// skipped with one warning that counts them. Built from the corpus: the
+/// `B-buf400` listing with the real libdlt lines of that capture's
+/// `kpi-stdout.txt` put between its lines (one before the first).
+#[test]
+fn libdlt_diagnostic_lines_in_a_listing_are_skipped_and_counted() {
+    let kpi = common::corpus().join("kpi");
+    let listing = std::fs::read_to_string(kpi.join("B-buf400.convert-a.txt")).unwrap();
+    let stdout = std::fs::read_to_string(kpi.join("B-buf400.kpi-stdout.txt")).unwrap();
+    let diags: Vec<&str> = stdout.lines().filter(|l| l.contains("]~DLT~")).collect();
+    assert_eq!(diags.len(), 17);
+    let mut mixed = String::new();
+    let mut d = diags.iter();
+    for (i, l) in listing.lines().enumerate() {
+        if i % 3 == 0 {
+            if let Some(x) = d.next() {
+                mixed.push_str(x);
+                mixed.push('\n');
+            }
+        }
+        mixed.push_str(l);
+        mixed.push('\n');
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("mixed.txt");
+    std::fs::write(&p, &mixed).unwrap();
+    // Detected as KPI text although its first line is a diagnostic.
+    let out = Command::new(common::bin())
+        .arg("info")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("format:    kpi"));
+    assert_eq!(err.matches("libdlt diagnostic").count(), 1, "{err}");
+    assert!(
+        err.contains("skipped 17 libdlt diagnostic lines")
+            && err.contains("line 1: \"Configured buffer size to [400 bytes]\""),
+        "{err}"
+    );
+    let (want, _) = kpi_content(&kpi.join("B-buf400.dlt"), FormatId::Dlt, false).unwrap();
+    let (got, _) = kpi_content(&p, FormatId::Kpi, false).unwrap();
+    assert_same_content(&want, &got, "listing with libdlt lines");
+}
+
+/// Issue 19, case 3: a file cut in the middle of its last record stays an
+/// error (exit 2, nothing written; --salvage: exit 1), the `.dlt` and the
+/// listing dlt-convert makes of it (whose libdlt "Cannot read …" line is
+/// followed by the cut record printed with a partial or stale payload)
+/// alike, and the salvaged datasets agree. A listing cut inside its last
+/// line too.
+#[test]
+fn files_cut_inside_their_last_record_stay_errors() {
+    let Some(dc) = common::peer("dlt-convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let convert = |input: &Path, salvage: bool| {
+        let out_path = dir.path().join("out.kpi");
+        let _ = std::fs::remove_file(&out_path);
+        let mut c = Command::new(common::bin());
+        c.arg("convert")
+            .arg(input)
+            .args(["--to", "kpi", "-o"])
+            .arg(&out_path);
+        if salvage {
+            c.arg("--salvage");
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out_path.exists(),
+        )
+    };
+    let orig = std::fs::read(common::corpus().join("kpi/B-buf400.dlt")).unwrap();
+    // Record starts: 16-byte storage header, then the big-endian length.
+    let mut starts = vec![];
+    let mut i = 0;
+    while i < orig.len() {
+        starts.push(i);
+        i += 16 + u16::from_be_bytes([orig[i + 18], orig[i + 19]]) as usize;
+    }
+    // Record 53 is the data message of the last ACT group (`ACT 17536;…`);
+    // cut it in its extras, its extended header and its payload.
+    let (s, e) = (starts[53], starts[54]);
+    for cut in [s + 22, s + 40, s + 45, s + 70, e - 1] {
+        let dlt = dir.path().join("cut.dlt");
+        std::fs::write(&dlt, &orig[..cut]).unwrap();
+        let listing = dlt_convert_listing(&dc, &dlt);
+        let text = String::from_utf8_lossy(&listing).into_owned();
+        let last_two: Vec<&str> = text.lines().rev().take(2).collect();
+        assert!(
+            last_two[1].contains("]~DLT~") && last_two[1].contains("Cannot read"),
+            "{last_two:?}"
+        );
+        let lp = dir.path().join("cut.txt");
+        std::fs::write(&lp, &listing).unwrap();
+        for input in [&dlt, &lp] {
+            let (code, err, wrote) = convert(input, false);
+            assert_eq!(code, Some(2), "cut at {cut}: {err}");
+            assert!(!wrote);
+            let (code, err, wrote) = convert(input, true);
+            assert_eq!(code, Some(1), "cut at {cut}: {err}");
+            assert!(wrote);
+        }
+        let (code, err, _) = convert(&lp, false);
+        assert!(
+            err.contains("Cannot read") && err.contains("record 53"),
+            "{code:?} {err}"
+        );
+        let (want, _) = kpi_content(&dlt, FormatId::Dlt, true).unwrap();
+        let (got, _) = kpi_content(&lp, FormatId::Kpi, true).unwrap();
+        assert_same_content(&want, &got, &format!("cut at {cut}"));
+        assert!(kpi_content(&lp, FormatId::Kpi, false).is_err());
+    }
+    // A listing cut inside its last line; cut after a whole line it is a
+    // shorter listing and reads.
+    let listing = std::fs::read(common::corpus().join("kpi/B-buf400.convert-a.txt")).unwrap();
+    let line_start = listing[..listing.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    let lp = dir.path().join("cut-line.txt");
+    for (cut, code) in [
+        (listing.len() - 1, 2),
+        (line_start + 60, 2),
+        (line_start, 0),
+    ] {
+        std::fs::write(&lp, &listing[..cut]).unwrap();
+        let (got, err, _) = convert(&lp, false);
+        assert_eq!(got, Some(code), "{err}");
+        if code == 2 {
+            assert!(err.contains("no newline at its end"), "{err}");
+            assert_eq!(convert(&lp, true).0, Some(1));
+        }
+    }
+}
+
+/// `--dlt-truncated-tails` writes the tails where libdlt wrote them: the
+/// corpus capture written again lists (real dlt-convert) every KPI message
+/// with the payload of the original listing, its 12 tails included; without
+/// the option exactly those 12 messages differ.
+#[test]
+fn dlt_writer_tails_are_where_libdlt_put_them() {
+    let Some(dc) = common::peer("dlt-convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // From the ECU column on, without tmsp: our group messages share the
+    // BEG's tmsp and storage time, libdlt's may differ by a tick.
+    let payloads = |listing: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(listing)
+            .lines()
+            .filter(|l| l.contains(" PROC PROC "))
+            .map(|l| l[l.find(" ECU1 ").unwrap()..].to_string())
+            .collect()
+    };
+    let reference =
+        payloads(&std::fs::read(common::corpus().join("kpi/kpi-capture.convert-a.txt")).unwrap());
+    assert_eq!(reference.len(), 3462);
+    for (tails, differing) in [(true, 0), (false, 12)] {
+        let out_path = dir.path().join(format!("again-{tails}.dlt"));
+        let mut c = Command::new(common::bin());
+        c.arg("convert")
+            .arg(common::corpus().join("kpi/kpi-capture.dlt"))
+            .args(["--to", "dlt", "-q", "-o"])
+            .arg(&out_path);
+        if tails {
+            c.arg("--dlt-truncated-tails");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ours = payloads(&dlt_convert_listing(&dc, &out_path));
+        assert_eq!(ours.len(), reference.len());
+        let diff: Vec<(&String, &String)> = ours
+            .iter()
+            .zip(&reference)
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(
+            diff.len(),
+            differing,
+            "tails {tails}: first {:?}",
+            diff.first()
+        );
+        assert!(diff.iter().all(|(_, r)| r.ends_with(&format!("{MARKER}]"))));
+    }
+}

@@ -405,7 +405,7 @@ impl KpiTextReader {
             let msg = match kind {
                 Libdlt::Other => return Ok(()),
                 Libdlt::ReadFailed => format!(
-                    "dlt-convert could not read a record of the .dlt it listed to its end (libdlt: {:?}; a cut last record): the next line is that record with a partial or stale payload",
+                    "dlt-convert could not read a record of the .dlt it listed (libdlt: {:?}): that file is cut inside its last record (or a length runs past its end), and the next line is the record with a partial or stale payload",
                     String::from_utf8_lossy(text)
                 ),
                 Libdlt::Stopped => format!(
