@@ -661,12 +661,9 @@ fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
     let dir = tempfile::tempdir().unwrap();
     let irq16 = common::testdata().join("kpi/irq16.convert-a.txt");
     let capture = common::corpus().join("kpi/kpi-capture.dlt");
-    let sizes: Vec<usize> = if common::full() {
-        (228..=1390).step_by(7).collect()
-    } else {
-        // From the smallest that holds the longest row (210 + 17 bytes).
-        vec![228, 260, 300, 410, 555, 700, 1390]
-    };
+    // From the smallest limit that holds the longest row (210 + 17 bytes).
+    let step = if common::full() { 1 } else { 13 };
+    let sizes: Vec<usize> = (228..=1390).step_by(step).collect();
     let irq_metric = format!("metric: {},", polytrace::formats::kpi::schema::IRQ_COUNT);
     let irq16_columns = kpi_lines(&std::fs::read_to_string(&irq16).unwrap())
         .iter()
@@ -703,11 +700,23 @@ fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
             );
             let listing = dlt_convert_listing(&dc, &dlt);
             let text = String::from_utf8(listing.clone()).unwrap();
-            for l in text.lines().filter(|l| l.ends_with(&format!("{MARKER}]"))) {
-                let ty = &l[l.rfind(" [").unwrap() + 2..][..3];
+            for l in text.lines() {
+                let Some(body) = l.strip_suffix(&format!("{MARKER}]")) else {
+                    continue;
+                };
+                let ty = &body[body.rfind(" [").unwrap() + 2..][..3];
                 *tails_by_type.entry(ty.to_string()).or_default() += 1;
                 if ty == "IRQ" && src == &irq16 {
                     irq_tails += 1;
+                    // What is left of the cut row: inside a column, before
+                    // the row's first `;`, or nothing.
+                    let cut = body.rsplit(' ').next().unwrap();
+                    let how = match cut {
+                        "" => "IRQ marker only",
+                        c if !c.contains(';') => "IRQ cut before the first ;",
+                        _ => "IRQ cut in a column",
+                    };
+                    *tails_by_type.entry(how.to_string()).or_default() += 1;
                 }
             }
             let lp = dir.path().join(format!("w{n}.txt"));
@@ -730,8 +739,15 @@ fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
             }
         }
     }
-    // The case of the issue happened, with the other types along.
+    // The case of the issue happened, cut every way, with other types along.
     assert!(irq_tails >= 20, "{tails_by_type:?}");
+    for how in [
+        "IRQ marker only",
+        "IRQ cut before the first ;",
+        "IRQ cut in a column",
+    ] {
+        assert!(tails_by_type.contains_key(how), "{how}: {tails_by_type:?}");
+    }
     assert!(
         tails_by_type.get("NEW").is_some_and(|&n| n > 0),
         "{tails_by_type:?}"
