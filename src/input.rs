@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes kept from the start of an input for content detection.
 pub const PROBE_LEN: usize = 4096;
@@ -21,12 +22,16 @@ pub enum InputKind {
 /// A resolved input plus the first bytes of it for detection.
 #[derive(Debug, Clone)]
 pub struct Input {
-    /// As given on the command line ("-" for stdin).
+    /// As given on the command line; `<stdin>` for `-`, as messages name it.
     pub path: PathBuf,
     pub kind: InputKind,
     /// First bytes of the file (empty for directories, archive bases and stdin
     /// until read).
     pub probe: Vec<u8>,
+    /// Stdin copied whole into a temporary file ([`Input::spool_stdin`]), so
+    /// that readers which seek, read twice or need the length read it as a
+    /// file. Removed when the last clone is dropped.
+    pub spool: Option<Arc<tempfile::NamedTempFile>>,
 }
 
 /// File name suffixes of compressed PCP archive members, as libpcp knows them.
@@ -36,16 +41,12 @@ impl Input {
     pub fn resolve(path: &Path) -> Result<Input> {
         if path.as_os_str() == "-" {
             // Keep the first bytes for detection; open_stream replays them.
-            let mut probe = Vec::with_capacity(PROBE_LEN);
-            std::io::stdin()
-                .lock()
-                .take(PROBE_LEN as u64)
-                .read_to_end(&mut probe)
-                .map_err(|e| Error::io("<stdin>", e))?;
+            let probe = probe_stdin().map_err(|e| Error::io("<stdin>", e))?;
             return Ok(Input {
-                path: path.to_path_buf(),
+                path: PathBuf::from("<stdin>"),
                 kind: InputKind::Stdin,
                 probe,
+                spool: None,
             });
         }
         match std::fs::metadata(path) {
@@ -53,6 +54,7 @@ impl Input {
                 path: path.to_path_buf(),
                 kind: InputKind::Dir,
                 probe: Vec::new(),
+                spool: None,
             }),
             Ok(_) => {
                 let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -65,6 +67,7 @@ impl Input {
                     path: path.to_path_buf(),
                     kind: InputKind::File,
                     probe,
+                    spool: None,
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -75,6 +78,7 @@ impl Input {
                         path: path.to_path_buf(),
                         kind: InputKind::ArchiveBase,
                         probe: Vec::new(),
+                        spool: None,
                     })
                 }
             }
@@ -91,8 +95,51 @@ impl Input {
         }
     }
 
+    /// Copy all of stdin (the probe, then the rest) into a temporary file in
+    /// `$TMPDIR`. Afterwards [`Input::file`] names it and [`Input::open_stream`]
+    /// reads it, so a reader that needs a seekable file or the file length
+    /// reads stdin exactly as it would read the same bytes from a file.
+    pub fn spool_stdin(&mut self) -> Result<()> {
+        if self.kind != InputKind::Stdin || self.spool.is_some() {
+            return Ok(());
+        }
+        let fail = |e: std::io::Error| {
+            Error::io(
+                "<stdin>",
+                std::io::Error::new(e.kind(), format!("copying stdin to a temporary file: {e}")),
+            )
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix("polytrace-stdin-")
+            .tempfile()
+            .map_err(fail)?;
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
+            std::io::Write::write_all(&mut w, &self.probe).map_err(fail)?;
+            std::io::copy(&mut std::io::stdin().lock(), &mut w).map_err(fail)?;
+            std::io::Write::flush(&mut w).map_err(fail)?;
+        }
+        self.spool = Some(Arc::new(tmp));
+        Ok(())
+    }
+
+    /// The file on disk that holds this input's bytes: the file itself, or
+    /// the temporary copy of stdin. None for directories, archive base names
+    /// and stdin that is read as a stream.
+    pub fn file(&self) -> Option<&Path> {
+        match (&self.kind, &self.spool) {
+            (InputKind::File, _) => Some(&self.path),
+            (InputKind::Stdin, Some(s)) => Some(s.path()),
+            _ => None,
+        }
+    }
+
     /// Open the input as a byte stream (file or stdin).
     pub fn open_stream(&self) -> Result<Box<dyn BufRead>> {
+        if let (InputKind::Stdin, Some(s)) = (&self.kind, &self.spool) {
+            let f = File::open(s.path()).map_err(|e| Error::io("<stdin>", e))?;
+            return Ok(Box::new(BufReader::with_capacity(1 << 16, f)));
+        }
         match self.kind {
             InputKind::Stdin => Ok(Box::new(BufReader::with_capacity(
                 1 << 16,
@@ -130,6 +177,43 @@ impl Input {
                 .collect(),
         }
     }
+}
+
+/// The first bytes of stdin: up to [`PROBE_LEN`], but text stops at its
+/// first complete non-blank line, so a live pipe of KPI lines is detected
+/// (and converted) without waiting for more input than that.
+fn probe_stdin() -> std::io::Result<Vec<u8>> {
+    let mut probe = vec![0u8; PROBE_LEN];
+    let mut len = 0;
+    let mut stdin = std::io::stdin().lock();
+    while len < PROBE_LEN {
+        let n = match stdin.read(&mut probe[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        len += n;
+        if has_text_line(&probe[..len]) {
+            break;
+        }
+    }
+    probe.truncate(len);
+    Ok(probe)
+}
+
+/// A complete line with something in it, and no binary bytes so far.
+fn has_text_line(b: &[u8]) -> bool {
+    let binary = b
+        .iter()
+        .any(|&c| c == 0 || (c < 0x20 && !matches!(c, b'\t' | b'\n' | b'\r')));
+    !binary
+        && b.split(|&c| c == b'\n')
+            .rev()
+            .skip(1) // what follows the last newline is not complete
+            .any(|l| !l.iter().all(u8::is_ascii_whitespace))
 }
 
 /// Strip a compression suffix, if any.

@@ -2,6 +2,7 @@
 //! through one shared model.
 
 pub mod cfmt;
+pub mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod formats;

@@ -1,5 +1,8 @@
 //! Atomic output: everything is written into a staging directory beside the
 //! target and renamed into place on commit. Inputs are never overwritten.
+//! Staging is removed when dropped, when a signal ends the process
+//! (`crate::cleanup`), and by the next run of the same target if a run that
+//! no longer exists left it behind.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -24,6 +27,36 @@ pub struct Staged {
     force: bool,
     protected: Vec<PathBuf>,
     committed: bool,
+    /// Parent directories this output created (`-o new/sub/out`), deepest
+    /// first: removed again, if still empty, when nothing is committed.
+    created: Vec<PathBuf>,
+}
+
+/// Create `dir` and its missing ancestors; return the ones created, deepest first.
+fn create_parents(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.as_os_str().is_empty() && !d.exists() {
+        missing.push(d.to_path_buf());
+        match d.parent() {
+            Some(p) => d = p,
+            None => break,
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    Ok(missing)
+}
+
+/// An OS error without the path text `tempfile` appends to it ("… at path
+/// \"dir/.x.polytrace-AbC\""): the hidden staging name means nothing to the
+/// user, who is told the target instead. `tempfile` keeps the original error
+/// out of reach, so its text is cut.
+fn bare_os_error(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rsplit_once(" at path ") {
+        Some((head, _)) => head.to_string(),
+        None => s,
+    }
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -48,10 +81,10 @@ impl Staged {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        if !parent.is_dir() {
+        if parent.exists() && !parent.is_dir() {
             return Err(Error::Output {
                 path: target.to_path_buf(),
-                msg: format!("directory {} does not exist", parent.display()),
+                msg: format!("{} is not a directory", parent.display()),
             });
         }
         let protected: Vec<PathBuf> = inputs.to_vec();
@@ -67,11 +100,35 @@ impl Staged {
                 msg: "exists (use --force to replace it)".into(),
             });
         }
-        let stage_dir = tempfile::Builder::new()
-            .prefix(&format!(".{name}.polytrace-"))
+        // Like `mkdir -p`: missing parents are created (and removed again
+        // if this output is never committed).
+        let created = create_parents(&parent).map_err(|e| Error::Output {
+            path: target.to_path_buf(),
+            msg: format!(
+                "cannot create directory {}: {}",
+                parent.display(),
+                bare_os_error(&e)
+            ),
+        })?;
+        crate::cleanup::remove_stale(&parent, &name);
+        let stage_dir = match tempfile::Builder::new()
+            .prefix(&crate::cleanup::stage_prefix_for_us(&name))
             .tempdir_in(&parent)
-            .map_err(|e| Error::io(&parent, e))?
-            .keep();
+        {
+            Ok(d) => d.keep(),
+            Err(e) => {
+                remove_empty(&created);
+                return Err(Error::Output {
+                    path: target.to_path_buf(),
+                    msg: format!(
+                        "cannot write in {}: {}",
+                        parent.display(),
+                        bare_os_error(&e)
+                    ),
+                });
+            }
+        };
+        crate::cleanup::register(&stage_dir);
         Ok(Staged {
             stage_dir,
             name,
@@ -79,12 +136,33 @@ impl Staged {
             force,
             protected,
             committed: false,
+            created,
         })
     }
 
     /// The path the writer should write to (see [`OutTarget::Path`]).
     pub fn path(&self) -> PathBuf {
         self.stage_dir.join(&self.name)
+    }
+
+    /// An error a writer met inside the staging directory, told with the
+    /// path the user asked for (the staging name is an internal detail).
+    pub fn relabel(&self, e: Error) -> Error {
+        let fix = |p: PathBuf| match p.strip_prefix(&self.stage_dir) {
+            Ok(rel) => self.parent.join(rel),
+            Err(_) => p,
+        };
+        match e {
+            Error::Io { path, source } => Error::Io {
+                path: fix(path),
+                source,
+            },
+            Error::Output { path, msg } => Error::Output {
+                path: fix(path),
+                msg,
+            },
+            other => other,
+        }
     }
 
     /// Bytes written into the staging area so far (what buffered writers
@@ -131,6 +209,8 @@ impl Staged {
             moves.push((src, dst));
         }
         let mut done = Vec::new();
+        // A signal now waits until every file is in place.
+        let mut live = crate::cleanup::hold();
         for (src, dst) in moves {
             if dst.is_dir() && !dst.is_symlink() {
                 // rename() cannot replace a non-empty directory: move it aside first.
@@ -142,7 +222,15 @@ impl Staged {
         }
         self.committed = true;
         let _ = std::fs::remove_dir_all(&self.stage_dir);
+        live.retain(|p| p != &self.stage_dir);
         Ok(done)
+    }
+}
+
+fn remove_empty(dirs: &[PathBuf]) {
+    for d in dirs {
+        // Fails, as wanted, once anything else is in there.
+        let _ = std::fs::remove_dir(d);
     }
 }
 
@@ -150,6 +238,8 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.stage_dir);
+            crate::cleanup::unregister(&self.stage_dir);
+            remove_empty(&self.created);
         }
     }
 }

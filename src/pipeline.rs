@@ -2,7 +2,7 @@
 
 use crate::error::{Diagnostic, Error, Result, Severity};
 use crate::formats::{self, Format};
-use crate::input::Input;
+use crate::input::{Input, InputKind};
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::{OutTarget, Staged};
@@ -14,6 +14,25 @@ pub fn format_of(input: &Input, from: Option<FormatId>) -> Result<&'static dyn F
         Some(id) => Ok(formats::get(id)),
         None => formats::detect(input),
     }
+}
+
+/// Resolve a command-line input and its format. Stdin stays a stream for a
+/// format that reads one (KPI text, possibly a live pipe); for any other it
+/// is first copied to a temporary file, so that it reads exactly as a file
+/// with the same bytes would.
+pub fn resolve_input(path: &Path, from: Option<FormatId>) -> Result<(Input, &'static dyn Format)> {
+    let mut input = Input::resolve(path)?;
+    if input.kind == InputKind::Stdin {
+        let streams = match from {
+            Some(id) => formats::get(id).reads_stream(),
+            None => formats::detect(&input).is_ok_and(|f| f.reads_stream()),
+        };
+        if !streams {
+            input.spool_stdin()?;
+        }
+    }
+    let fmt = format_of(&input, from)?;
+    Ok((input, fmt))
 }
 
 /// What one conversion did.
@@ -45,12 +64,14 @@ pub enum Dest<'a> {
 pub type SharedLoss = std::rc::Rc<std::cell::RefCell<LossReport>>;
 
 /// The stages every conversion into `to` needs: another format's framing
-/// is never data (its writer makes its own), and metric-only targets take
-/// events as per-type counters.
-pub fn adapt(
-    reader: Box<dyn TraceReader>,
-    to: &dyn Format,
-) -> (Box<dyn TraceReader>, Option<SharedLoss>) {
+/// is never data (its writer makes its own), its raw clocks reach the
+/// writer only if they mean what it takes (`RawClock` declarations), MMV,
+/// which holds no events, takes them as per-type counters (a PCP archive
+/// holds them as event records), and KPI lines come from any process data.
+/// What the stages drop or degrade is in the returned report once the
+/// stream has been read.
+pub fn adapt(reader: Box<dyn TraceReader>, to: &dyn Format) -> (Box<dyn TraceReader>, SharedLoss) {
+    let loss = SharedLoss::default();
     let mut reader = reader;
     let source = reader.header().source;
     if source != to.id() {
@@ -60,20 +81,75 @@ pub fn adapt(
         if source == FormatId::Dlt {
             reader = Box::new(crate::stages::Reorder::wrap(reader));
         }
+        reader = crate::stages::RawClocks::wrap(
+            reader,
+            formats::get(source).info().raw_clock,
+            to.info().raw_clock,
+            &loss,
+        );
     }
-    let mut adapter_loss = None;
-    if matches!(to.id(), FormatId::Pcp | FormatId::Mmv) {
-        let ec = crate::stages::EventCounters::wrap(reader);
-        adapter_loss = Some(ec.loss.clone());
+    if to.id() == FormatId::Mmv {
+        let mut ec = crate::stages::EventCounters::wrap(reader);
+        ec.loss = loss.clone();
         reader = Box::new(ec);
     }
     // KPI lines from any process data (proc.* metrics, process events).
     if to.id() == FormatId::Kpi {
-        let k = crate::stages::KpiFromProc::wrap(reader);
-        adapter_loss = Some(k.loss.clone());
+        let mut k = crate::stages::KpiFromProc::wrap(reader);
+        k.loss = loss.clone();
         reader = Box::new(k);
     }
-    (reader, adapter_loss)
+    (reader, loss)
+}
+
+/// Writers never invent a date: a source without one into a format that
+/// needs dates is refused, naming `--time-origin` (and `--tsc-hz`).
+pub fn check_dates(
+    header: &Header,
+    inputs: &[PathBuf],
+    to: &dyn Format,
+    wopts: &WriteOptions,
+) -> Result<()> {
+    if to.info().absolute_time.needed(wopts) && !crate::stages::origin::has_dates(header) {
+        let input = inputs
+            .first()
+            .map(PathBuf::as_path)
+            .unwrap_or(Path::new("-"));
+        return Err(crate::stages::origin::no_dates_error(
+            header,
+            input,
+            to.id().name(),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse what must not be committed: an output that holds none of what
+/// reached the writer (design/model.md §5), or under `--strict` any loss.
+pub fn refuse(
+    loss: &LossReport,
+    source: FormatId,
+    to: &dyn Format,
+    wopts: &WriteOptions,
+) -> Result<()> {
+    if source != to.id() && loss.written.values().all(|&n| n == 0) {
+        return Err(Error::nothing_to_write(
+            "nothing to write",
+            format!(
+                "the {} format holds none of what this {source} source has; nothing written\n{}",
+                to.id(),
+                loss.to_string().trim_end()
+            ),
+        ));
+    }
+    if wopts.strict && loss.has_loss() {
+        return Err(Error::Strict(format!(
+            "nothing written; the {} writer would lose data:\n{}",
+            to.id(),
+            loss
+        )));
+    }
+    Ok(())
 }
 
 /// Pass every item on; returns how many data items the writer received.
@@ -121,9 +197,22 @@ pub fn convert(
     if !caps.write {
         return Err(formats::not_implemented(to.id(), "writing"));
     }
-    let header = reader.header().clone();
+    check_dates(reader.header(), inputs, to, wopts)?;
+    let source = reader.header().source;
     let mut out = ConvertOutcome::default();
     let (mut reader, adapter_loss) = adapt(reader, to);
+    let header = reader.header().clone();
+    let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
+        let mut w = to.create(target, &header, wopts)?;
+        nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+        // A writer refuses (NothingToWrite) when none of the data suits
+        // its format; the staged output is then dropped unseen.
+        let mut loss = w.finish()?;
+        // What the stages adapted counts as loss too (--strict sees it).
+        loss.merge(&adapter_loss.borrow());
+        refuse(&loss, source, to, wopts)?;
+        Ok(loss)
+    };
     match dest {
         Dest::Stdout => {
             if !caps.text_output {
@@ -132,31 +221,23 @@ pub fn convert(
                     to.id()
                 )));
             }
-            let mut w = to.create(&OutTarget::Stdout, &header, wopts)?;
-            nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
-            out.loss = w.finish()?;
-            if let Some(l) = &adapter_loss {
-                out.loss.merge(&l.borrow());
+            if wopts.strict {
+                // Held in a file until the loss is known: nothing reaches
+                // stdout if the conversion is refused.
+                let tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io("<tmp>", e))?;
+                out.loss = run(&mut reader, &OutTarget::Path(tmp.path().to_path_buf()))?;
+                let mut f =
+                    std::fs::File::open(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
+                std::io::copy(&mut f, &mut std::io::stdout().lock())
+                    .map_err(|e| Error::io("<stdout>", e))?;
+            } else {
+                out.loss = run(&mut reader, &OutTarget::Stdout)?;
             }
         }
         Dest::Path { path, force } => {
             let staged = Staged::new(path, inputs, force)?;
-            let mut w = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
-            nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
-            // A writer refuses (NothingToWrite) when none of the data suits
-            // its format; the staged output is then dropped unseen.
-            out.loss = w.finish()?;
-            // What the stages adapted counts as loss too (--strict sees it).
-            if let Some(l) = &adapter_loss {
-                out.loss.merge(&l.borrow());
-            }
-            if wopts.strict && out.loss.has_loss() {
-                return Err(Error::Strict(format!(
-                    "nothing written; the {} writer would lose data:\n{}",
-                    to.id(),
-                    out.loss
-                )));
-            }
+            out.loss =
+                run(&mut reader, &OutTarget::Path(staged.path())).map_err(|e| staged.relabel(e))?;
             out.outputs = staged.commit()?;
         }
     }

@@ -5,7 +5,7 @@
 //! on its own. All pieces are staged and committed together: a failure
 //! leaves none behind.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::formats::{self, Format};
 use crate::model::*;
 use crate::options::WriteOptions;
@@ -131,8 +131,10 @@ pub fn convert_split(
     if !to.caps().write {
         return Err(formats::not_implemented(to.id(), "writing"));
     }
-    let header = reader.header().clone();
+    crate::pipeline::check_dates(reader.header(), inputs, to, wopts)?;
+    let source = reader.header().source;
     let (mut reader, adapter_loss) = adapt(reader, to);
+    let header = reader.header().clone();
     let mut result = ConvertOutcome::default();
     let mut done: Vec<Staged> = Vec::new();
     let mut defs = Defs::default();
@@ -207,16 +209,8 @@ pub fn convert_split(
         cur.writer.write_item(&item)?;
     }
     close(cur, &mut result)?;
-    if let Some(l) = adapter_loss {
-        result.loss.merge(&l.borrow());
-    }
-    if wopts.strict && result.loss.has_loss() {
-        return Err(Error::Strict(format!(
-            "nothing written; the {} writer would lose data:\n{}",
-            to.id(),
-            result.loss
-        )));
-    }
+    result.loss.merge(&adapter_loss.borrow());
+    crate::pipeline::refuse(&result.loss, source, to, wopts)?;
     for s in done {
         result.outputs.extend(s.commit()?);
     }

@@ -77,7 +77,7 @@ fn bad_line_is_positioned_and_salvage_keeps_the_rest() {
         .arg(&f)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("byte 19, record 1"));
+        .stderr(predicate::str::contains("byte 19, record 2:"));
     let out = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let s = String::from_utf8_lossy(&out.stdout);
@@ -109,8 +109,8 @@ fn directory_of_mixed_files_converts_what_it_can() {
         err.contains("2 ok, 0 salvaged, 1 failed, 1 skipped"),
         "{err}"
     );
-    assert!(out_dir.join("a.kpi.kpi").is_file());
-    assert!(out_dir.join("sub/b.kpi.kpi").is_file());
+    assert!(out_dir.join("a.kpi").is_file());
+    assert!(out_dir.join("sub/b.kpi").is_file());
     // Stage directories never stay behind.
     let leftovers: Vec<_> = walkdir::WalkDir::new(&out_dir)
         .into_iter()

@@ -956,9 +956,13 @@ fn sparse_cpus() {
     let mut six = std::fs::read(d.join("cpu/6")).unwrap();
     six.extend_from_slice(&[1; 10]);
     std::fs::write(d.join("cpu/6"), six).unwrap();
-    let (after, diags) = dump_dir(&d, false);
-    assert_eq!(after, before);
-    assert_eq!(salvaged(&diags), 0);
+    // A trailing partial block is damage (issue 16): refused unless salvaged.
+    let e = Trace::open(&d).err().unwrap().to_string();
+    assert!(e.contains("cpu/6: byte 100: trailing partial block"), "{e}");
+    let t = Trace::open_with(&d, true).unwrap();
+    let mut out = Vec::new();
+    let diags = dump(&t, false, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), before);
     let msgs: Vec<&str> = diags.iter().map(|d| d.msg.as_str()).collect();
     assert!(
         msgs.iter().filter(|m| m.contains("canonical")).count() == 2,

@@ -106,7 +106,12 @@ fn check_output(f: FormatId, path: &Path) {
                 // libpcp reports indom trouble on stderr only ("Botch: …").
                 assert!(e.trim().is_empty(), "{what}: pmdumplog says\n{e}");
                 assert!(o.contains("kernel.all.cpu.user"), "{what}: {o}");
-                assert!(o.contains("events.kpi.NEW"), "{what}: {o}");
+                // Process starts as event records, one parameter per field.
+                assert!(o.contains("(trace.kpi.NEW.records["), "{what}: {o}");
+                assert!(
+                    o.contains("(trace.kpi.NEW.cmdline): value \""),
+                    "{what}: {o}"
+                );
             }
         }
         FormatId::Mmv => {

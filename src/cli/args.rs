@@ -34,6 +34,31 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size {s:?} (e.g. 1G, 64M, 4096)"))
 }
 
+/// `--from` values: the formats this build reads (listed in `--help`,
+/// offered by shell completion).
+pub fn readable_format() -> impl clap::builder::TypedValueParser<Value = FormatId> {
+    format_values(|c| c.read)
+}
+
+/// `--to` values: the formats this build writes.
+pub fn writable_format() -> impl clap::builder::TypedValueParser<Value = FormatId> {
+    format_values(|c| c.write)
+}
+
+fn format_values(
+    keep: fn(crate::formats::Caps) -> bool,
+) -> impl clap::builder::TypedValueParser<Value = FormatId> {
+    let names: Vec<&'static str> = crate::formats::all()
+        .into_iter()
+        .filter(|f| keep(f.caps()))
+        .map(|f| f.id().name())
+        .collect();
+    clap::builder::TypedValueParser::map(
+        clap::builder::PossibleValuesParser::new(names),
+        |s: String| FormatId::from_name(&s).expect("offered names are format names"),
+    )
+}
+
 /// A CSV delimiter: one ASCII character other than a quote or line end
 /// (`tab` or `\t` for TAB).
 fn parse_delimiter(s: &str) -> Result<u8, String> {
@@ -58,33 +83,38 @@ fn parse_delimiter(s: &str) -> Result<u8, String> {
 #[derive(Args, Debug, Clone, Default)]
 pub struct InputArgs {
     /// Input format (default: detected from the content).
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long, value_parser = readable_format(), value_name = "FORMAT", help_heading = "Input")]
     pub from: Option<FormatId>,
     /// Keep only data at or after this time: RFC 3339 (no zone = local
     /// time, as TZ says), epoch seconds, +DURATION from the start,
     /// -DURATION from the end, or @HH:MM[:SS] on the first day.
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME", help_heading = "Time window")]
     pub begin: Option<TimeSpec>,
     /// Keep only data at or before this time (same forms as --begin).
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME", help_heading = "Time window")]
     pub end: Option<TimeSpec>,
     /// On damaged input keep everything before the damage and exit 1.
-    #[arg(long)]
+    #[arg(long, help_heading = "Input")]
     pub salvage: bool,
-    /// DLT: application id of KPI messages (default PROC).
-    #[arg(long, value_name = "APID")]
+    /// Application id of KPI messages (default PROC).
+    #[arg(long, value_name = "APID", help_heading = "DLT")]
     pub kpi_app: Option<String>,
-    /// DLT: context id of KPI messages (default PROC).
-    #[arg(long, value_name = "CTID")]
+    /// Context id of KPI messages (default PROC).
+    #[arg(long, value_name = "CTID", help_heading = "DLT")]
     pub kpi_ctx: Option<String>,
-    /// Timeline: TSC frequency in Hz, to place cycles on a time axis.
-    #[arg(long, value_name = "HZ")]
+    /// TSC frequency in Hz, to place cycles (timeline) on a time axis.
+    #[arg(long, value_name = "HZ", help_heading = "Timeline")]
     pub tsc_hz: Option<f64>,
-    /// Timeline: epoch time of TSC 0 (RFC 3339 or epoch seconds).
-    #[arg(long, value_parser = parse_abs_time, value_name = "TIME")]
+    /// Epoch time of TSC 0 (RFC 3339 or epoch seconds).
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Timeline")]
     pub tsc_anchor: Option<crate::model::Timestamp>,
-    /// KPI: page size for RSS pages (default 4096).
-    #[arg(long, value_name = "BYTES")]
+    /// Place the first data item at this time (RFC 3339 or epoch seconds):
+    /// gives a source with relative time or cycles (with --tsc-hz) the
+    /// dates a PCP archive or DLT file needs.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Time window")]
+    pub time_origin: Option<crate::model::Timestamp>,
+    /// Page size for RSS pages (default 4096).
+    #[arg(long, value_name = "BYTES", help_heading = "KPI")]
     pub page_size: Option<u64>,
 }
 
@@ -107,82 +137,94 @@ impl InputArgs {
 /// Output selection and writing behaviour.
 #[derive(Args, Debug, Clone, Default)]
 pub struct OutputArgs {
-    /// Output path (`-` = stdout for text formats).
-    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    /// Output path (`-` = stdout for text formats; missing folders are created).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUT",
+        help_heading = "Output"
+    )]
     pub output: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_parser = parse_format)]
+    /// Output format (default: from OUT's extension: .kpi, .dlt, .mmv, .ltt,
+    /// .timeline, …; a PCP archive needs --to pcp).
+    #[arg(long, value_parser = writable_format(), value_name = "FORMAT", help_heading = "Output")]
     pub to: Option<FormatId>,
     /// Replace an existing output (never an input).
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub force: bool,
     /// Fail, writing nothing, if the target format would drop or degrade anything.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub strict: bool,
-    /// PCP: archive version to write (2 or 3).
-    #[arg(long, value_name = "2|3")]
+    /// Archive version to write (2 or 3).
+    #[arg(long, value_name = "2|3", help_heading = "PCP")]
     pub pcp_version: Option<u32>,
-    /// PCP: start a new volume after this many bytes (e.g. 64M).
-    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    /// Start a new volume after this many bytes (e.g. 64M).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", help_heading = "PCP")]
     pub volume_size: Option<u64>,
-    /// MMV: file version to write (1, 2 or 3; default: the smallest that fits).
-    #[arg(long, value_name = "1|2|3")]
+    /// File version to write (1, 2 or 3; default: the smallest that fits).
+    #[arg(long, value_name = "1|2|3", help_heading = "MMV")]
     pub mmv_version: Option<u32>,
-    /// MMV: take the snapshot at this time instead of the last sample
+    /// Take the snapshot at this time instead of the last sample
     /// (any --begin form: +2s, -1s, @03:45, RFC 3339, epoch seconds).
-    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
+    #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME", help_heading = "MMV")]
     pub at: Option<TimeSpec>,
     /// Write numbered outputs (OUT.000, OUT.001, …) each covering this much
     /// time (e.g. 2s, 1m) or holding about this much data (e.g. 64M, 100k);
     /// each is a complete file of the target format.
-    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE")]
+    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE", help_heading = "Output")]
     pub split: Option<crate::split::SplitBy>,
-    /// Timeline: layout to write (A2 or M3).
-    #[arg(long, value_name = "A2|M3")]
+    /// Layout to write (A2 or M3).
+    #[arg(long, value_name = "A2|M3", help_heading = "Timeline")]
     pub timeline_version: Option<String>,
-    /// Timeline: ring size in entries (a power of two).
-    #[arg(long, value_name = "N")]
+    /// Ring size in entries (A2: a power of two; default: sized to the data).
+    #[arg(long, value_name = "N", help_heading = "Timeline")]
     pub entries: Option<u64>,
-    /// DLT: ECU id of every message (default: the source's, else ECU1).
-    #[arg(long)]
+    /// ECU id of every message (default: the source's, else ECU1).
+    #[arg(long, help_heading = "DLT")]
     pub ecu: Option<String>,
-    /// DLT: application id of every message (default: PROC for KPI, else from the category).
-    #[arg(long, value_name = "APID")]
+    /// Application id of every message (default: PROC for KPI, else from the category).
+    #[arg(long, value_name = "APID", help_heading = "DLT")]
     pub app_id: Option<String>,
-    /// DLT: context id of every message (default: PROC for KPI, else from the name).
-    #[arg(long, value_name = "CTID")]
+    /// Context id of every message (default: PROC for KPI, else from the name).
+    #[arg(long, value_name = "CTID", help_heading = "DLT")]
     pub ctx_id: Option<String>,
-    /// DLT: session id of every message (default: the source's, else polytrace's PID).
-    #[arg(long, value_name = "ID")]
+    /// Session id of every message (default: the source's, else polytrace's PID).
+    #[arg(long, value_name = "ID", help_heading = "DLT")]
     pub session_id: Option<u32>,
-    /// DLT: maximum payload bytes per message (libdlt default 1390).
-    #[arg(long, value_name = "BYTES")]
+    /// Maximum payload bytes per message (libdlt default 1390).
+    #[arg(long, value_name = "BYTES", help_heading = "DLT")]
     pub dlt_payload_max: Option<usize>,
-    /// DLT, KPI: end each split KPI message with libdlt's truncated copy of
-    /// the next dataset (`... <<Message truncated, too long>>`), as libdlt ≥ 2.18.4.
-    #[arg(long)]
+    /// End each split KPI message with libdlt's truncated copy of the next
+    /// dataset (`... <<Message truncated, too long>>`), as libdlt ≥ 2.18.4 does
+    /// (also for KPI lines).
+    #[arg(long, help_heading = "DLT")]
     pub dlt_truncated_tails: bool,
-    /// KPI: write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
-    #[arg(long, value_parser = ["bare", "dlt"])]
+    /// Write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
+    #[arg(long, value_parser = ["bare", "dlt"], help_heading = "KPI")]
     pub kpi_style: Option<String>,
-    /// LTT: block size of the tracefiles (default: the source's, else 100000).
-    #[arg(long, value_name = "BYTES")]
+    /// Block size of the tracefiles (default: the source's, else 100000).
+    #[arg(long, value_name = "BYTES", help_heading = "LTT")]
     pub ltt_block_size: Option<u64>,
-    /// CSV: counters as rates per second (default: raw values).
-    #[arg(long)]
+    /// Counters as rates per second (default: raw values).
+    #[arg(long, help_heading = "CSV")]
     pub rate: bool,
-    /// CSV: a second header line with each column's units.
-    #[arg(long)]
+    /// A second header line with each column's units.
+    #[arg(long, help_heading = "CSV")]
     pub units_row: bool,
-    /// CSV: field delimiter, one character or `tab` (default ,).
-    #[arg(long, value_parser = parse_delimiter, value_name = "CHAR")]
+    /// Field delimiter, one character or `tab` (default ,).
+    #[arg(long, value_parser = parse_delimiter, value_name = "CHAR", help_heading = "CSV")]
     pub delimiter: Option<u8>,
-    /// CSV: only the columns matching one of these globs (`*`, `?`), against
+    /// Only the columns matching one of these globs (`*`, `?`), against
     /// `metric` or `metric[instance]`; columns follow the patterns' order.
-    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "GLOB,...",
+        help_heading = "CSV"
+    )]
     pub columns: Vec<String>,
-    /// CSV: also write the events table (one row per event) to OUT.events.csv.
-    #[arg(long)]
+    /// Also write the events table (one row per event) to OUT.events.csv.
+    #[arg(long, help_heading = "CSV")]
     pub events: bool,
 }
 
@@ -325,24 +367,24 @@ pub enum Style {
 #[derive(Args, Debug, Clone, Default)]
 pub struct DumpArgs {
     /// Listing style.
-    #[arg(long, value_enum, default_value_t = Style::Native)]
+    #[arg(long, value_enum, default_value_t = Style::Native, help_heading = "Listing")]
     pub style: Style,
-    /// Timeline: list at most N entries (as Snabb's dump(file, N)).
-    #[arg(long, value_name = "N")]
+    /// List at most N entries (as Snabb's dump(file, N)).
+    #[arg(long, value_name = "N", help_heading = "Timeline")]
     pub max: Option<u64>,
-    /// Timeline: newest-first `-cycles` listing of the older Snabb dump.
-    #[arg(long)]
+    /// Newest-first `-cycles` listing of the older Snabb dump.
+    #[arg(long, help_heading = "Timeline")]
     pub newest_first: bool,
-    /// Timeline: with --newest-first, also print the rows Snabb's old dump
+    /// With --newest-first, also print the rows Snabb's old dump
     /// printed for unwritten slots.
-    #[arg(long)]
+    #[arg(long, help_heading = "Timeline")]
     pub unwritten_slots: bool,
-    /// LTT: leave out block_start, block_end and heartbeat events (with
+    /// Leave out block_start, block_end and heartbeat events (with
     /// `--style common`: any format's framing events and their types).
-    #[arg(long)]
+    #[arg(long, help_heading = "LTT")]
     pub no_framing: bool,
-    /// DLT: header lines only, as `dlt-convert -s`.
-    #[arg(long)]
+    /// Header lines only, as `dlt-convert -s`.
+    #[arg(long, help_heading = "DLT")]
     pub headers_only: bool,
 }
 
@@ -360,10 +402,39 @@ impl DumpArgs {
     }
 }
 
+/// What `check` reads with: only the options that change a validation.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CheckInputArgs {
+    /// Input format (default: detected from the content).
+    #[arg(long, value_parser = readable_format(), value_name = "FORMAT", help_heading = "Input")]
+    pub from: Option<FormatId>,
+    /// On damage, report it and go on where the format allows (exit 1)
+    /// instead of stopping at the first problem (exit 2).
+    #[arg(long, help_heading = "Input")]
+    pub salvage: bool,
+    /// Application id of KPI messages (default PROC).
+    #[arg(long, value_name = "APID", help_heading = "DLT")]
+    pub kpi_app: Option<String>,
+    /// Context id of KPI messages (default PROC).
+    #[arg(long, value_name = "CTID", help_heading = "DLT")]
+    pub kpi_ctx: Option<String>,
+}
+
+impl CheckInputArgs {
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            salvage: self.salvage,
+            kpi_app: self.kpi_app.clone(),
+            kpi_ctx: self.kpi_ctx.clone(),
+            ..ReadOptions::default()
+        }
+    }
+}
+
 /// Quietness.
 #[derive(Args, Debug, Clone, Default)]
 pub struct GlobalArgs {
-    /// Print nothing but errors (no progress, no loss report).
+    /// Print nothing but errors: no progress, no warnings, no loss report.
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }

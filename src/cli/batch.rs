@@ -1,6 +1,8 @@
 //! `convert DIR --to FORMAT -o OUTDIR`: walk a tree, convert every trace in
 //! it, keep relative paths, continue past failures, end with a summary.
 
+use super::naming::batch_output_name;
+use super::progress;
 use super::report::report_diagnostics;
 use super::{ConvertArgs, EXIT_BATCH_FAILED, EXIT_OK, EXIT_SALVAGED};
 use crate::formats::{self, Format};
@@ -8,24 +10,10 @@ use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::collections::BTreeSet;
+use indicatif::ProgressBar;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-/// File name suffix a converted output gets (PCP archives are base names).
-pub fn output_suffix(id: FormatId) -> &'static str {
-    match id {
-        FormatId::Kpi => ".kpi",
-        FormatId::Dlt => ".dlt",
-        FormatId::Mmv => ".mmv",
-        FormatId::Pcp => "",
-        FormatId::Ltt => ".ltt",
-        FormatId::Timeline => ".timeline",
-        FormatId::ChromeJson => ".json",
-        FormatId::Csv => ".csv",
-        FormatId::Ctf => ".ctf",
-    }
-}
 
 #[derive(Debug)]
 enum Outcome {
@@ -38,6 +26,11 @@ enum Outcome {
 /// Collect the inputs of a tree: files, LTT trace directories, and PCP
 /// archives (all members grouped under their base name).
 pub(super) fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
+    collect_inputs_skipping(root, None)
+}
+
+/// [`collect_inputs`], never entering the folder `skip` (canonical path).
+fn collect_inputs_skipping(root: &Path, skip: Option<&Path>) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     let mut seen_bases = BTreeSet::new();
     let mut it = walkdir::WalkDir::new(root)
@@ -48,6 +41,12 @@ pub(super) fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
         let Ok(entry) = entry else { continue };
         let path = entry.path();
         if entry.file_type().is_dir() {
+            // The output tree inside the input tree: never re-read what this
+            // run or an earlier one wrote there.
+            if skip.is_some_and(|s| std::fs::canonicalize(path).is_ok_and(|c| c == s)) {
+                it.skip_current_dir();
+                continue;
+            }
             if path != root && path.join("info").join("system.xml").is_file() {
                 let size = walkdir::WalkDir::new(path)
                     .into_iter()
@@ -89,6 +88,34 @@ pub(super) fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
     out
 }
 
+/// Each input's output path relative to the output root. Names that two
+/// inputs would share (`a.dlt` and `a.kpi` → `a.kpi`) keep their source
+/// extension instead (`a.dlt.kpi`, `a.kpi.kpi`).
+fn output_names(root: &Path, inputs: &[(PathBuf, u64)], to: FormatId) -> Vec<OsString> {
+    let rels: Vec<&Path> = inputs
+        .iter()
+        .map(|(p, _)| p.strip_prefix(root).unwrap_or(p))
+        .collect();
+    let short: Vec<OsString> = rels
+        .iter()
+        .map(|r| batch_output_name(r, to, false))
+        .collect();
+    let mut seen: BTreeMap<&OsString, usize> = BTreeMap::new();
+    for n in &short {
+        *seen.entry(n).or_default() += 1;
+    }
+    rels.iter()
+        .zip(&short)
+        .map(|(r, n)| {
+            if seen[n] > 1 {
+                batch_output_name(r, to, true)
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
 pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Result<u8> {
     let root = &a.inputs[0];
     let out_root = a
@@ -102,32 +129,20 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     std::fs::create_dir_all(&out_root)
         .with_context(|| format!("creating {}", out_root.display()))?;
     let canon_out = std::fs::canonicalize(&out_root)?;
-    let inputs: Vec<(PathBuf, u64)> = collect_inputs(root)
-        .into_iter()
-        .filter(|(p, _)| {
-            // Never re-read what this run writes (output inside the input tree).
-            std::fs::canonicalize(p.parent().unwrap_or(p))
-                .map(|c| !c.starts_with(&canon_out))
-                .unwrap_or(true)
-        })
-        .collect();
+    let inputs = collect_inputs_skipping(root, Some(&canon_out));
+    let names = output_names(root, &inputs, to.id());
     let total_bytes: u64 = inputs.iter().map(|(_, s)| *s).sum();
-    let pb = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-    if quiet {
-        pb.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
+    let pb = progress::bar(total_bytes, quiet);
     let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
-    for (i, (path, size)) in inputs.iter().enumerate() {
-        pb.set_message(format!("{}/{} files", i, inputs.len()));
+    let mut done_bytes = 0;
+    for (i, ((path, size), name)) in inputs.iter().zip(&names).enumerate() {
         let rel = path.strip_prefix(root).unwrap_or(path);
-        let outcome = convert_one(a, to, path, rel, &out_root, quiet, &pb);
+        pb.set_message(format!("{}/{} {}", i + 1, inputs.len(), rel.display()));
+        let target = out_root.join(name);
+        let outcome = convert_one(a, to, path, &target, quiet, &pb, (done_bytes, *size));
         results.push((rel.to_path_buf(), outcome));
-        pb.inc(*size);
+        done_bytes += size;
+        pb.set_position(done_bytes);
     }
     pb.finish_and_clear();
 
@@ -172,10 +187,10 @@ fn convert_one(
     a: &ConvertArgs,
     to: &'static dyn Format,
     path: &Path,
-    rel: &Path,
-    out_root: &Path,
+    target: &Path,
     quiet: bool,
     pb: &ProgressBar,
+    (base, span): (u64, u64),
 ) -> Outcome {
     let input = match Input::resolve(path) {
         Ok(i) => i,
@@ -191,9 +206,6 @@ fn convert_one(
     if input.kind == InputKind::Dir && from.id() != FormatId::Ltt {
         return Outcome::Skipped("directory".into());
     }
-    let mut name = rel.as_os_str().to_owned();
-    name.push(output_suffix(to.id()));
-    let target = out_root.join(name);
     if let Some(parent) = target.parent() {
         if let Err(e) = std::fs::create_dir_all(parent) {
             return Outcome::Failed(format!("{}: {e}", parent.display()));
@@ -210,11 +222,12 @@ fn convert_one(
         )?;
         let mut wopts = a.output.write_options();
         wopts.at = super::stream::resolve_at(a.output.at, st.start, st.end)?;
+        let reader = progress::ProgressReader::wrap(st.reader, pb, base, span);
         let dest = Dest::Path {
-            path: &target,
+            path: target,
             force: a.output.force,
         };
-        Ok(pipeline::convert(st.reader, &st.members, to, dest, &wopts)?)
+        Ok(pipeline::convert(reader, &st.members, to, dest, &wopts)?)
     };
     match run() {
         Ok(o) => {

@@ -1,10 +1,12 @@
 //! The verbs.
 
 use super::args::Style;
+use super::naming::target_format;
+use super::progress;
 use super::report::report_diagnostics;
 use super::stream;
-use super::{Cli, Command, ConvertArgs, DumpCmd, InfoArgs, InfoCmd, EXIT_OK, EXIT_SALVAGED};
-use crate::formats::{self, Format};
+use super::{CheckArgs, Cli, Command, ConvertArgs, DumpCmd, InfoCmd, EXIT_OK, EXIT_SALVAGED};
+use crate::formats;
 use crate::input::{Input, InputKind};
 use crate::pipeline::{self, Dest};
 use anyhow::{Context, Result};
@@ -13,13 +15,47 @@ use std::io::{BufWriter, Write};
 pub fn run(cli: Cli) -> Result<u8> {
     let quiet = cli.global.quiet;
     match cli.command {
-        Command::Formats => formats_table(),
+        Command::Formats(a) if a.mapping => mapping_table(),
+        Command::Formats(_) => formats_table(),
         Command::Convert(a) => convert(*a, quiet),
-        Command::Dump(a) => dump(a),
-        Command::Info(a) => info(a),
+        Command::Dump(a) => dump(a, quiet),
+        Command::Info(a) => info(a, quiet),
         Command::Check(a) => check(a, quiet),
         Command::Record(a) => super::record::run(&a, quiet),
+        Command::Completions(a) => completions(a.shell),
+        Command::Man(a) => man(a.command.as_deref()),
     }
+}
+fn completions(shell: clap_complete::Shell) -> Result<u8> {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut cmd, "polytrace", &mut std::io::stdout());
+    Ok(EXIT_OK)
+}
+
+/// `polytrace man [COMMAND]`: roff from the same clap definitions as
+/// `--help`; a verb's page is `polytrace-<verb>(1)`, as git names its pages.
+fn man(verb: Option<&str>) -> Result<u8> {
+    let top = <Cli as clap::CommandFactory>::command();
+    let cmd = match verb {
+        None => top,
+        Some(v) => {
+            let version = top.get_version().map(str::to_string);
+            let names: Vec<&str> = top.get_subcommands().map(|c| c.get_name()).collect();
+            let mut sub = top
+                .find_subcommand(v)
+                .with_context(|| format!("no command {v:?} (one of: {})", names.join(", ")))?
+                .clone()
+                .name(format!("polytrace-{v}"));
+            if let Some(ver) = version {
+                sub = sub.version(ver);
+            }
+            sub
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    clap_mangen::Man::new(cmd).render(&mut out)?;
+    out.flush()?;
+    Ok(EXIT_OK)
 }
 
 fn formats_table() -> Result<u8> {
@@ -50,23 +86,17 @@ fn formats_table() -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn open_input(
-    path: &std::path::Path,
-    ia: &super::args::InputArgs,
-) -> Result<(Input, &'static dyn Format)> {
-    let input = Input::resolve(path)?;
-    let fmt = pipeline::format_of(&input, ia.from)?;
-    Ok((input, fmt))
+/// `formats --mapping`: the source × target table, then each writer's rules.
+fn mapping_table() -> Result<u8> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(crate::formats::mapping_markdown().as_bytes())?;
+    Ok(EXIT_OK)
 }
 
 fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
-    let to_id = a
-        .output
-        .to
-        .context("--to FORMAT is required (see `polytrace formats`)")?;
-    let to = formats::get(to_id);
     if let [one] = a.inputs.as_slice() {
-        if !a.merge.merge {
+        // Never resolve `-` here: that would read stdin's first bytes.
+        if !a.merge.merge && one.as_os_str() != "-" && one.is_dir() {
             let input = Input::resolve(one)?;
             if input.kind == InputKind::Dir
                 && formats::detect(&input).is_err()
@@ -77,10 +107,15 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
                         "--split cuts one output: not with a directory batch (--merge DIR merges the directory into one)"
                     );
                 }
-                return super::batch::convert_tree(&a, to, quiet);
+                // OUTDIR is a folder: its name says nothing about the format.
+                let to_id = a.output.to.context(
+                    "--to FORMAT is required when converting a directory (see `polytrace formats`)",
+                )?;
+                return super::batch::convert_tree(&a, formats::get(to_id), quiet);
             }
         }
     }
+    let to = formats::get(target_format(a.output.to, a.output.output.as_deref())?);
     let out_path = a.output.output.clone().context("-o OUT is required")?;
     let sources = stream::sources(&a.inputs, &a.merge, &a.input_args)?;
     if sources.len() == 1 && !a.merge.label.is_empty() {
@@ -98,6 +133,19 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     let mut wopts = a.output.write_options();
     wopts.at = stream::resolve_at(a.output.at, st.start, st.end)?;
     let stdout = out_path.as_os_str() == "-";
+    // A byte bar for readers that can tell their position (the stages pass
+    // it through), never over output going to the same terminal.
+    let size: u64 = sources.iter().map(|s| progress::input_size(&s.input)).sum();
+    let show = st.reader.progress().is_some() && !stdout;
+    let pb = progress::bar(size, quiet || !show);
+    pb.set_message(match sources.as_slice() {
+        [one] => one.input.name(),
+        many => format!("{} inputs", many.len()),
+    });
+    let st = stream::Stream {
+        reader: progress::ProgressReader::wrap(st.reader, &pb, 0, size),
+        ..st
+    };
     let outcome = match a.output.split {
         Some(_) if stdout => anyhow::bail!("--split writes numbered files: give -o OUT, not -"),
         Some(by) => crate::split::convert_split(
@@ -123,6 +171,7 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
                 .map_err(|e| pipeline::name_input(e, &names))?
         }
     };
+    pb.finish_and_clear();
     let salvaged = report_diagnostics(&outcome.diagnostics, quiet);
     if !quiet {
         eprint!("{}", indent_report(&outcome.loss.to_string()));
@@ -163,7 +212,7 @@ fn indent_report(s: &str) -> String {
     s.lines().map(|l| format!("polytrace: {l}\n")).collect()
 }
 
-fn dump(a: DumpCmd) -> Result<u8> {
+fn dump(a: DumpCmd, quiet: bool) -> Result<u8> {
     let src = stream::Source::open(&a.input, &a.input_args)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -190,14 +239,14 @@ fn dump(a: DumpCmd) -> Result<u8> {
             .dump(&src.input, &a.input_args.read_options(), &dopts, &mut out)?
     };
     out.flush().map_err(|e| crate::Error::io("<stdout>", e))?;
-    Ok(if report_diagnostics(&diags, false) {
+    Ok(if report_diagnostics(&diags, quiet) {
         EXIT_SALVAGED
     } else {
         EXIT_OK
     })
 }
 
-fn info(a: InfoCmd) -> Result<u8> {
+fn info(a: InfoCmd, quiet: bool) -> Result<u8> {
     let sources = stream::sources(&a.inputs, &Default::default(), &a.input_args)?;
     let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
     let mut st = stream::open(&sources, &[], &a.input_args, &a.filter, &[])?;
@@ -267,7 +316,7 @@ fn info(a: InfoCmd) -> Result<u8> {
         }
     }
     let diags = r.diagnostics().to_vec();
-    Ok(if report_diagnostics(&diags, false) {
+    Ok(if report_diagnostics(&diags, quiet) {
         EXIT_SALVAGED
     } else {
         EXIT_OK
@@ -362,10 +411,10 @@ fn write_stats(
     Ok(())
 }
 
-fn check(a: InfoArgs, quiet: bool) -> Result<u8> {
-    let (input, fmt) = open_input(&a.input, &a.input_args)?;
+fn check(a: CheckArgs, quiet: bool) -> Result<u8> {
+    let (input, fmt) = pipeline::resolve_input(&a.input, a.input_args.from)?;
     let diags = fmt.check(&input, &a.input_args.read_options())?;
-    let lossy = report_diagnostics(&diags, false);
+    let lossy = report_diagnostics(&diags, quiet);
     if !quiet && !lossy {
         println!("{}: ok ({} format)", input.name(), fmt.id());
     }

@@ -4,12 +4,14 @@
 pub mod args;
 mod batch;
 mod commands;
+mod naming;
+mod progress;
 mod record;
 mod report;
 mod stream;
 
 use args::{DumpArgs, FilterArgs, GlobalArgs, InputArgs, MergeArgs, OutputArgs};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -49,9 +51,26 @@ pub enum Command {
     /// Print what a trace holds: format, time span, counts (--stats: figures).
     Info(InfoCmd),
     /// Validate a trace; report the first problem with its position.
-    Check(InfoArgs),
+    Check(CheckArgs),
     /// Show which formats can be read, written and dumped.
-    Formats,
+    Formats(FormatsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print a man page in roff: `polytrace man convert | man -l -`.
+    Man(ManArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ManArgs {
+    /// The command whose page to print (default: polytrace itself).
+    pub command: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -78,6 +97,14 @@ pub struct RecordArgs {
     /// instead of a trace file; `-o -` for stdout.
     #[arg(long, conflicts_with = "to")]
     pub listing: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FormatsArgs {
+    /// Print, for each source × target pair, what is kept, degraded and
+    /// dropped (a Markdown table, from the writers' own declarations).
+    #[arg(long)]
+    pub mapping: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -129,11 +156,11 @@ pub struct InfoCmd {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct InfoArgs {
+pub struct CheckArgs {
     /// Input file, directory, PCP archive base name, or `-` for stdin.
     pub input: PathBuf,
     #[command(flatten)]
-    pub input_args: InputArgs,
+    pub input_args: args::CheckInputArgs,
 }
 
 /// Entry point of `polytrace`.
@@ -141,37 +168,108 @@ pub fn main() -> ExitCode {
     run_args(std::env::args_os().collect())
 }
 
-/// Entry point of a `polytrace-<verb>` binary: the same code, verb implied.
+/// A `polytrace-<verb>` binary's command line: the verb's options at the top.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Thin<A: clap::Args> {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(flatten)]
+    args: A,
+}
+
+/// Entry point of a `polytrace-<verb>` binary: the verb's own command
+/// (`polytrace-dump <INPUT>`, `polytrace-convert --version`), the same code.
 pub fn main_verb(verb: &str) -> ExitCode {
-    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let prog = argv
-        .first()
-        .cloned()
-        .unwrap_or_else(|| format!("polytrace-{verb}").into());
-    argv[0] = prog;
-    argv.insert(1, verb.into());
-    run_args(argv)
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match verb {
+        "convert" => run_thin(verb, argv, |a| Command::Convert(Box::new(a))),
+        "dump" => run_thin(verb, argv, Command::Dump),
+        "record" => run_thin(verb, argv, Command::Record),
+        _ => {
+            eprintln!("polytrace: error: no command {verb:?}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// The clap command of `polytrace-<verb>`: help text as `polytrace <verb>`'s.
+pub fn thin_command<A: clap::Args>(verb: &str) -> clap::Command {
+    let top = Cli::command();
+    let sub = top
+        .find_subcommand(verb)
+        .expect("every thin binary names a verb");
+    let mut cmd = Thin::<A>::command()
+        .name(format!("polytrace-{verb}"))
+        .bin_name(format!("polytrace-{verb}"));
+    if let Some(a) = sub.get_about() {
+        cmd = cmd.about(a.clone());
+    }
+    if let Some(a) = top.get_after_help() {
+        cmd = cmd.after_help(a.clone());
+    }
+    cmd
+}
+
+fn run_thin<A: clap::Args + clap::FromArgMatches>(
+    verb: &str,
+    argv: Vec<std::ffi::OsString>,
+    wrap: fn(A) -> Command,
+) -> ExitCode {
+    let parsed = thin_command::<A>(verb)
+        .try_get_matches_from(argv)
+        .and_then(|m| Thin::<A>::from_arg_matches(&m));
+    match parsed {
+        Ok(t) => finish(commands::run(Cli {
+            global: t.global,
+            command: wrap(t.args),
+        })),
+        Err(e) => clap_exit(e),
+    }
+}
+
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
+    let _ = e.print();
+    ExitCode::from(code)
 }
 
 fn run_args(argv: Vec<std::ffi::OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_ERROR } else { EXIT_OK };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
-    };
-    match commands::run(cli) {
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => finish(commands::run(cli)),
+        Err(e) => clap_exit(e),
+    }
+}
+
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if is_broken_pipe(&e) {
                 return ExitCode::from(EXIT_OK);
             }
-            eprintln!("polytrace: error: {e:#}");
+            eprintln!("polytrace: error: {}", error_text(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// The error and its causes, each cause once: a library error already
+/// shows its I/O cause (`file: No such file or directory`), so a cause
+/// whose text is already there is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

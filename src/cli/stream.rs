@@ -18,8 +18,7 @@ pub struct Source {
 
 impl Source {
     pub fn open(path: &Path, ia: &InputArgs) -> Result<Source> {
-        let input = Input::resolve(path)?;
-        let fmt = pipeline::format_of(&input, ia.from)?;
+        let (input, fmt) = pipeline::resolve_input(path, ia.from)?;
         Ok(Source { input, fmt })
     }
 
@@ -135,6 +134,18 @@ pub fn open_with(
             inputs.push(MergeInput { reader: r, label });
         }
         Box::new(Merge::new(inputs)?)
+    };
+    // --time-origin: the stream's first data item lands on it, so the
+    // window counts on the placed axis.
+    let reader = match (ia.time_origin, sources.first()) {
+        (Some(origin), Some(first)) => {
+            if let (Some(s), Some(e)) = (start, end) {
+                end = Some(Timestamp(e.0.saturating_add(origin.0.saturating_sub(s.0))));
+            }
+            start = start.map(|_| origin);
+            crate::stages::Origin::wrap(reader, Some(origin), &first.input.path)?
+        }
+        _ => reader,
     };
     if start.is_none() && need_start {
         start = reader.header().start;

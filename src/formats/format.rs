@@ -5,7 +5,7 @@
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::input::Input;
-use crate::model::{FormatId, Header, Timestamp, TraceReader, TraceWriter};
+use crate::model::{FormatId, Header, LossReport, Timestamp, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
 use std::io::Write;
@@ -20,6 +20,304 @@ pub struct Caps {
     pub text_output: bool,
 }
 
+/// Whether a format's writer needs absolute (epoch) time. A source with
+/// relative or cycle time goes into such a writer only with `--time-origin`
+/// (and `--tsc-hz` for cycles): writers never invent a date.
+#[derive(Debug, Clone, Copy)]
+pub enum AbsoluteTime {
+    /// Relative and cycle times are carried as they are.
+    NotNeeded,
+    /// Timestamps are dates (PCP archive labels and results, DLT storage time).
+    Needed,
+    /// Only with some write options (KPI `--kpi-style dlt` lines).
+    NeededWhen(fn(&WriteOptions) -> bool),
+}
+
+impl AbsoluteTime {
+    pub fn needed(self, opts: &WriteOptions) -> bool {
+        match self {
+            AbsoluteTime::NotNeeded => false,
+            AbsoluteTime::Needed => true,
+            AbsoluteTime::NeededWhen(f) => f(opts),
+        }
+    }
+}
+
+/// What the `raw_clock` of a format's items means (the `keys::RAW_CLOCK`
+/// names), so that no writer takes one clock for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawClock {
+    /// No raw clock: the reader gives none, the writer uses none.
+    None,
+    /// The reader gives, and the writer takes, raw clocks of this meaning
+    /// (`tsc`, `dlt-0.1ms`, `ltt-cycles`, …); raw clocks of any other
+    /// meaning are left out before the writer sees them.
+    Native(&'static str),
+    /// The writer keeps raw clocks of any meaning and records which.
+    Carried,
+}
+
+/// What a stream carries, as the mapping table (`polytrace formats
+/// --mapping`) counts it. `info_name` is the name `polytrace info` gives
+/// the items of the kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Events,
+    Samples,
+    Metrics,
+    Indoms,
+    Help,
+    Labels,
+    Marks,
+    Annotations,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Events,
+        Kind::Samples,
+        Kind::Metrics,
+        Kind::Indoms,
+        Kind::Help,
+        Kind::Labels,
+        Kind::Marks,
+        Kind::Annotations,
+    ];
+    /// The table's name of the kind.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Events => "events",
+            Kind::Samples => "sample values",
+            Kind::Metrics => "metric descriptors",
+            Kind::Indoms => "instance domains",
+            Kind::Help => "help texts",
+            Kind::Labels => "labels",
+            Kind::Marks => "marks",
+            Kind::Annotations => "annotations",
+        }
+    }
+    /// The item name `polytrace info` counts the kind by.
+    pub fn info_name(self) -> &'static str {
+        match self {
+            Kind::Events => "events",
+            Kind::Samples => "samples",
+            Kind::Metrics => "metrics",
+            Kind::Indoms => "indom updates",
+            Kind::Help => "help texts",
+            Kind::Labels => "label sets",
+            Kind::Marks => "marks",
+            Kind::Annotations => "annotations",
+        }
+    }
+}
+
+/// What a writer does with a kind of item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Kept; the text says how.
+    Kept(&'static str),
+    /// Kept with less fidelity, always; the text says why.
+    Degraded(&'static str),
+    /// Not written, always.
+    Dropped(&'static str),
+    /// Some of them (the first text says which) degraded, the second why.
+    SomeDegraded(&'static str, &'static str),
+    /// Some of them dropped.
+    SomeDropped(&'static str, &'static str),
+}
+
+/// One line of a writer's mapping declaration. The writer reports a loss
+/// under this rule as `what` (the noun ending its loss line, e.g. `values`)
+/// and the rule's reason, so the table and the loss report are one text.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    pub kind: Kind,
+    /// The rule applies to streams from these formats only (empty: any).
+    pub from: &'static [FormatId],
+    pub what: &'static str,
+    pub fate: Fate,
+}
+
+impl Rule {
+    pub const fn kept(kind: Kind, how: &'static str) -> Rule {
+        Rule {
+            kind,
+            from: &[],
+            what: "",
+            fate: Fate::Kept(how),
+        }
+    }
+    pub const fn degraded(kind: Kind, what: &'static str, why: &'static str) -> Rule {
+        Rule {
+            kind,
+            from: &[],
+            what,
+            fate: Fate::Degraded(why),
+        }
+    }
+    pub const fn dropped(kind: Kind, what: &'static str, why: &'static str) -> Rule {
+        Rule {
+            kind,
+            from: &[],
+            what,
+            fate: Fate::Dropped(why),
+        }
+    }
+    pub const fn some_degraded(
+        kind: Kind,
+        what: &'static str,
+        which: &'static str,
+        why: &'static str,
+    ) -> Rule {
+        Rule {
+            kind,
+            from: &[],
+            what,
+            fate: Fate::SomeDegraded(which, why),
+        }
+    }
+    pub const fn some_dropped(
+        kind: Kind,
+        what: &'static str,
+        which: &'static str,
+        why: &'static str,
+    ) -> Rule {
+        Rule {
+            kind,
+            from: &[],
+            what,
+            fate: Fate::SomeDropped(which, why),
+        }
+    }
+    /// The same rule, for streams from these formats only.
+    pub const fn from(self, from: &'static [FormatId]) -> Rule {
+        Rule { from, ..self }
+    }
+    pub fn applies_to(&self, source: FormatId) -> bool {
+        self.from.is_empty() || self.from.contains(&source)
+    }
+    /// The reason a loss under this rule is reported with (None: kept).
+    pub fn reason(&self) -> Option<&'static str> {
+        match self.fate {
+            Fate::Kept(_) => None,
+            Fate::Degraded(r) | Fate::Dropped(r) => Some(r),
+            Fate::SomeDegraded(_, r) | Fate::SomeDropped(_, r) => Some(r),
+        }
+    }
+    pub fn is_drop(&self) -> bool {
+        matches!(self.fate, Fate::Dropped(_) | Fate::SomeDropped(..))
+    }
+    /// Count one item lost under this rule (`subject` prefixes `what`,
+    /// e.g. a metric name).
+    pub fn record(&self, loss: &mut LossReport, subject: Option<&str>) {
+        let Some(why) = self.reason() else { return };
+        let what = match subject {
+            Some(s) => format!("{s} {}", self.what),
+            None => self.what.to_string(),
+        };
+        if self.is_drop() {
+            loss.drop_item(&what, why);
+        } else {
+            loss.degrade(&what, why);
+        }
+    }
+}
+
+/// What becomes of the raw clocks of a stream whose raw clocks mean
+/// `meaning` (a `keys::RAW_CLOCK` value, None if unknown) in a writer of
+/// `target`; `Dropped` is what the `RawClocks` stage does and reports.
+pub fn raw_clock_fate(meaning: Option<&str>, target: RawClock) -> Fate {
+    match target {
+        RawClock::Native(want) if meaning == Some(want) => Fate::Kept("as the format's own clock"),
+        RawClock::Native(_) => {
+            Fate::Dropped("the format's raw clock is another clock: derived from the time instead")
+        }
+        RawClock::Carried => Fate::Kept("kept with their meaning"),
+        RawClock::None => Fate::Dropped("the format has no raw clock"),
+    }
+}
+
+/// One line of the mapping of a source format into a target format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapLine {
+    /// The kind (`events`, …, `raw clocks`, `time`).
+    pub subject: &'static str,
+    pub class: &'static str,
+    /// Only some items of the kind (the text says which).
+    pub some: bool,
+    pub text: String,
+}
+
+/// What a writer of `dst` does with what a reader of `src` gives: one line
+/// per rule that applies, from the declarations the writers and the
+/// pipeline's stages use (so it cannot drift from what they do).
+pub fn mapping(src: &FormatInfo, dst: &FormatInfo) -> Vec<MapLine> {
+    let line = |subject, class, text: String| MapLine {
+        subject,
+        class,
+        some: false,
+        text,
+    };
+    if src.id == dst.id {
+        return vec![line(
+            "everything",
+            "kept",
+            "the format's own reader and writer".into(),
+        )];
+    }
+    let fate_line = |subject, f: Fate| match f {
+        Fate::Kept(how) => line(subject, "kept", how.into()),
+        Fate::Degraded(why) => line(subject, "degraded", why.into()),
+        Fate::Dropped(why) => line(subject, "dropped", why.into()),
+        Fate::SomeDegraded(which, why) => MapLine {
+            some: true,
+            ..line(subject, "degraded", format!("{which}: {why}"))
+        },
+        Fate::SomeDropped(which, why) => MapLine {
+            some: true,
+            ..line(subject, "dropped", format!("{which}: {why}"))
+        },
+    };
+    let mut out = Vec::new();
+    for &k in src.reads {
+        let rules: Vec<&Rule> = dst
+            .writes
+            .iter()
+            .filter(|r| r.kind == k && r.applies_to(src.id))
+            .collect();
+        if rules.is_empty() {
+            out.push(line(k.name(), "kept", "as they are".into()));
+        }
+        for r in rules {
+            out.push(fate_line(k.name(), r.fate));
+        }
+    }
+    if let RawClock::Native(m) = src.raw_clock {
+        out.push(fate_line(
+            "raw clocks",
+            raw_clock_fate(Some(m), dst.raw_clock),
+        ));
+    }
+    if src.undated {
+        let need = match dst.absolute_time {
+            AbsoluteTime::NotNeeded => None,
+            AbsoluteTime::Needed => Some("always"),
+            AbsoluteTime::NeededWhen(_) => Some("with some options"),
+        };
+        out.push(match need {
+            None => line("time", "kept", "relative time or cycles as they are".into()),
+            Some(when) => line(
+                "time",
+                "needs",
+                format!(
+                    "dates ({when}): --time-origin TIME (and --tsc-hz for cycles), else an error"
+                ),
+            ),
+        });
+    }
+    out
+}
+
 /// A format's one declaration: its name, what it can do, one line about it.
 #[derive(Debug, Clone, Copy)]
 pub struct FormatInfo {
@@ -27,6 +325,17 @@ pub struct FormatInfo {
     pub caps: Caps,
     /// One line for `polytrace formats`.
     pub describe: &'static str,
+    /// Whether the writer needs absolute time.
+    pub absolute_time: AbsoluteTime,
+    /// The meaning of the format's raw clocks.
+    pub raw_clock: RawClock,
+    /// The kinds of item the reader gives (empty: no reader).
+    pub reads: &'static [Kind],
+    /// What the writer does with each kind (a kind without a rule is kept
+    /// as it is). The writer reports its losses under these rules.
+    pub writes: &'static [Rule],
+    /// The reader may give relative time or cycles only (no dates).
+    pub undated: bool,
 }
 
 /// One format: reader, writer and native listing.
@@ -41,8 +350,20 @@ pub trait Format: Sync {
     fn describe(&self) -> &'static str {
         self.info().describe
     }
+    /// The reader reads its input front to back once, so stdin can stay a
+    /// stream (a live pipe). Otherwise stdin is first copied to a temporary
+    /// file ([`Input::spool_stdin`]) and read exactly as a file.
+    fn reads_stream(&self) -> bool {
+        false
+    }
     /// How sure we are that `input` is this format: 0 = no, 100 = magic matched.
     fn detect(&self, input: &Input) -> u8;
+    /// When no format detects `input`: does it nearly look like this one
+    /// (a cut or damaged header)? The byte offset and what is wrong there.
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        let _ = input;
+        None
+    }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let _ = (input, opts);
         Err(not_implemented(self.id(), "reading"))

@@ -5,7 +5,10 @@ use crate::error::{Error, Result};
 use crate::input::{Input, InputKind};
 use crate::model::FormatId;
 
-pub use format::{not_implemented, Caps, Format, FormatInfo};
+pub use format::{
+    mapping, not_implemented, raw_clock_fate, AbsoluteTime, Caps, Fate, Format, FormatInfo, Kind,
+    MapLine, RawClock, Rule,
+};
 
 pub mod chrome;
 pub mod csv;
@@ -49,12 +52,23 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
     match best {
         Some((score, f)) if score > 0 => Ok(f),
         _ => {
+            // Nothing matches fully: say what it nearly is, and where not.
+            if let Some((f, (off, what))) = all()
+                .into_iter()
+                .find_map(|f| f.near_miss(input).map(|m| (f, m)))
+            {
+                return Err(Error::format(
+                    crate::error::Position::at(&input.path, off, None),
+                    format!(
+                        "not recognised, but looks like {id}: {what} (give --from {id} to read it anyway)",
+                        id = f.id()
+                    ),
+                ));
+            }
             let msg = match input.kind {
                 InputKind::File if input.probe.is_empty() => "empty file: no format to detect",
                 InputKind::Stdin if input.probe.is_empty() => "empty input on stdin",
-                InputKind::Stdin => {
-                    "unrecognised format on stdin (give --from; binary formats need a file)"
-                }
+                InputKind::Stdin => "unrecognised format on stdin (give --from to choose one)",
                 InputKind::Dir => "directory is not an LTT trace (no info/system.xml)",
                 _ => "unrecognised format (give --from to choose one)",
             };
@@ -64,4 +78,103 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
             })
         }
     }
+}
+
+/// The mapping table as Markdown (`polytrace formats --mapping`, and the
+/// README's "Mapping" section): every readable × writable pair, then what
+/// each writer does with each kind.
+pub fn mapping_markdown() -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let readers: Vec<&FormatInfo> = all()
+        .into_iter()
+        .map(|f| f.info())
+        .filter(|i| i.caps.read)
+        .collect();
+    let writers: Vec<&FormatInfo> = all()
+        .into_iter()
+        .map(|f| f.info())
+        .filter(|i| i.caps.write)
+        .collect();
+    let cell = |lines: &[MapLine], class: &str| -> String {
+        let mut names: Vec<String> = Vec::new();
+        for l in lines.iter().filter(|l| l.class == class) {
+            let n = if l.some {
+                format!("{} (some)", l.subject)
+            } else {
+                l.subject.to_string()
+            };
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        if names.is_empty() {
+            "–".into()
+        } else {
+            names.join(", ")
+        }
+    };
+    o.push_str("| from | to | kept | degraded | dropped | needs |\n");
+    o.push_str("| --- | --- | --- | --- | --- | --- |\n");
+    for s in &readers {
+        for d in &writers {
+            let lines = mapping(s, d);
+            writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} |",
+                s.id,
+                d.id,
+                cell(&lines, "kept"),
+                cell(&lines, "degraded"),
+                cell(&lines, "dropped"),
+                cell(&lines, "needs")
+            )
+            .unwrap();
+        }
+    }
+    o.push_str("\n| to | kind | from | what the writer does |\n");
+    o.push_str("| --- | --- | --- | --- |\n");
+    for d in &writers {
+        for r in d.writes {
+            let from = if r.from.is_empty() {
+                "any".to_string()
+            } else {
+                r.from
+                    .iter()
+                    .map(|f| f.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let what = match r.fate {
+                Fate::Kept(how) => format!("kept: {how}"),
+                Fate::Degraded(why) => format!("degraded: {why}"),
+                Fate::Dropped(why) => format!("dropped: {why}"),
+                Fate::SomeDegraded(which, why) => format!("degraded ({which}): {why}"),
+                Fate::SomeDropped(which, why) => format!("dropped ({which}): {why}"),
+            };
+            writeln!(
+                o,
+                "| {} | {} | {from} | {} |",
+                d.id,
+                r.kind.name(),
+                what.replace('|', "\\|")
+            )
+            .unwrap();
+        }
+        let rc = match d.raw_clock {
+            RawClock::None => "dropped: the format has no raw clock".to_string(),
+            RawClock::Native(m) => format!("kept if they are `{m}`, else dropped"),
+            RawClock::Carried => "kept with their meaning".to_string(),
+        };
+        writeln!(o, "| {} | raw clocks | any | {rc} |", d.id).unwrap();
+        let t = match d.absolute_time {
+            AbsoluteTime::NotNeeded => "relative time and cycles kept as they are",
+            AbsoluteTime::Needed => "needs dates: --time-origin (and --tsc-hz) for undated sources",
+            AbsoluteTime::NeededWhen(_) => {
+                "needs dates with some options: --time-origin (and --tsc-hz) for undated sources"
+            }
+        };
+        writeln!(o, "| {} | time | any | {t} |", d.id).unwrap();
+    }
+    o
 }

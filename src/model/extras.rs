@@ -101,6 +101,9 @@ pub mod keys {
     /// timestamps: 0.1 ms ticks since boot), `ltt-cycles` (LTT cycle
     /// counter). Absent: no raw clock, or its meaning is unknown.
     pub const RAW_CLOCK: &str = "record.raw_clock";
+    /// Extras whose value (i64) is a model timestamp in nanoseconds, so
+    /// that a stage moving the time axis (`--time-origin`) moves them too.
+    pub const TIMESTAMPS: [&str; 2] = ["kpi.beg_time", "dlt.storage_ns"];
     /// Header: the recorder's TSC rate (mean, at start, at end).
     pub const TSC_HZ: &str = "record.tsc_hz";
     pub const TSC_HZ_START: &str = "record.tsc_hz_start";

@@ -48,6 +48,55 @@ impl LossReport {
     }
 }
 
+/// Loss entries of one reason and one kind of item, summed: what a loss
+/// line reports (once per kind, never once per metric or event type).
+fn summarise(map: &BTreeMap<(String, String), u64>) -> Vec<String> {
+    // (reason, kind) → (total, [(subject, n)]); the kind is the last word
+    // of "what" ("values", "events"), the subject what comes before it.
+    type Subjects<'a> = (u64, Vec<(&'a str, u64)>);
+    let mut groups: BTreeMap<(&str, &str), Subjects> = BTreeMap::new();
+    for ((what, why), n) in map {
+        let (subject, kind) = match what.rsplit_once(' ') {
+            Some((s, k)) => (s, k),
+            None => ("", what.as_str()),
+        };
+        let g = groups.entry((why.as_str(), kind)).or_default();
+        g.0 += n;
+        g.1.push((subject, *n));
+    }
+    let mut lines: Vec<(String, String)> = groups
+        .into_iter()
+        .map(|((why, kind), (total, mut subjects))| {
+            let what = match subjects.as_slice() {
+                [("", _)] => format!("{total} {kind}"),
+                [(s, _)] => format!("{total} {s} {kind}"),
+                _ => {
+                    subjects.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+                    let mut list: Vec<String> = subjects
+                        .iter()
+                        .take(3)
+                        .map(|(s, n)| format!("{s} {n}"))
+                        .collect();
+                    if subjects.len() > 3 {
+                        list.push(format!("{} more", subjects.len() - 3));
+                    }
+                    format!(
+                        "{total} {kind} of {} kinds ({})",
+                        subjects.len(),
+                        list.join(", ")
+                    )
+                }
+            };
+            (what, why.to_string())
+        })
+        .collect();
+    lines.sort();
+    lines
+        .into_iter()
+        .map(|(what, why)| format!("{what}: {why}"))
+        .collect()
+}
+
 impl fmt::Display for LossReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let written: Vec<String> = self
@@ -64,12 +113,42 @@ impl fmt::Display for LossReport {
                 written.join(", ")
             }
         )?;
-        for ((what, why), n) in &self.degraded {
-            writeln!(f, "degraded: {n} {what}: {why}")?;
+        for l in summarise(&self.degraded) {
+            writeln!(f, "degraded: {l}")?;
         }
-        for ((what, why), n) in &self.dropped {
-            writeln!(f, "dropped: {n} {what}: {why}")?;
+        for l in summarise(&self.dropped) {
+            writeln!(f, "dropped: {l}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LossReport;
+
+    #[test]
+    fn one_line_per_reason_and_kind() {
+        let mut l = LossReport::default();
+        for (what, n) in [
+            ("a.x values", 7),
+            ("b.y values", 9),
+            ("c values", 2),
+            ("d values", 2),
+        ] {
+            for _ in 0..n {
+                l.drop_item(what, "KPI lines carry only kpi.*");
+            }
+        }
+        l.drop_item("annotations", "no free text");
+        l.degrade("core.x events", "cut");
+        let s = l.to_string();
+        assert_eq!(
+            s,
+            "written: nothing\n\
+             degraded: 1 core.x events: cut\n\
+             dropped: 1 annotations: no free text\n\
+             dropped: 20 values of 4 kinds (b.y 9, a.x 7, c 2, 1 more): KPI lines carry only kpi.*\n"
+        );
     }
 }

@@ -666,6 +666,11 @@ pub trait TraceReader {
     fn native_counts(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Input bytes consumed so far and in all, for a progress display; None
+    /// where a reader cannot tell cheaply. Called every few thousand items.
+    fn progress(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// A stream being written. `finish` flushes and returns what was lost.

@@ -242,7 +242,8 @@ impl Live {
             queue: queue.clone(),
         });
         let (chain, adapter_loss): (Box<dyn TraceReader>, _) =
-            if !listing && matches!(to, FormatId::Pcp | FormatId::Mmv) {
+            // MMV holds no events (a PCP archive takes them as event records).
+            if !listing && to == FormatId::Mmv {
                 let ec = crate::stages::EventCounters::wrap(reader);
                 let loss = ec.loss.clone();
                 (Box::new(ec), Some(loss))

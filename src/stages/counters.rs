@@ -106,7 +106,7 @@ impl TraceReader for EventCounters {
                     let (id, count) = *entry;
                     self.loss
                         .borrow_mut()
-                        .degrade("events", "written as per-type counters events.*");
+                        .degrade("events", crate::formats::mmv::EVENTS_AS_COUNTERS);
                     self.queue.push_back(Item::Sample(Sample {
                         time: e.time,
                         raw_clock: e.raw_clock,
@@ -126,5 +126,8 @@ impl TraceReader for EventCounters {
     }
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
+    }
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.inner.progress()
     }
 }

@@ -55,4 +55,7 @@ impl TraceReader for Filter {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.inner.progress()
+    }
 }

@@ -53,4 +53,7 @@ impl TraceReader for Window {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.inner.progress()
+    }
 }

@@ -11,7 +11,7 @@ pub mod pairs;
 pub mod writer;
 
 use crate::error::Result;
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::Input;
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
@@ -29,7 +29,59 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: true,
     },
     describe: "Chrome trace-event JSON for Perfetto UI / chrome://tracing (export only)",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::None,
+    reads: &[],
+    writes: WRITES,
+    undated: false,
 };
+
+/// What a Chrome trace-event file holds (`docs/chrome.md`).
+pub const WRITES: &[Rule] = &[
+    Rule::kept(
+        Kind::Events,
+        "slices (entry/exit pairs) and instants on per-CPU tracks",
+    ),
+    Rule::kept(Kind::Samples, "counter tracks per metric and instance"),
+    Rule::some_dropped(
+        Kind::Samples,
+        "metric values",
+        "per-metric error codes",
+        "PCP error code instead of a value",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "metric values",
+        "NaN and infinities",
+        "NaN or infinite: no JSON number",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "string metric values",
+        "strings",
+        "written as instants where the value changes; repeats left out",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "metric values",
+        "aggregates and event records",
+        "aggregate or compound value: not a counter (CTF or PCP carry it)",
+    ),
+    Rule::kept(Kind::Metrics, "as counter track names"),
+    Rule::kept(Kind::Indoms, "instance names in the counter series"),
+    Rule::dropped(
+        Kind::Help,
+        "help texts",
+        "Chrome trace JSON has no place for them",
+    ),
+    Rule::dropped(
+        Kind::Labels,
+        "label sets",
+        "Chrome trace JSON has no place for them",
+    ),
+    Rule::kept(Kind::Marks, "instants on a marks track"),
+    Rule::kept(Kind::Annotations, "instants on a notes track"),
+];
 
 impl Format for ChromeFormat {
     fn info(&self) -> &'static FormatInfo {

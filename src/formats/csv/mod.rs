@@ -11,7 +11,7 @@ pub mod spool;
 pub mod writer;
 
 use crate::error::Result;
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::Input;
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
@@ -29,7 +29,47 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: true,
     },
     describe: "CSV tables of samples (like pmrep -o csv) and events (export only)",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::None,
+    reads: &[],
+    writes: WRITES,
+    undated: false,
 };
+
+/// What the CSV tables hold with the default options (`docs/csv.md`).
+pub const WRITES: &[Rule] = &[
+    Rule::dropped(
+        Kind::Events,
+        "events",
+        "the samples table has no place for them (--events writes an events table)",
+    ),
+    Rule::kept(
+        Kind::Samples,
+        "one row per time, one column per metric and instance",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "metric error codes",
+        "per-metric error codes",
+        "a CSV cell has no place for them: left empty",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "event-record values",
+        "event records",
+        "not a cell value (chrome-json and ctf carry them)",
+    ),
+    Rule::kept(Kind::Metrics, "as column names"),
+    Rule::kept(Kind::Indoms, "instance names in the column names"),
+    Rule::dropped(Kind::Help, "help texts", "CSV has no place for them"),
+    Rule::dropped(Kind::Labels, "label sets", "CSV has no place for them"),
+    Rule::dropped(Kind::Marks, "marks", "a CSV table has no place for them"),
+    Rule::dropped(
+        Kind::Annotations,
+        "annotations",
+        "the samples table has no place for them (--events lists them)",
+    ),
+];
 
 impl Format for CsvFormat {
     fn info(&self) -> &'static FormatInfo {

@@ -9,7 +9,7 @@ pub mod types;
 pub mod writer;
 
 use crate::error::{Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::Input;
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
@@ -25,7 +25,34 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "CTF 1.8 trace directory for babeltrace2 / Trace Compass (export only)",
+    // The clock says whether it is absolute; raw counters travel in
+    // `raw_clock`, named in `env.raw_clock`.
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::Carried,
+    reads: &[],
+    writes: WRITES,
+    undated: false,
 };
+
+/// What a CTF 1.8 trace holds.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(Kind::Events, "one event class per type, typed fields"),
+    Rule::kept(Kind::Samples, "metric.<name> events"),
+    Rule::degraded(
+        Kind::Metrics,
+        "metric descriptors",
+        "semantics, units and help have no place in CTF 1.8 (type and instances kept)",
+    ),
+    Rule::degraded(
+        Kind::Indoms,
+        "indom updates",
+        "kept as the instance_name of each value, not as an event of its own",
+    ),
+    Rule::dropped(Kind::Help, "help texts", "no place in CTF 1.8 metadata"),
+    Rule::dropped(Kind::Labels, "label sets", "no place in CTF 1.8 metadata"),
+    Rule::kept(Kind::Marks, "mark events"),
+    Rule::kept(Kind::Annotations, "annotation events"),
+];
 
 pub struct CtfFormat;
 

@@ -34,7 +34,7 @@ use crate::error::{Diagnostic, Position, Result};
 use crate::formats::kpi::assemble::Assembler;
 use crate::formats::kpi::dataset::Kind;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
-use crate::input::{Input, InputKind};
+use crate::input::Input;
 use crate::model::*;
 use crate::options::ReadOptions;
 use std::collections::{HashMap, VecDeque};
@@ -508,10 +508,15 @@ impl State {
             self.mark_storage(it, None);
         }
         self.queue.extend(out);
-        for w in std::mem::take(&mut self.asm.warnings) {
-            self.warn(0, 0, w);
-        }
+        // Totals over the whole file (datasets flagged, groups left open):
+        // no one record to point at.
         let p = Position::new(&self.path);
+        for w in std::mem::take(&mut self.asm.warnings) {
+            if self.warned < 100 {
+                self.diags.push(Diagnostic::warning(p.clone(), w));
+            }
+            self.warned += 1;
+        }
         if self.warned > 100 {
             self.diags.push(Diagnostic::warning(
                 p.clone(),
@@ -544,13 +549,15 @@ pub struct DltReader {
     st: State,
     idx: u64,
     done: bool,
+    /// File length, for progress (None on a stream).
+    len: Option<u64>,
 }
 
 impl DltReader {
     pub fn open(input: &Input, opts: &ReadOptions) -> Result<DltReader> {
         let app = id_from(opts.kpi_app.as_deref().unwrap_or("PROC"));
         let ctx = id_from(opts.kpi_ctx.as_deref().unwrap_or("PROC"));
-        let pre = if input.kind == InputKind::File {
+        let pre = if input.file().is_some() {
             prescan(input, opts.salvage, (app, ctx))?
         } else {
             Prescan::default()
@@ -603,6 +610,10 @@ impl DltReader {
             },
             idx: 0,
             done: false,
+            len: input
+                .file()
+                .and_then(|f| std::fs::metadata(f).ok())
+                .map(|m| m.len()),
         })
     }
 
@@ -615,6 +626,10 @@ impl DltReader {
 impl TraceReader for DltReader {
     fn header(&self) -> &Header {
         &self.st.header
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.len.map(|len| (self.sc.offset().min(len), len))
     }
 
     fn next_item(&mut self) -> Result<Option<Item>> {

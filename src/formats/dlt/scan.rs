@@ -48,7 +48,8 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    fn offset(&self) -> u64 {
+    /// Offset of the next unread byte.
+    pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 

@@ -195,7 +195,20 @@ impl Grouper {
                     }
                 }
             }
-            Item::Help(_) | Item::Labels(_) => {}
+            // The kpi.* help is the schema's own: implied by the lines.
+            Item::Help(h) => {
+                let own = match h.target {
+                    HelpTarget::Metric(m) => self
+                        .metrics
+                        .get(&m)
+                        .is_some_and(|d| d.name().starts_with("kpi.")),
+                    HelpTarget::Indom(i) => i == schema::IRQ_INDOM || i == schema::PROC_INDOM,
+                };
+                if !own {
+                    loss.drop_item("help texts", "KPI lines have no help text");
+                }
+            }
+            Item::Labels(_) => loss.drop_item("label sets", "KPI lines have no labels"),
             Item::Event(e) => {
                 let group = e.extras.u64(X_GROUP);
                 match self.types.get(&e.type_id).copied().flatten() {

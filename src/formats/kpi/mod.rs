@@ -10,7 +10,7 @@ pub mod text;
 pub mod truncated;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -42,11 +42,77 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: true,
     },
     describe: "dlt-kpi text lines (bare datasets or dlt-convert -a lines)",
+    absolute_time: AbsoluteTime::NeededWhen(|o| o.kpi_style.as_deref() == Some("dlt")),
+    raw_clock: RawClock::Native("dlt-0.1ms"),
+    reads: &[
+        Kind::Events,
+        Kind::Samples,
+        Kind::Metrics,
+        Kind::Indoms,
+        Kind::Help,
+    ],
+    writes: KPI_WRITES,
+    undated: true,
 };
+
+/// What KPI lines (and the DLT writer, which groups the same way) hold.
+pub const KPI_WRITES: &[Rule] = &[
+    Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
+        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    Rule::some_dropped(
+        Kind::Events,
+        "events",
+        "all but kpi NEW/STP/CHK",
+        "KPI lines carry only NEW/STP/CHK events",
+    ),
+    Rule::kept(
+        Kind::Samples,
+        "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
+    )
+    .from(&[FormatId::Kpi, FormatId::Dlt]),
+    Rule::some_dropped(
+        Kind::Samples,
+        "values",
+        "all but kpi.proc.* and kpi.irq.count",
+        "KPI lines carry only kpi.proc.* and kpi.irq.count",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "error values",
+        "per-metric error codes",
+        "KPI lines have no error codes",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "values",
+        "non-integers",
+        "rounded to an integer",
+    ),
+    Rule::kept(Kind::Metrics, "implied by the dataset kinds"),
+    Rule::kept(Kind::Indoms, "process and IRQ names in the datasets"),
+    Rule::kept(Kind::Help, "the kpi.* help is implied by the lines")
+        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    Rule::some_dropped(
+        Kind::Help,
+        "help texts",
+        "help of other metrics",
+        "KPI lines have no help text",
+    ),
+    Rule::dropped(Kind::Labels, "label sets", "KPI lines have no labels"),
+    Rule::dropped(Kind::Marks, "marks", "KPI lines have no marks"),
+    Rule::dropped(
+        Kind::Annotations,
+        "annotations",
+        "KPI lines have no annotations",
+    ),
+];
 
 impl Format for KpiFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
+    }
+    fn reads_stream(&self) -> bool {
+        true
     }
     fn detect(&self, input: &Input) -> u8 {
         match text::text_style(&input.probe) {
@@ -54,6 +120,9 @@ impl Format for KpiFormat {
             Some(Style::Convert) => 60,
             None => 0,
         }
+    }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        text::near_miss(&input.probe, crate::input::PROBE_LEN)
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(self.open_text(input, opts)?))

@@ -201,18 +201,24 @@ fn libdlt_kind(text: &[u8]) -> Libdlt {
     }
 }
 
-/// Style of the first line that is neither blank nor a libdlt diagnostic.
-fn first_style(buf: &[u8]) -> Option<Option<Style>> {
-    let first = buf
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .find(|l| !l.iter().all(|b| b.is_ascii_whitespace()) && libdlt_diagnostic(l).is_none())?;
-    Some(line_style(first))
+/// The first line that is neither blank nor a libdlt diagnostic: its
+/// byte offset, line number (from 1) and style, if it has one.
+fn first_line(buf: &[u8]) -> Option<(u64, u64, Option<Style>)> {
+    let (mut offset, mut line_no) = (0u64, 1u64);
+    for l in buf.split(|&b| b == b'\n') {
+        let t = l.strip_suffix(b"\r").unwrap_or(l);
+        if !t.iter().all(|b| b.is_ascii_whitespace()) && libdlt_diagnostic(t).is_none() {
+            return Some((offset, line_no, line_style(t)));
+        }
+        offset += l.len() as u64 + 1;
+        line_no += 1;
+    }
+    None
 }
 
 /// Style of a file's text (its first KPI or dlt-convert line), if any.
 pub fn text_style(buf: &[u8]) -> Option<Style> {
-    first_style(buf).flatten()
+    first_line(buf).and_then(|f| f.2)
 }
 
 /// Style of a line, if it is a KPI text line at all.
@@ -222,6 +228,43 @@ pub fn line_style(line: &[u8]) -> Option<Style> {
         return Some(Style::Bare);
     }
     parse_convert_line(line).map(|_| Style::Convert)
+}
+
+/// Text that begins like a `dlt-convert -a` line (index, then a
+/// `YYYY/MM/DD` date) but whose first line does not parse: cut inside
+/// line 1 (the file ends there) or damaged.
+pub fn near_miss(probe: &[u8], probe_max: usize) -> Option<(u64, String)> {
+    let start = probe.iter().position(|b| !b.is_ascii_whitespace())?;
+    let line = &probe[start..];
+    let nl = line.iter().position(|&b| b == b'\n');
+    let first = &line[..nl.unwrap_or(line.len())];
+    let mut parts = first.split(|&b| b == b' ').filter(|s| !s.is_empty());
+    let index = parts.next()?;
+    let date = parts.next()?;
+    let like = !index.is_empty()
+        && index.iter().all(u8::is_ascii_digit)
+        && date.len() == 10
+        && date[4] == b'/'
+        && date[7] == b'/'
+        && date
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit());
+    if !like {
+        return None;
+    }
+    let end = (start + first.len()) as u64;
+    Some(if nl.is_none() && probe.len() < probe_max {
+        (
+            end,
+            format!("dlt-convert -a text whose file ends inside line 1, after {end} bytes"),
+        )
+    } else {
+        (
+            start as u64,
+            "dlt-convert -a text, but line 1 does not parse".to_string(),
+        )
+    })
 }
 
 pub struct KpiTextReader {
@@ -260,20 +303,20 @@ impl KpiTextReader {
         // diagnostic for the style (without consuming).
         let style = {
             let buf = src.fill_buf().map_err(|e| Error::io(&file, e))?;
-            match first_style(buf) {
-                Some(Some(s)) => s,
+            match first_line(buf) {
+                Some((_, _, Some(s))) => s,
                 None if buf.is_empty() => {
-                    return Err(Error::format(Position::at(&file, 0, Some(0)), "empty input: no KPI lines"))
+                    return Err(Error::format(Position::at(&file, 0, None), "empty input: no KPI lines"))
                 }
                 None => {
                     return Err(Error::format(
-                        Position::at(&file, 0, Some(0)),
+                        Position::at(&file, 0, None),
                         "no KPI lines: only blank lines and libdlt diagnostics",
                     ))
                 }
-                Some(None) => {
+                Some((offset, line_no, None)) => {
                     return Err(Error::format(
-                        Position::at(&file, 0, Some(0)),
+                        Position::at(&file, offset, Some(line_no)),
                         "not KPI text: the first line is neither a KPI dataset line (NEW/STP/ACT/CHK/IRQ) nor a dlt-convert -a line",
                     ))
                 }
@@ -330,8 +373,10 @@ impl KpiTextReader {
         self.asm.counts()
     }
 
+    /// Position of the current line: for KPI text a record is a line,
+    /// counted from 1 as editors and `sed -n Np` count them.
     fn pos(&self) -> Position {
-        Position::at(&self.file, self.offset, Some(self.line_no))
+        Position::at(&self.file, self.offset, Some(self.line_no + 1))
     }
 
     fn bad_line(&mut self, msg: String) -> Result<()> {
@@ -346,14 +391,12 @@ impl KpiTextReader {
         }
     }
 
-    fn drain_warnings(&mut self) {
+    /// `pos`: the line that raised them, or none for the totals at the end.
+    fn drain_warnings(&mut self, pos: Position) {
         for w in self.asm.warnings.drain(..) {
             // Sanity flags can be many; keep the first 100 and count the rest.
             if self.warned < 100 {
-                self.diags.push(Diagnostic::warning(
-                    Position::at(&self.file, self.offset, Some(self.line_no)),
-                    w,
-                ));
+                self.diags.push(Diagnostic::warning(pos.clone(), w));
             }
             self.warned += 1;
         }
@@ -471,7 +514,7 @@ impl KpiTextReader {
             return self.bad_line(e);
         }
         self.queue.extend(out);
-        self.drain_warnings();
+        self.drain_warnings(self.pos());
         Ok(())
     }
 }
@@ -493,7 +536,7 @@ impl TraceReader for KpiTextReader {
                 let mut out = Vec::new();
                 self.asm.finish(&mut out);
                 self.queue.extend(out);
-                self.drain_warnings();
+                self.drain_warnings(Position::new(&self.file));
                 if self.warned > 100 {
                     self.diags.push(Diagnostic::warning(
                         Position::new(&self.file),

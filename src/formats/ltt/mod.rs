@@ -12,7 +12,7 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -49,14 +49,32 @@ pub struct Opened {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// Open strictly (a cut tracefile is an error).
 pub fn open_trace(input: &Input) -> Result<Opened> {
+    open_trace_with(input, false)
+}
+
+/// Open; `salvage` decodes what a cut tracefile still holds.
+pub fn open_trace_with(input: &Input, salvage: bool) -> Result<Opened> {
     match input.kind {
         InputKind::Dir => Ok(Opened {
-            trace: Trace::open(&input.path)?,
+            trace: Trace::open_with(&input.path, salvage)?,
             _tmp: None,
         }),
         InputKind::File if writer::is_tar_gz_name(&input.path) => {
             let tmp = writer::unpack_tar_gz(&input.path)?;
+            let root = writer::tar_root(tmp.path());
+            Ok(Opened {
+                trace: Trace::open_with(&root, salvage)?,
+                _tmp: Some(tmp),
+            })
+        }
+        // stdin, copied to a file: a .tar.gz is the one way a trace fits a pipe.
+        InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => {
+            let file = input.file().ok_or_else(|| {
+                Error::Usage("<stdin>: an LTT .tar.gz on stdin must be spooled first".into())
+            })?;
+            let tmp = writer::unpack_tar_gz(file)?;
             let root = writer::tar_root(tmp.path());
             Ok(Opened {
                 trace: Trace::open(&root)?,
@@ -80,7 +98,30 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "LTT directory traces (2003-2005) with XML event definitions",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::Native("ltt-cycles"),
+    reads: &[Kind::Events],
+    writes: WRITES,
+    undated: false,
 };
+
+/// What an LTT trace holds: typed events.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(Kind::Events, "facility events, one facility per category"),
+    Rule::kept(Kind::Samples, "metric.<name> events {instance, value}"),
+    Rule::some_dropped(
+        Kind::Samples,
+        "sample values",
+        "per-metric error codes",
+        "error code instead of a value",
+    ),
+    Rule::kept(Kind::Metrics, "as the event types of their values"),
+    Rule::kept(Kind::Indoms, "indom.indom_<id> events"),
+    Rule::dropped(Kind::Help, "help texts", "not representable in LTT"),
+    Rule::dropped(Kind::Labels, "label sets", "not representable in LTT"),
+    Rule::dropped(Kind::Marks, "marks", "not representable in LTT"),
+    Rule::dropped(Kind::Annotations, "annotations", "not representable in LTT"),
+];
 
 impl Format for LttFormat {
     fn info(&self) -> &'static FormatInfo {
@@ -95,11 +136,13 @@ impl Format for LttFormat {
             {
                 60
             }
+            // No name on stdin: gzip is the only compressed input we read.
+            InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => 40,
             _ => 0,
         }
     }
-    fn open(&self, input: &Input, _opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
-        let o = open_trace(input)?;
+    fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
+        let o = open_trace_with(input, opts.salvage)?;
         Ok(Box::new(LttReader::new(o)))
     }
     fn create(
@@ -122,11 +165,11 @@ impl Format for LttFormat {
     fn dump(
         &self,
         input: &Input,
-        _ropts: &ReadOptions,
+        ropts: &ReadOptions,
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        let o = open_trace(input)?;
+        let o = open_trace_with(input, ropts.salvage)?;
         dump::dump_subset(
             &o.trace,
             dopts.no_framing,
@@ -186,6 +229,13 @@ impl LttReader {
 impl TraceReader for LttReader {
     fn header(&self) -> &Header {
         &self.header
+    }
+    fn progress(&self) -> Option<(u64, u64)> {
+        let t = &self.opened.trace;
+        Some(match &self.merge {
+            Some(m) => m.progress(t),
+            None => (0, t.files.iter().map(|f| f.len).sum()),
+        })
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
         if let Some(it) = self.pending.pop_front() {

@@ -61,6 +61,9 @@ pub struct Trace {
     pub eventdefs_raw: Vec<(String, Vec<u8>)>,
     pub bookmarks: Option<Vec<u8>>,
     pub diags: Vec<Diagnostic>,
+    /// `--salvage`: decode the whole events of a trailing partial block
+    /// instead of refusing the trace.
+    pub salvage: bool,
 }
 
 const NONE: u32 = u32::MAX;
@@ -166,7 +169,14 @@ fn same_layout(a: &Ty, b: &Ty) -> bool {
 }
 
 impl Trace {
+    /// Open strictly: a cut tracefile is an error.
     pub fn open(dir: &Path) -> Result<Trace> {
+        Trace::open_with(dir, false)
+    }
+
+    /// Open; with `salvage`, a trailing partial block is damage that is
+    /// decoded as far as it goes (a salvaged diagnostic) instead of an error.
+    pub fn open_with(dir: &Path, salvage: bool) -> Result<Trace> {
         let mut diags = Vec::new();
         let info_dir = dir.join("info");
         if !std::fs::symlink_metadata(&info_dir).is_ok_and(|m| m.file_type().is_dir()) {
@@ -282,13 +292,38 @@ impl Trace {
                 }
             }
         }
+        // A tracefile is whole blocks: anything else is a cut or a damaged
+        // block size, and the format can tell (issue 16, cases 2 and 3).
         for f in &files {
-            if f.len % sys.block_size != 0 {
-                diags.push(Diagnostic::warning(
-                    Position::at(&f.path, f.len - f.len % sys.block_size, None),
-                    "trailing partial block ignored",
+            let b = sys.block_size;
+            let part = f.len % b;
+            if part == 0 {
+                continue;
+            }
+            let at = f.len - part;
+            let msg = if f.len < b {
+                format!(
+                    "tracefile of {} bytes is shorter than one block (ltt_block_size {b} in \
+                     info/system.xml): cut file or damaged block size",
+                    f.len
+                )
+            } else {
+                format!(
+                    "trailing partial block: {part} bytes after {} whole blocks of {b} (cut file)",
+                    f.len / b
+                )
+            };
+            if !salvage {
+                return Err(fmt_err(
+                    &f.path,
+                    Some(at),
+                    format!("{msg}; --salvage keeps the events it holds"),
                 ));
             }
+            diags.push(Diagnostic::salvaged(
+                Position::at(&f.path, at, Some(f.len / b)),
+                format!("{msg}; its whole events are kept"),
+            ));
         }
 
         let mut t = Trace {
@@ -303,6 +338,7 @@ impl Trace {
             eventdefs_raw,
             bookmarks,
             diags,
+            salvage,
         };
         // Builtins first, so control/facilities can be walked.
         t.set_builtins_flat();
@@ -651,7 +687,13 @@ pub struct Cursor {
     pub file_idx: usize,
     file: Option<File>,
     nblocks: u64,
+    /// Bytes of a trailing partial block to decode after the whole ones
+    /// (salvage only), else 0.
+    partial: u64,
     block: u64,
+    /// (counts, ns) of the last whole block, to time a partial block that
+    /// lost its block_end.
+    rate: Option<(u64, u64)>,
     pub buf: Vec<u8>,
     evs: Vec<RawEv>,
     next: usize,
@@ -665,11 +707,18 @@ impl Cursor {
     fn new(t: &Trace, idx: usize) -> Cursor {
         let f = &t.files[idx];
         let nblocks = f.len / t.sys.block_size;
+        let partial = if t.salvage {
+            f.len % t.sys.block_size
+        } else {
+            0
+        };
         Cursor {
             file_idx: idx,
             file: None,
             nblocks,
+            partial,
             block: 0,
+            rate: None,
             buf: Vec::new(),
             evs: Vec::new(),
             next: 0,
@@ -699,14 +748,23 @@ impl Cursor {
     fn load_block(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> bool {
         self.evs.clear();
         self.next = 0;
-        if self.block >= self.nblocks {
+        let last = self.block == self.nblocks && self.partial > 0;
+        if self.block >= self.nblocks && !last {
             // Done with this file: give its block buffer back.
             self.buf = Vec::new();
             self.file = None;
             return false;
         }
         let tf = &t.files[self.file_idx];
-        let b = t.sys.block_size as usize;
+        // A partial block's buffer is what the file holds, never more.
+        let b = if last {
+            self.partial as usize
+        } else {
+            t.sys.block_size as usize
+        };
+        if last {
+            self.partial = 0;
+        }
         let k = self.block;
         self.block += 1;
         let off = k * t.sys.block_size;
@@ -736,19 +794,61 @@ impl Cursor {
             self.nblocks = 0;
             return false;
         }
-        self.walk(t, k, off, diags);
+        self.walk(t, k, off, last, diags);
         true
     }
 
-    fn walk(&mut self, t: &Trace, k: u64, off: u64, diags: &mut Vec<Diagnostic>) {
+    /// Where a partial block's block_end is, walking its events from the
+    /// start; else the end of its last whole event.
+    fn scan_partial(&self, t: &Trace) -> (usize, bool) {
+        let (buf, bo) = (&self.buf, t.bo);
+        let mut p = FRAME;
+        loop {
+            let Some(id) = bo.u16(buf, p) else {
+                return (p, false);
+            };
+            if id == ID_BLOCK_END && p + FRAME <= buf.len() {
+                return (p, true);
+            }
+            let end = match t.info(id).map(|i| &i.ty) {
+                None => return (p, false),
+                Some(None) => p + HDR,
+                Some(Some(ty)) => match layout::skip(ty, buf, p + HDR, bo) {
+                    Ok(e) => e,
+                    Err(_) => return (p, false),
+                },
+            };
+            if end > buf.len() || bo.u32(buf, p + 2).is_none() {
+                return (p, false);
+            }
+            p = end;
+        }
+    }
+
+    fn walk(&mut self, t: &Trace, k: u64, off: u64, partial: bool, diags: &mut Vec<Diagnostic>) {
         let tf = &t.files[self.file_idx];
         let bo = t.bo;
+        let lost = |diags: &mut Vec<Diagnostic>, o: usize, m: String| {
+            diags.push(Diagnostic::salvaged(
+                Position::at(&tf.path, off + o as u64, Some(k)),
+                format!("block {k} lost: {m}"),
+            ));
+        };
+        if partial {
+            if self.buf.len() < FRAME || bo.u16(&self.buf, 0) != Some(ID_BLOCK_START) {
+                lost(
+                    diags,
+                    0,
+                    "partial block does not begin with a whole block_start".into(),
+                );
+                return;
+            }
+            let (e, has_end) = self.scan_partial(t);
+            return self.walk_events(t, k, off, e, has_end, diags);
+        }
         let buf = &self.buf;
         let b = buf.len();
         let pos = |o: usize| Position::at(&tf.path, off + o as u64, Some(k));
-        let lost = |diags: &mut Vec<Diagnostic>, o: usize, m: String| {
-            diags.push(Diagnostic::salvaged(pos(o), format!("block {k} lost: {m}")));
-        };
         let trailer = bo.u32(buf, b - 4).unwrap_or(0) as usize;
         let ok =
             |e: usize| e >= FRAME && e + FRAME <= b - 4 && bo.u16(buf, e) == Some(ID_BLOCK_END);
@@ -787,6 +887,28 @@ impl Cursor {
             lost(diags, 0, "does not begin with block_start".into());
             return;
         }
+        self.walk_events(t, k, off, e_off, true, diags);
+    }
+
+    /// Decode the events between block_start and `e_off` (block_end's
+    /// offset when `has_end`, else the end of a partial block's last whole
+    /// event).
+    fn walk_events(
+        &mut self,
+        t: &Trace,
+        k: u64,
+        off: u64,
+        e_off: usize,
+        has_end: bool,
+        diags: &mut Vec<Diagnostic>,
+    ) {
+        let tf = &t.files[self.file_idx];
+        let bo = t.bo;
+        let buf = &self.buf;
+        let pos = |o: usize| Position::at(&tf.path, off + o as u64, Some(k));
+        let lost = |diags: &mut Vec<Diagnostic>, o: usize, m: String| {
+            diags.push(Diagnostic::salvaged(pos(o), format!("block {k} lost: {m}")));
+        };
         let stamp = |at: usize| -> (u32, u32, u64, u32) {
             (
                 bo.u32(buf, at).unwrap_or(0),
@@ -796,7 +918,11 @@ impl Cursor {
             )
         };
         let (s0, n0, c0, id0) = stamp(HDR);
-        let (s1, n1, c1, id1) = stamp(e_off + HDR);
+        let (s1, n1, c1, id1) = if has_end {
+            stamp(e_off + HDR)
+        } else {
+            (s0, n0, c0, id0)
+        };
         if n0 >= 1_000_000_000 || n1 >= 1_000_000_000 {
             lost(diags, HDR, "nanoseconds field >= 1e9".into());
             return;
@@ -825,11 +951,34 @@ impl Cursor {
                 format!("block ids differ: {id0} vs {id1}"),
             ));
         }
+        // (counts, ns) over which to interpolate. A partial block without
+        // its block_end borrows the rate of the file's last whole block, or
+        // takes one count per nanosecond (what this writer writes).
+        let (dc, dt) = if has_end {
+            (c1 - c0, (t1 - t0) as u64)
+        } else {
+            let r = self.rate.unwrap_or((1, 1));
+            diags.push(Diagnostic::salvaged(
+                pos(e_off),
+                format!(
+                    "partial block {k} has no block_end: times from {}",
+                    if self.rate.is_some() {
+                        "the rate of the block before"
+                    } else {
+                        "an assumed rate of one count per nanosecond"
+                    }
+                ),
+            ));
+            r
+        };
+        if has_end && dc > 0 {
+            self.rate = Some((dc, dt));
+        }
         let interp = |cur: u64| -> i64 {
-            if c1 == c0 {
+            if dc == 0 {
                 return t0;
             }
-            let d = (cur - c0) as u128 * (t1 - t0) as u128 / (c1 - c0) as u128;
+            let d = (cur - c0) as u128 * dt as u128 / dc as u128;
             i64::try_from(t0 as i128 + d as i128).unwrap_or(i64::MAX)
         };
         let push = |evs: &mut Vec<RawEv>, seq: &mut u64, time, counter, id, start, end| {
@@ -910,7 +1059,7 @@ impl Cursor {
             );
             p = end;
         }
-        if clean {
+        if clean && has_end {
             if cur > c1 {
                 diags.push(Diagnostic::warning(
                     pos(e_off),
@@ -953,6 +1102,17 @@ impl Merge {
             heap,
             pending: None,
         }
+    }
+
+    /// Tracefile bytes read so far (whole blocks) and in all.
+    pub fn progress(&self, t: &Trace) -> (u64, u64) {
+        let total = t.files.iter().map(|f| f.len).sum();
+        let done = self
+            .cursors
+            .iter()
+            .map(|c| c.block.min(c.nblocks) * t.sys.block_size)
+            .sum();
+        (done, total)
     }
 
     /// The next event: (cursor index, event). The payload lives in

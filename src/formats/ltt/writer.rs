@@ -17,6 +17,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// Largest block size the writer takes over from an LTT source (16 MiB;
+/// the era's traces used 1,000,000 at most).
+pub const MAX_INHERITED_BLOCK: u64 = 16 << 20;
+
 /// Writer settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -42,7 +46,14 @@ impl Config {
     /// From the options, else the source's settings (LTT), else defaults.
     pub fn from_options(h: &Header, o: &crate::options::WriteOptions) -> Config {
         let mut c = Config::default();
-        if let Some(b) = o.ltt_block_size.or_else(|| h.extras.u64(keys::BLOCK_SIZE)) {
+        // The source's block size is a size read from a file: inherited
+        // only up to MAX_INHERITED_BLOCK (every tracefile holds a block in
+        // memory), else the default. An explicit option is taken as given.
+        let inherited = h
+            .extras
+            .u64(keys::BLOCK_SIZE)
+            .filter(|&b| b <= MAX_INHERITED_BLOCK);
+        if let Some(b) = o.ltt_block_size.or(inherited) {
             c.block_size = b.clamp(layout::MIN_BLOCK as u64, u32::MAX as u64) as u32;
         }
         if let Some(e) = h.extras.str(keys::ENDIAN) {
@@ -210,7 +221,15 @@ struct FileW {
     open: bool,
     index: u32,
     cur: u64,
+    /// Bytes of 2^32-spaced heartbeats this file may still spend: earned by
+    /// the events written, so a time gap (a damaged timestamp, a sparse
+    /// source) can never make the output grow faster than the data does.
+    hb_budget: u64,
 }
+
+/// Heartbeat bytes every tracefile may spend before its events have earned
+/// any: 64 heartbeats, a gap of 4.6 minutes at nanosecond counters.
+const HB_ALLOWANCE: u64 = 64 * HEARTBEAT as u64;
 
 pub struct LttWriter {
     target: PathBuf,
@@ -499,9 +518,16 @@ impl LttWriter {
         }
         let pending = std::mem::take(&mut self.pending);
         let mut cats: Vec<(String, Vec<Pending>)> = Vec::new();
+        // Types of one category share a facility unless their names clash
+        // (same name, another layout): a clash opens another facility of
+        // that name, so every event keeps its name.
         for p in pending {
             let c = sanitize(&p.category);
-            match cats.iter_mut().find(|(n, _)| *n == c) {
+            let n = sanitize(&p.name);
+            match cats
+                .iter_mut()
+                .find(|(f, v)| *f == c && !v.iter().any(|q| sanitize(&q.name) == n))
+            {
                 Some((_, v)) => v.push(p),
                 None => cats.push((c, vec![p])),
             }
@@ -604,6 +630,7 @@ impl LttWriter {
                     open: false,
                     index: 0,
                     cur: 0,
+                    hb_budget: HB_ALLOWANCE,
                 },
             );
         }
@@ -708,7 +735,12 @@ impl LttWriter {
                 "earlier than the previous event of its tracefile: time clamped",
             );
         }
-        append(f, &self.payload, counter, id, self.bo, &self.cfg)?;
+        if append(f, &self.payload, counter, id, self.bo, &self.cfg)? {
+            self.loss.degrade(
+                "events",
+                "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)",
+            );
+        }
         self.min_time = Some(self.min_time.map_or(counter, |m| m.min(counter)));
         self.loss.wrote("events", 1);
         Ok(())
@@ -815,8 +847,12 @@ fn close_block(f: &mut FileW, bo: Bo, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Append one event, with heartbeats before it when the gap reaches 2^32
-/// counts, opening and closing blocks as needed.
+/// Append one event, opening and closing blocks as needed. A gap of 2^32
+/// counts or more is bridged by heartbeats 2^32 - 1 apart (what every reader
+/// of the era understands) while the file's heartbeat budget lasts; past it,
+/// by one heartbeat carrying the event's full counter (spec 5.5 rule 3), so
+/// the bytes written stay bounded by the events, not by the time they span.
+/// Returns true when such a resync heartbeat was written.
 fn append(
     f: &mut FileW,
     payload: &[u8],
@@ -824,23 +860,34 @@ fn append(
     id: u16,
     bo: Bo,
     cfg: &Config,
-) -> Result<()> {
+) -> Result<bool> {
     let b = cfg.block_size as usize;
     let room = |f: &FileW, n: usize| f.block.len() + n + FRAME + 4 <= b;
     if !f.open {
         start_block(f, counter, bo);
     }
-    while counter.saturating_sub(f.cur) >= 1 << 32 {
-        if !room(f, HEARTBEAT) {
-            close_block(f, bo, cfg)?;
-            start_block(f, counter, bo);
-            break;
+    let mut resync = false;
+    let gap = counter.saturating_sub(f.cur);
+    if gap >= 1 << 32 {
+        let needed = (gap / ((1 << 32) - 1)).saturating_mul(HEARTBEAT as u64);
+        let spaced = needed <= f.hb_budget;
+        if spaced {
+            f.hb_budget -= needed;
         }
-        let hb = f.cur + (1 << 32) - 1;
-        bo.put_uint(&mut f.block, ID_HEARTBEAT as u64, 2);
-        bo.put_uint(&mut f.block, hb & 0xFFFF_FFFF, 4);
-        put_stamp(&mut f.block, bo, hb);
-        f.cur = hb;
+        while counter.saturating_sub(f.cur) >= 1 << 32 {
+            if !room(f, HEARTBEAT) {
+                close_block(f, bo, cfg)?;
+                start_block(f, counter, bo);
+                break;
+            }
+            let hb = if spaced {
+                f.cur + (1 << 32) - 1
+            } else {
+                resync = true;
+                counter
+            };
+            put_heartbeat(f, hb, bo);
+        }
     }
     if !room(f, HDR + payload.len()) {
         close_block(f, bo, cfg)?;
@@ -850,7 +897,18 @@ fn append(
     bo.put_uint(&mut f.block, counter & 0xFFFF_FFFF, 4);
     f.block.extend_from_slice(payload);
     f.cur = counter;
-    Ok(())
+    f.hb_budget = f
+        .hb_budget
+        .saturating_add((HDR + payload.len()) as u64)
+        .min(HB_ALLOWANCE.max(b as u64));
+    Ok(resync)
+}
+
+fn put_heartbeat(f: &mut FileW, hb: u64, bo: Bo) {
+    bo.put_uint(&mut f.block, ID_HEARTBEAT as u64, 2);
+    bo.put_uint(&mut f.block, hb & 0xFFFF_FFFF, 4);
+    put_stamp(&mut f.block, bo, hb);
+    f.cur = hb;
 }
 
 impl TraceWriter for LttWriter {

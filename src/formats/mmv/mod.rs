@@ -7,8 +7,8 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
-use crate::input::{Input, InputKind};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::input::Input;
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
@@ -92,18 +92,83 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "PCP MMV memory-mapped value files v1/v2/v3",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::None,
+    reads: &[
+        Kind::Samples,
+        Kind::Metrics,
+        Kind::Indoms,
+        Kind::Help,
+        Kind::Labels,
+    ],
+    writes: WRITES,
+    undated: false,
 };
+
+/// MMV is one snapshot of metrics.
+pub const WRITES: &[Rule] = &[
+    Rule::degraded(Kind::Events, "events", EVENTS_AS_COUNTERS),
+    Rule::some_dropped(
+        Kind::Samples,
+        "samples",
+        "all but the last (or the one at --at)",
+        "MMV holds one snapshot (the last sample, or the one at --at)",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "values",
+        "missing values",
+        "missing values written as SENTINEL 'no value' markers (SENTINEL flag set)",
+    ),
+    Rule::some_degraded(
+        Kind::Metrics,
+        "metric names",
+        "names the MMV PMDA would skip",
+        "renamed: the MMV PMDA skips names that are not letters, digits, '_' and '.' starting with a letter",
+    ),
+    Rule::some_degraded(
+        Kind::Indoms,
+        "instance names",
+        "long names",
+        "truncated to the MMV name limit",
+    ),
+    Rule::some_dropped(
+        Kind::Labels,
+        "labels",
+        "context and domain labels",
+        "context/domain labels have no MMV equivalent",
+    ),
+    Rule::dropped(Kind::Marks, "marks", "MMV has no discontinuity markers"),
+    Rule::dropped(Kind::Annotations, "annotations", "MMV has no annotations"),
+];
+
+/// How events reach MMV (the `EventCounters` stage reports it so).
+pub const EVENTS_AS_COUNTERS: &str = "written as per-type counters events.*";
 
 impl Format for MmvFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
-        if input.kind == InputKind::File && input.probe.starts_with(layout::MAGIC) {
+        if input.file().is_some() && input.probe.starts_with(layout::MAGIC) {
             100
         } else {
             0
         }
+    }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        let p = &input.probe;
+        (!p.is_empty() && p.len() < layout::MAGIC.len() && layout::MAGIC.starts_with(p)).then(
+            || {
+                (
+                    p.len() as u64,
+                    format!(
+                        "the file ends after {} bytes, inside the \"MMV\\0\" magic",
+                        p.len()
+                    ),
+                )
+            },
+        )
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let data = read_all(input)?;

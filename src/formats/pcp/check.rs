@@ -89,6 +89,15 @@ pub fn check(m: Members, salvage: bool) -> Result<Vec<Diagnostic>> {
         }
     }
     // Data volumes.
+    let types: std::collections::HashMap<u32, i32> = mf
+        .recs
+        .iter()
+        .filter_map(|(_, r)| match r {
+            MetaRec::Desc(d) => Some((d.pmid, d.vtype)),
+            _ => None,
+        })
+        .collect();
+    let mut value_damage: Option<Error> = None;
     let mut w = VolumeWalker::new(m.clone(), mf.label.clone());
     let mut last: Option<Stamp> = None;
     let mut first: Option<Stamp> = None;
@@ -96,15 +105,23 @@ pub fn check(m: Members, salvage: bool) -> Result<Vec<Diagnostic>> {
     loop {
         let r = w.next_record(&mut diags).and_then(|more| {
             if more {
-                w.parse().map(|r| Some(r.stamp))
+                w.parse()
+                    .map(|r| Some((r.stamp, stored_type_mismatch(&r, &types))))
             } else {
                 Ok(None)
             }
         });
         match r {
-            Ok(Some(t)) => {
+            Ok(Some((t, mismatch))) => {
                 n += 1;
                 let pos = Position::at(w.path(), w.at.0, Some(w.at.2));
+                match mismatch {
+                    Some((true, msg)) if value_damage.is_none() => {
+                        value_damage = Some(Error::format(pos.clone(), msg));
+                    }
+                    Some((false, msg)) => diags.push(Diagnostic::warning(pos.clone(), msg)),
+                    _ => {}
+                }
                 if first.is_none() {
                     first = Some(t);
                     if t < mf.label.start {
@@ -157,8 +174,52 @@ pub fn check(m: Members, salvage: bool) -> Result<Vec<Diagnostic>> {
             }
         }
     }
+    if let Some(e) = value_damage {
+        if !salvage {
+            return Err(e);
+        }
+        diags.push(super::index::salvaged(e, &m.base));
+    }
     check_index(&m, v, &mf.label, mf.size, &mut diags, salvage)?;
     Ok(diags)
+}
+
+/// A value stored in a way its descriptor's type cannot be. A 32-bit
+/// integer in a value block is damage (libpcp's pmExtractValue refuses it;
+/// pmlogcheck: "Impossible value or scale conversion", exit 1): `(true, _)`.
+/// A 64-bit value or a double in place is a warning, as pmlogcheck's
+/// "encoding botch" is: `(false, _)`.
+fn stored_type_mismatch(
+    r: &super::data::RawResult<'_>,
+    types: &std::collections::HashMap<u32, i32>,
+) -> Option<(bool, String)> {
+    for vs in r.vsets.iter().filter(|vs| vs.numval > 0) {
+        let Some(&ty) = types.get(&vs.pmid) else {
+            continue;
+        };
+        let insitu = vs.valfmt == 0;
+        let bad = match ty {
+            0 | 1 => !insitu,
+            2 | 3 | 5 => insitu,
+            _ => false,
+        };
+        if bad {
+            return Some((
+                ty <= 1,
+                format!(
+                    "{}: {} value stored {} (descriptor type {ty})",
+                    pmid_str(vs.pmid),
+                    if ty <= 1 { "32-bit" } else { "64-bit" },
+                    if insitu {
+                        "in place"
+                    } else {
+                        "in a value block"
+                    },
+                ),
+            ));
+        }
+    }
+    None
 }
 
 fn check_index(
@@ -203,14 +264,17 @@ fn check_index(
     let b = rr.rest(1 << 34)?;
     let es = if v == Version::V2 { 20 } else { 32 };
     let base = v.label_len() as u64;
+    // Damage of the index itself (an entry cut short, offsets no record can
+    // have) is an error like damage elsewhere; the rest are warnings.
+    let mut damage: Option<Error> = None;
     if b.len() % es != 0 {
-        diags.push(Diagnostic::warning(
+        damage = Some(Error::format(
             Position::at(
                 p,
                 base + (b.len() / es * es) as u64,
                 Some((b.len() / es) as u64 + 1),
             ),
-            "truncated index entry at end of file",
+            format!("index entry cut short: {} of {es} bytes", b.len() % es),
         ));
     }
     let ts = v.ts_len();
@@ -241,15 +305,24 @@ fn check_index(
             .find(|(n, _)| *n as i32 == vol)
             .and_then(|(_, p)| archive::plain_size(p))
         {
-            if d > sz {
-                bad("index data offset past end of volume");
+            if d > sz && damage.is_none() {
+                damage = Some(Error::format(
+                    pos.clone(),
+                    format!("index entry points past the end of volume {vol} ({d} > {sz})"),
+                ));
             }
         }
-        if (mo as i64) < base as i64 || (d as i64) < base as i64 {
-            bad("index offset inside the label");
+        if ((mo as i64) < base as i64 || (d as i64) < base as i64) && damage.is_none() {
+            damage = Some(Error::format(
+                pos.clone(),
+                format!("index entry points inside the label (meta {mo}, log {d})"),
+            ));
         }
-        if mo > meta_size {
-            bad("index meta offset past end of .meta");
+        if mo > meta_size && damage.is_none() {
+            damage = Some(Error::format(
+                pos.clone(),
+                format!("index entry points past the end of the .meta ({mo} > {meta_size})"),
+            ));
         }
         if let Some((pt, pv, pm, pd)) = prev {
             if t < pt {
@@ -263,6 +336,12 @@ fn check_index(
             }
         }
         prev = Some((t, vol, mo, d));
+    }
+    if let Some(e) = damage {
+        if !salvage {
+            return Err(e);
+        }
+        diags.push(super::index::salvaged(e, p));
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use super::archive::{plain_size, Members, Rec, RecordReader, Spool};
 use super::data::{self, RawVal};
+use super::index::{index_entry_damage, read_index};
 use super::layout::*;
 use super::meta::{Desc, InDomRec, LabelRec, MetaRec, TextRec};
 use super::reader::{load_meta, VolumeWalker};
@@ -739,40 +740,6 @@ fn scan_end(m: &Members, v: Version, from: Option<(i32, u64)>) -> Option<Stamp> 
     end
 }
 
-fn read_index(m: &Members, v: Version) -> Vec<(Stamp, i32, u64, u64)> {
-    let mut out = Vec::new();
-    let Some(p) = &m.index else {
-        return out;
-    };
-    let Ok(mut rr) = RecordReader::open(p) else {
-        return out;
-    };
-    if rr.label().is_err() {
-        return out;
-    }
-    let Ok(b) = rr.rest(1 << 32) else {
-        return out;
-    };
-    let es = if v == Version::V2 { 20 } else { 32 };
-    for e in b.chunks_exact(es) {
-        let Some(s) = get_stamp(v, e, 0) else {
-            continue;
-        };
-        let ts = v.ts_len();
-        let vol = bei32(e, ts).unwrap_or(0);
-        let (mo, d) = if v == Version::V2 {
-            (
-                be32(e, ts + 4).unwrap_or(0) as u64,
-                be32(e, ts + 8).unwrap_or(0) as u64,
-            )
-        } else {
-            (be64(e, ts + 4).unwrap_or(0), be64(e, ts + 12).unwrap_or(0))
-        };
-        out.push((s, vol, mo, d));
-    }
-    out
-}
-
 /// What of the archive to list: pmdumplog's `-S`/`-T` window and metric
 /// arguments (plus instance filters).
 #[derive(Default)]
@@ -812,7 +779,7 @@ pub fn native_dump(
     spool(&mut m, &|n| Some(n) == last_vol);
     let mf = load_meta(&m, salvage, &mut diags)?;
     let v = mf.label.version;
-    let index = read_index(&m, v);
+    let (index, index_cut) = read_index(&m, v);
     // ...and so does every volume from the last index entry's on.
     let from_vol = index.last().map_or(i64::MAX, |e| e.1 as i64);
     spool(&mut m, &|n| n as i64 >= from_vol && Some(n) != last_vol);
@@ -1157,6 +1124,7 @@ pub fn native_dump(
         }
         last = Some(e);
     }
+    let index_err = index_cut.or_else(|| index_entry_damage(&m, v, &index, meta_size));
     out.flush(&mut o, false)?;
     // Results: records are read here, formatted in batches by two helper
     // threads, and written in order.
@@ -1240,6 +1208,14 @@ pub fn native_dump(
         diags.push(Diagnostic::salvaged(pos_of(&e), format!("stopped: {e}")));
     }
     out.flush(&mut o, true)?;
+    // A damaged index does not stop the listing (the records are read in
+    // order, not through it), but it is damage all the same.
+    if let Some(e) = index_err {
+        if !salvage {
+            return Err(e);
+        }
+        diags.push(super::index::salvaged(e, &PathBuf::new()));
+    }
     Ok(diags)
 }
 
@@ -1752,7 +1728,7 @@ pub fn bounds(m: &Members, need_end: bool) -> Result<(Timestamp, Option<Timestam
     if !need_end {
         return Ok((start, None));
     }
-    let index = read_index(m, label.version);
+    let (index, _) = read_index(m, label.version);
     Ok((
         start,
         archive_end(m, label.version, &index).map(|e| Timestamp(e.ns())),

@@ -5,14 +5,17 @@ pub mod archive;
 pub mod check;
 pub mod data;
 pub mod dump;
+pub mod events;
+pub mod index;
 pub mod layout;
 pub mod meta;
 pub mod reader;
+pub mod selfdesc;
 pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -36,7 +39,36 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "PCP archives v2/v3 (.meta, .0…, .index)",
+    absolute_time: AbsoluteTime::Needed,
+    raw_clock: RawClock::Carried,
+    reads: &[
+        Kind::Events,
+        Kind::Samples,
+        Kind::Metrics,
+        Kind::Indoms,
+        Kind::Help,
+        Kind::Labels,
+        Kind::Marks,
+    ],
+    writes: WRITES,
+    undated: false,
 };
+
+/// A PCP archive holds everything but free text.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(
+        Kind::Events,
+        "PM_TYPE_HIGHRES_EVENT records, one metric per type, one parameter per field",
+    ),
+    ANNOTATIONS,
+];
+
+/// The writer reports dropped annotations under this rule.
+pub const ANNOTATIONS: Rule = Rule::dropped(
+    Kind::Annotations,
+    "annotations",
+    "PCP archives have no annotations",
+);
 
 impl Format for PcpFormat {
     fn info(&self) -> &'static FormatInfo {
@@ -68,6 +100,31 @@ impl Format for PcpFormat {
             }
         }
         0
+    }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        // A label record cut inside its length word or magic.
+        let p = &input.probe;
+        if p.is_empty() || p.len() >= 8 {
+            return None;
+        }
+        [layout::Version::V2, layout::Version::V3]
+            .into_iter()
+            .find(|v| {
+                let mut start = (v.label_len() as u32).to_be_bytes().to_vec();
+                start.extend_from_slice(&(layout::MAGIC_BASE | v.number()).to_be_bytes());
+                start.starts_with(p)
+            })
+            .map(|v| {
+                (
+                    p.len() as u64,
+                    format!(
+                        "the file ends after {} bytes, inside a v{} label record of {} bytes",
+                        p.len(),
+                        v.number(),
+                        v.label_len()
+                    ),
+                )
+            })
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let m = reader::members_of(input)?;

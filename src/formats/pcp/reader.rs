@@ -4,6 +4,7 @@
 
 use super::archive::{self, Members, Rec, RecordReader};
 use super::data::{self, RawResult};
+use super::events::EventDecoder;
 use super::layout::*;
 use super::meta::{self, MetaRec};
 use crate::error::{Diagnostic, Error, Position, Result};
@@ -211,11 +212,19 @@ pub struct VolumeWalker {
     /// Offset, volume and record number of the record in `buf`.
     pub at: (u64, u32, u64),
     pub done: bool,
+    /// Size on disk of each volume, for progress.
+    vol_sizes: Vec<u64>,
 }
 
 impl VolumeWalker {
     pub fn new(members: Members, label: LogLabel) -> VolumeWalker {
+        let vol_sizes = members
+            .volumes
+            .iter()
+            .map(|(_, p)| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .collect();
         VolumeWalker {
+            vol_sizes,
             version: label.version,
             members,
             label,
@@ -225,6 +234,20 @@ impl VolumeWalker {
             at: (0, 0, 0),
             done: false,
         }
+    }
+
+    /// Volume bytes read so far and in all, by size on disk. A compressed
+    /// volume counts once it is finished (its read position is in
+    /// decompressed bytes).
+    pub fn progress(&self) -> (u64, u64) {
+        let total = self.vol_sizes.iter().sum();
+        let k = self.vol_idx.min(self.vol_sizes.len());
+        let done: u64 = self.vol_sizes[..k].iter().sum();
+        let cur = match (&self.cur, self.vol_sizes.get(k)) {
+            (Some(rr), Some(&size)) if !rr.compressed => rr.pos.min(size),
+            _ => 0,
+        };
+        (done + cur, total)
     }
 
     pub fn path(&self) -> std::path::PathBuf {
@@ -306,6 +329,11 @@ pub struct PcpReader {
     pending: VecDeque<Item>,
     timed: VecDeque<(i64, Item)>,
     held: Option<Item>,
+    /// Event records polytrace wrote, turned back into events.
+    events: Option<EventDecoder>,
+    /// Data items of the current result not handed out yet.
+    ready: VecDeque<Item>,
+    scratch: Vec<Event>,
     walker: VolumeWalker,
     diags: Vec<Diagnostic>,
     salvage: bool,
@@ -315,7 +343,19 @@ impl PcpReader {
     pub fn open(m: Members, opts: &ReadOptions) -> Result<PcpReader> {
         let mut diags = Vec::new();
         let mf = load_meta(&m, opts.salvage, &mut diags)?;
-        let header = header_of(&mf.label, &m);
+        // The records are read in order, not through the index, but a
+        // damaged index is damage all the same.
+        if let Some(e) = super::index::index_damage(&m, mf.label.version, mf.size) {
+            if !opts.salvage {
+                return Err(e);
+            }
+            diags.push(super::index::salvaged(e, &m.base));
+        }
+        let mut header = header_of(&mf.label, &m);
+        let events = EventDecoder::from_meta(&mf.recs);
+        if let Some(d) = &events {
+            d.apply_header(&mut header);
+        }
         let mut types = HashMap::new();
         let mut pending = VecDeque::new();
         let mut timed = VecDeque::new();
@@ -323,9 +363,13 @@ impl PcpReader {
             if let MetaRec::Desc(d) = r {
                 types.insert(d.pmid, d.vtype);
             }
+            let items = events
+                .as_ref()
+                .and_then(|d| d.items_of(r))
+                .unwrap_or_else(|| meta_items(r));
             match r.stamp() {
-                None => pending.extend(meta_items(r)),
-                Some(s) => timed.extend(meta_items(r).into_iter().map(|i| (s.ns(), i))),
+                None => pending.extend(items),
+                Some(s) => timed.extend(items.into_iter().map(|i| (s.ns(), i))),
             }
         }
         Ok(PcpReader {
@@ -334,6 +378,9 @@ impl PcpReader {
             pending,
             timed,
             held: None,
+            events,
+            ready: VecDeque::new(),
+            scratch: Vec::new(),
             walker: VolumeWalker::new(m, mf.label),
             diags,
             salvage: opts.salvage,
@@ -341,16 +388,98 @@ impl PcpReader {
     }
 
     fn read_data(&mut self) -> Result<Option<Item>> {
+        loop {
+            if let Some(it) = self.ready.pop_front() {
+                return Ok(Some(it));
+            }
+            match self.read_record()? {
+                Some(it) => return Ok(Some(it)),
+                // A result of event records only: they are in `ready`.
+                None if !self.ready.is_empty() => continue,
+                None if self.walker.done => return Ok(None),
+                None => continue,
+            }
+        }
+    }
+
+    /// Turn the event records of a result back into events (into `ready`,
+    /// in time order); false when no value set of `r` is one.
+    fn take_events(&mut self, r: &mut RawResult<'_>) -> Result<bool> {
+        let Some(dec) = &self.events else {
+            return Ok(false);
+        };
+        if !r.vsets.iter().any(|vs| dec.is_record(vs.pmid)) {
+            return Ok(false);
+        }
+        let mut evs = std::mem::take(&mut self.scratch);
+        evs.clear();
+        let mut err = None;
+        r.vsets.retain(|vs| {
+            if !dec.is_record(vs.pmid) {
+                return true;
+            }
+            let vt = self.types.get(&vs.pmid).copied().unwrap_or(10);
+            for (inst, v) in &vs.vals {
+                if let data::RawVal::Block(_, p) = v {
+                    if let Err(e) = dec.decode(vs.pmid, vt, *inst, p, &mut evs) {
+                        err.get_or_insert(format!("metric {}: {e}", pmid_str(vs.pmid)));
+                    }
+                }
+            }
+            false
+        });
+        if let Some(e) = err {
+            self.scratch = evs;
+            let at = self.walker.at;
+            return Err(Error::format(
+                Position::at(self.walker.path(), at.0, Some(at.2)),
+                e,
+            ));
+        }
+        // Stable: records of one (type, stream) keep their order, and the
+        // writer split results where a sort could not restore the order.
+        evs.sort_by_key(|e| e.time);
+        self.ready.extend(evs.drain(..).map(Item::Event));
+        self.scratch = evs;
+        Ok(true)
+    }
+
+    /// The items of the next result record: the first is returned, events
+    /// go to `ready`. None at the end, or when the record held only events.
+    fn read_record(&mut self) -> Result<Option<Item>> {
         match self.walker.next_record(&mut self.diags) {
-            Ok(false) => return Ok(None),
+            Ok(false) => {
+                self.walker.done = true;
+                return Ok(None);
+            }
             Ok(true) => {}
             Err(e) => return self.damage(e),
         }
-        let r = match self.walker.parse() {
+        // The record is parsed from the walker's buffer; take it out so
+        // the events can be decoded while `self` is borrowed mutably.
+        let buf = std::mem::take(&mut self.walker.buf);
+        let out = self.record_items(&buf);
+        self.walker.buf = buf;
+        out
+    }
+
+    fn record_items(&mut self, buf: &[u8]) -> Result<Option<Item>> {
+        let mut r = match data::parse_result(self.walker.version, buf) {
             Ok(r) => r,
-            Err(e) => return self.damage(e),
+            Err(m) => {
+                let at = self.walker.at;
+                let e = Error::format(Position::at(self.walker.path(), at.0, Some(at.2)), m);
+                return self.damage(e);
+            }
         };
         let time = Timestamp(r.stamp.ns());
+        let had_events = match self.take_events(&mut r) {
+            Ok(b) => b,
+            Err(e) => return self.damage(e),
+        };
+        if had_events && r.vsets.is_empty() {
+            return Ok(None);
+        }
         if r.vsets.is_empty() {
             return Ok(Some(Item::Mark(Mark {
                 time,
@@ -469,9 +598,19 @@ impl TraceReader for PcpReader {
     fn diagnostics(&self) -> &[Diagnostic] {
         &self.diags
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        Some(self.walker.progress())
+    }
 }
 
 /// Open an archive named by any member or its base name.
 pub fn members_of(input: &crate::input::Input) -> Result<Members> {
+    if input.kind == crate::input::InputKind::Stdin {
+        return Err(crate::Error::Usage(
+            "<stdin>: a PCP archive is several files (.meta, .index, volumes) and cannot come \
+             through stdin: name the archive (its base name or any member file)"
+                .into(),
+        ));
+    }
     archive::resolve(&archive::base_of(input))
 }

@@ -3,6 +3,7 @@
 //! end, once the first result's time is known.
 
 use super::data::MISSED_PMID;
+use super::events::{EventEncoder, EventResult};
 use super::layout::*;
 use crate::error::{Error, Result};
 use crate::model::*;
@@ -87,6 +88,15 @@ pub struct PcpWriter {
     last_indexed: Option<(i32, u64)>,
     loss: LossReport,
     scratch: Vec<u8>,
+    /// Events as event records (`events.rs`).
+    events: EventEncoder,
+}
+
+/// What a result record holds.
+enum Body<'a> {
+    Sample(&'a Sample),
+    Mark,
+    Events(&'a EventResult),
 }
 
 impl PcpWriter {
@@ -158,6 +168,7 @@ impl PcpWriter {
             last_indexed: None,
             loss: LossReport::default(),
             scratch: Vec::new(),
+            events: EventEncoder::new(header),
         })
     }
 
@@ -478,7 +489,46 @@ impl PcpWriter {
         self.data_since_index = 0;
     }
 
-    fn write_result(&mut self, t: Stamp, s: Option<&Sample>) -> Result<()> {
+    /// Write the pending result of event records, if any, before a result
+    /// at `next` (a sample or mark) when there is one.
+    fn flush_events(&mut self, next: Option<Timestamp>) -> Result<()> {
+        if let Some(r) = self.events.take() {
+            self.write_events(&r, next)?;
+        }
+        Ok(())
+    }
+
+    fn write_events(&mut self, r: &EventResult, next: Option<Timestamp>) -> Result<()> {
+        // The records keep their own times; the result's is free between
+        // the previous result and the next, so results never go back in
+        // time even when a source's events run ahead of its samples.
+        let mut t = r.time.0;
+        if let Some(n) = next {
+            t = t.min(n.0);
+        }
+        t = t.max(self.last.map_or(i64::MIN, |l| l.ns()));
+        for it in &r.meta {
+            // Instance domains of new streams: at the latest with the result.
+            let mut it = it.clone();
+            match &mut it {
+                Item::Indom(u) => u.time.0 = u.time.0.min(t),
+                Item::Labels(l) => {
+                    if let Some(lt) = &mut l.time {
+                        lt.0 = lt.0.min(t);
+                    }
+                }
+                _ => {}
+            }
+            self.write_item(&it)?;
+        }
+        self.flush_labels()?;
+        self.flush_indoms()?;
+        self.write_result(Stamp::from_ns(t), Body::Events(r))?;
+        self.loss.wrote("results", 1);
+        Ok(())
+    }
+
+    fn write_result(&mut self, t: Stamp, body: Body<'_>) -> Result<()> {
         self.flush_labels()?;
         let mut b = std::mem::take(&mut self.scratch);
         b.clear();
@@ -486,9 +536,30 @@ impl PcpWriter {
         put_stamp(self.v, &mut b, t);
         let mut blocks: Vec<u8> = Vec::new();
         let mut pending: Vec<(usize, usize)> = Vec::new(); // (pos of offset word, block offset in `blocks`)
-        match s {
-            None => b.extend_from_slice(&0u32.to_be_bytes()),
-            Some(s) => {
+        match body {
+            Body::Mark => b.extend_from_slice(&0u32.to_be_bytes()),
+            Body::Events(r) => {
+                b.extend_from_slice(&(r.sets.len() as u32).to_be_bytes());
+                for (p, insts) in &r.sets {
+                    b.extend_from_slice(&p.to_be_bytes());
+                    b.extend_from_slice(&(insts.len() as u32).to_be_bytes());
+                    b.extend_from_slice(&1u32.to_be_bytes());
+                    for (inst, payload) in insts {
+                        b.extend_from_slice(&inst.to_be_bytes());
+                        pending.push((b.len(), blocks.len()));
+                        b.extend_from_slice(&0u32.to_be_bytes());
+                        let vlen = payload.len() + 4;
+                        blocks.extend_from_slice(
+                            &((10u32 << 24) | (vlen as u32 & 0xff_ffff)).to_be_bytes(),
+                        );
+                        blocks.extend_from_slice(payload);
+                        while !blocks.len().is_multiple_of(4) {
+                            blocks.push(b'~');
+                        }
+                    }
+                }
+            }
+            Body::Sample(s) => {
                 let vt0: Vec<u32> = match s.extras.get(X_VTYPE0) {
                     Some(ExtraValue::List(l)) => l
                         .iter()
@@ -784,29 +855,41 @@ impl TraceWriter for PcpWriter {
                 self.labels.push(l.clone());
             }
             Item::Sample(s) => {
+                self.flush_events(Some(s.time))?;
                 self.flush_indoms()?;
-                self.write_result(Stamp::from_ns(s.time.0), Some(s))?;
+                self.write_result(Stamp::from_ns(s.time.0), Body::Sample(s))?;
                 self.loss.wrote("results", 1);
             }
             Item::Mark(m) => {
+                self.flush_events(Some(m.time))?;
                 self.flush_indoms()?;
-                self.write_result(Stamp::from_ns(m.time.0), None)?;
+                self.write_result(Stamp::from_ns(m.time.0), Body::Mark)?;
                 self.loss.wrote("marks", 1);
             }
-            Item::Event(_) => self
-                .loss
-                .drop_item("events", "event records are not converted to PCP yet"),
-            Item::EventType(_) => self
-                .loss
-                .drop_item("event types", "event records are not converted to PCP yet"),
-            Item::Annotation(_) => self
-                .loss
-                .drop_item("annotations", "PCP archives have no annotations"),
+            Item::EventType(t) => {
+                let mut meta = Vec::new();
+                self.events.define(t, &mut meta);
+                for it in &meta {
+                    self.write_item(it)?;
+                }
+                self.loss.wrote("event types", 1);
+            }
+            Item::Event(e) => {
+                let mut meta = Vec::new();
+                if let Some(r) = self.events.event(e, &mut meta) {
+                    self.write_events(&r, Some(e.time))?;
+                }
+                for it in &meta {
+                    self.write_item(it)?;
+                }
+            }
+            Item::Annotation(_) => super::ANNOTATIONS.record(&mut self.loss, None),
         }
         Ok(())
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.flush_events(None)?;
         if self.last_rec.is_none() {
             // pmdumplog rejects an archive without records ("Empty archive").
             return Err(Error::nothing_to_write(
@@ -816,6 +899,8 @@ impl TraceWriter for PcpWriter {
         }
         self.flush_labels()?;
         self.flush_indoms()?;
+        let el = std::mem::take(&mut self.events.loss);
+        self.loss.merge(&el);
         if self.vols.is_empty() {
             // PCP needs at least one volume, even without results.
             self.volume(0)?;

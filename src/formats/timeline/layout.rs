@@ -118,6 +118,41 @@ pub fn a_heuristic(d: &[u8], file_len: u64) -> bool {
     }
 }
 
+/// A file that is nearly a timeline: the start of the mainline magic cut
+/// short, or an A-layout header whose ring runs past the end of the file.
+pub fn near_miss(d: &[u8], file_len: u64) -> Option<(u64, String)> {
+    let magic = M_MAGIC.to_le_bytes();
+    if !d.is_empty() && d.len() < 8 && magic.starts_with(d) {
+        return Some((
+            d.len() as u64,
+            format!(
+                "the file ends after {} bytes, inside the mainline magic",
+                d.len()
+            ),
+        ));
+    }
+    if d.len() < HEADER_SIZE || d[4..8] != [0, 0, 0, 0] {
+        return None;
+    }
+    let n = u64_at(d, 24)
+        .checked_add(1)
+        .filter(|n| n.is_power_of_two())?;
+    // Implausible ring sizes are not a near match.
+    if n > 1 << 32 {
+        return None;
+    }
+    let end = n * 64 + 64;
+    (end >= file_len).then(|| {
+        (
+            file_len,
+            format!(
+                "A layout: the header's ring of {n} entries ends at byte {end}, but the file \
+                 has {file_len} bytes (cut inside the ring)"
+            ),
+        )
+    })
+}
+
 impl<'a> Snapshot<'a> {
     /// Parse the header and check every size against the file.
     pub fn parse(path: &Path, data: &'a [u8], diags: &mut Vec<Diagnostic>) -> Result<Snapshot<'a>> {

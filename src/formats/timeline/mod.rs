@@ -9,7 +9,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Caps, Format, FormatInfo};
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -74,12 +74,15 @@ pub struct TimelineFormat;
 /// Read the whole input (timeline files are snapshots; the allocation is the
 /// real file size, never a size declared inside the file).
 fn read_all(input: &Input) -> Result<Vec<u8>> {
+    if let Some(file) = input.file() {
+        return std::fs::read(file).map_err(|e| Error::io(&input.path, e));
+    }
     match input.kind {
-        InputKind::File => std::fs::read(&input.path).map_err(|e| Error::io(&input.path, e)),
         InputKind::Stdin => {
+            // The stream replays the detection probe before the rest of stdin.
             let mut v = Vec::new();
-            std::io::stdin()
-                .lock()
+            input
+                .open_stream()?
                 .read_to_end(&mut v)
                 .map_err(|e| Error::io("<stdin>", e))?;
             Ok(v)
@@ -115,18 +118,83 @@ pub const INFO: FormatInfo = FormatInfo {
         text_output: false,
     },
     describe: "Snabb timeline snapshots (A2 prototype, mainline M2/M3)",
+    absolute_time: AbsoluteTime::NotNeeded,
+    raw_clock: RawClock::Native("tsc"),
+    reads: &[Kind::Events],
+    writes: WRITES,
+    undated: true,
 };
+
+/// A timeline holds messages with up to 4 (A2) or 6 (M3) numeric args.
+pub const WRITES: &[Rule] = &[
+    Rule::kept(
+        Kind::Events,
+        "one message per event: category, `name $f1 $f2 …`",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "fields that are not numbers or past the arg count",
+        "fields that are not numeric or beyond the timeline's arg count dropped",
+    ),
+    Rule::some_dropped(
+        Kind::Events,
+        "events",
+        "the oldest, past the ring size",
+        "overwritten: the ring keeps only the newest entries",
+    ),
+    Rule::kept(
+        Kind::Samples,
+        "one `$value` message per metric and instance",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "sample values",
+        "strings and other non-numbers",
+        "not numeric",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "event args",
+        "fractions",
+        "fraction truncated to an integer",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "event args",
+        "negative numbers",
+        "negative value stored as two's complement",
+    ),
+    Rule::kept(Kind::Metrics, "as message names"),
+    Rule::kept(Kind::Indoms, "instance names in the message names"),
+    Rule::dropped(Kind::Help, "help texts", "no place in a timeline"),
+    Rule::dropped(Kind::Labels, "label sets", "no place in a timeline"),
+    Rule::dropped(Kind::Marks, "marks", "no place in a timeline"),
+    Rule::dropped(
+        Kind::Annotations,
+        "annotations",
+        "a timeline entry has no free text",
+    ),
+];
 
 impl Format for TimelineFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
     }
     fn detect(&self, input: &Input) -> u8 {
-        if input.kind != InputKind::File {
+        // The A layout is recognised partly by the file length.
+        let Some(file) = input.file() else {
             return 0;
+        };
+        let len = std::fs::metadata(file).map_or(0, |m| m.len());
+        detect_bytes(&input.probe, len)
+    }
+    fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
+        if input.kind != InputKind::File {
+            return None;
         }
         let len = std::fs::metadata(&input.path).map_or(0, |m| m.len());
-        detect_bytes(&input.probe, len)
+        layout::near_miss(&input.probe, len)
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         let data = read_all(input)?;

@@ -26,6 +26,8 @@ use std::io::Write;
 const MAX_ENTRIES: u64 = 1 << 24;
 /// Largest string table (M: its size is a u32; A: offsets are 16 bits anyway).
 const MAX_STRINGS: u64 = 1 << 28;
+/// Smallest ring the writer sizes to the data (no `--entries`).
+const AUTO_MIN_ENTRIES: u64 = 1024;
 /// Default priority of events that have none: `trace` (occasional events).
 const DEFAULT_PRIORITY: usize = 4;
 
@@ -65,6 +67,9 @@ pub struct TimelineWriter {
     sample_types: HashMap<(MetricId, InstId), TypeMap>,
     written: u64,
     loss: LossReport,
+    /// Ring sized to the data: it doubles, up to this many entries (the
+    /// layout's default ring), before it wraps. 0 = fixed size.
+    grow_to: usize,
 }
 
 fn sanitize_word(s: &str) -> String {
@@ -126,10 +131,14 @@ impl TimelineWriter {
             Layout::A2 => (A_DEFAULT_ENTRIES, A_DEFAULT_STRINGS),
             _ => (M_DEFAULT_ENTRIES, M_DEFAULT_STRINGS),
         };
+        // Without --entries the ring starts small and grows with the data
+        // (next power of two ≥ the entries, at least 1024, at most the
+        // layout's default), so 42 events do not make a 64 MB file.
+        let auto = !preserve && opts.entries.is_none();
         let n = if preserve {
             src_entries.unwrap_or(def_n)
         } else {
-            opts.entries.unwrap_or(def_n)
+            opts.entries.unwrap_or(AUTO_MIN_ENTRIES.min(def_n))
         };
         if n == 0 || n > MAX_ENTRIES {
             return Err(Error::Usage(format!(
@@ -172,6 +181,7 @@ impl TimelineWriter {
             sample_types: HashMap::new(),
             written: 0,
             loss: LossReport::default(),
+            grow_to: if auto { def_n as usize } else { 0 },
         };
         if preserve {
             if let Some(t) = hx.bytes(keys::STRINGS) {
@@ -413,6 +423,21 @@ impl TimelineWriter {
         }
     }
 
+    /// Double the ring (not past `grow_to`): the entries keep their slots,
+    /// the string table moves up behind the larger entry area.
+    fn grow(&mut self) {
+        let n = (self.n * 2).min(self.grow_to);
+        let strings_start = HEADER_SIZE + n * ENTRY_SIZE;
+        let table = self.table_len();
+        let mut img = vec![0u8; strings_start + table];
+        img[..self.strings_start].copy_from_slice(&self.img[..self.strings_start]);
+        img[strings_start..].copy_from_slice(&self.img[self.strings_start..]);
+        self.img = img;
+        self.strings_start = strings_start;
+        self.used.resize(n, false);
+        self.n = n;
+    }
+
     /// Pick the slot for the next entry.
     fn slot_for(&mut self, want: Option<u64>) -> Option<usize> {
         if self.preserve {
@@ -431,6 +456,9 @@ impl TimelineWriter {
                 }
             }
             return None;
+        }
+        if self.cursor == self.n as u64 && self.n < self.grow_to {
+            self.grow();
         }
         let s = (self.cursor % self.n as u64) as usize;
         self.cursor += 1;

@@ -1,0 +1,176 @@
+//! Staging directories that must not outlive the process: a registry of the
+//! live ones, removed when SIGINT, SIGTERM or SIGHUP ends the process, and
+//! the recognition of stale ones that a killed run left behind.
+//!
+//! The signal handler only writes the signal number into a pipe (that is
+//! async-signal-safe); a watcher thread removes the registered directories
+//! and then ends the process with the same signal, its default action
+//! restored, so the exit status still says which signal it was. SIGPIPE is
+//! left as Rust sets it (ignored): a closed pipe then surfaces as an EPIPE
+//! error, which unwinds through `Staged`'s drop and removes the staging.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::{Duration, SystemTime};
+
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static INSTALL: Once = Once::new();
+static PIPE_W: AtomicI32 = AtomicI32::new(-1);
+
+/// The signals that end a conversion and trigger the cleanup.
+pub const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Staging left by a run whose process is gone is stale at once; staging
+/// whose name carries no process id (or a live one, which may be a reused
+/// id) only after this long.
+pub const STALE_AGE: Duration = Duration::from_secs(24 * 3600);
+
+fn live() -> MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Remember a staging directory until [`unregister`]; installs the signal
+/// handlers on first use.
+pub fn register(dir: &Path) {
+    INSTALL.call_once(install);
+    live().push(dir.to_path_buf());
+}
+
+pub fn unregister(dir: &Path) {
+    live().retain(|p| p != dir);
+}
+
+/// Hold off the signal cleanup while a commit moves files into place, so a
+/// signal in between leaves the complete output rather than half of it.
+pub fn hold() -> MutexGuard<'static, Vec<PathBuf>> {
+    live()
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = PIPE_W.load(Ordering::SeqCst);
+    let b = sig as u8;
+    // SAFETY: write(2) on a pipe is async-signal-safe; `b` lives on the stack.
+    unsafe {
+        libc::write(fd, &b as *const u8 as *const libc::c_void, 1);
+    }
+}
+
+fn install() {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills the two-element array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let (rd, wr) = (fds[0], fds[1]);
+    let spawned = std::thread::Builder::new()
+        .name("staging-cleanup".into())
+        .spawn(move || watch(rd));
+    if spawned.is_err() {
+        return;
+    }
+    PIPE_W.store(wr, Ordering::SeqCst);
+    for sig in SIGNALS {
+        // SAFETY: a zeroed sigaction is valid; we set handler, mask, flags.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            // A signal the parent told us to ignore (nohup) stays ignored.
+            libc::sigaction(sig, std::ptr::null(), &mut old);
+            if old.sa_sigaction == libc::SIG_IGN {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn watch(rd: libc::c_int) {
+    loop {
+        let mut b = 0u8;
+        // SAFETY: reads one byte into a live local.
+        let n = unsafe { libc::read(rd, &mut b as *mut u8 as *mut libc::c_void, 1) };
+        if n == 1 {
+            break terminate(b as libc::c_int);
+        }
+        if n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+fn terminate(sig: libc::c_int) {
+    {
+        let dirs = live();
+        for d in dirs.iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        // The lock is kept: no new staging may start now.
+        std::mem::forget(dirs);
+    }
+    // SAFETY: restore the default action and send the signal to the whole
+    // process, which ends it with that signal's status.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::kill(libc::getpid(), sig);
+    }
+    // Should the signal not end us (blocked elsewhere), still do not return.
+    std::process::exit(128 + sig);
+}
+
+/// The prefix of every staging directory of the output file `name`.
+pub fn stage_prefix(name: &str) -> String {
+    format!(".{name}.polytrace-")
+}
+
+/// The prefix of a new staging directory: it carries our process id, so a
+/// later run can tell a dead run's staging from a live one's.
+pub fn stage_prefix_for_us(name: &str) -> String {
+    format!("{}{}-", stage_prefix(name), std::process::id())
+}
+
+/// Remove the staging directories of `name` in `parent` that a run which
+/// no longer exists left behind (killed with SIGKILL, power loss). Returns
+/// the paths removed.
+pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
+    let prefix = stage_prefix(name);
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in rd.flatten() {
+        let fname = e.file_name();
+        let Some(rest) = fname.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        // Only directories we made: not symlinks, not files.
+        let Ok(md) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !md.is_dir() {
+            continue;
+        }
+        let old = md
+            .modified()
+            .ok()
+            .and_then(|m| SystemTime::now().duration_since(m).ok())
+            .is_some_and(|age| age > STALE_AGE);
+        let pid = rest
+            .split_once('-')
+            .and_then(|(p, _)| p.parse::<libc::pid_t>().ok())
+            .filter(|&p| p > 0);
+        let dead = pid.is_some_and(|p| {
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            let r = unsafe { libc::kill(p, 0) };
+            r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        });
+        let ours = pid == Some(std::process::id() as libc::pid_t);
+        if (dead || old) && !ours && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(e.path());
+        }
+    }
+    removed
+}

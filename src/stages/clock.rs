@@ -1,0 +1,173 @@
+//! Raw clocks keep their meaning: before a writer that takes raw clocks of
+//! one meaning (timeline: TSC; DLT and KPI: 0.1 ms ticks) or none at all,
+//! raw clocks of another or unknown meaning are left out (and counted), so
+//! the writer derives its own from the time. A writer that carries any raw
+//! clock (PCP, CTF) gets the meaning recorded in the header
+//! (`keys::RAW_CLOCK`). The decision is `formats::raw_clock_fate`, the same
+//! the mapping table prints.
+
+use crate::error::{Diagnostic, Result};
+use crate::formats::{raw_clock_fate, Fate, RawClock};
+use crate::model::{keys, ExtraValue, Header, Item, LossReport, TraceReader};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+pub struct RawClocks {
+    inner: Box<dyn TraceReader>,
+    header: Header,
+    stripped: u64,
+    why: &'static str,
+    /// Where the count goes at the end of the stream (one loss line).
+    loss: Rc<RefCell<LossReport>>,
+}
+
+impl RawClocks {
+    /// `source` is the declaration of the format the stream was read from,
+    /// `target` the one of the writer; raw clocks left out are reported
+    /// into `loss` when the stream ends.
+    pub fn wrap(
+        inner: Box<dyn TraceReader>,
+        source: RawClock,
+        target: RawClock,
+        loss: &Rc<RefCell<LossReport>>,
+    ) -> Box<dyn TraceReader> {
+        let mut header = inner.header().clone();
+        let meaning = header
+            .extras
+            .str(keys::RAW_CLOCK)
+            .map(str::to_string)
+            .or(match source {
+                RawClock::Native(m) => Some(m.to_string()),
+                _ => None,
+            });
+        match raw_clock_fate(meaning.as_deref(), target) {
+            Fate::Dropped(why) => {
+                header.extras.0.remove(keys::RAW_CLOCK);
+                Box::new(RawClocks {
+                    inner,
+                    header,
+                    stripped: 0,
+                    why,
+                    loss: loss.clone(),
+                })
+            }
+            _ => {
+                if target == RawClock::Carried {
+                    if let Some(m) = meaning {
+                        if header.extras.str(keys::RAW_CLOCK) != Some(&m) {
+                            header.extras.set(keys::RAW_CLOCK, ExtraValue::Str(m));
+                            return Box::new(Relabel { inner, header });
+                        }
+                    }
+                }
+                inner
+            }
+        }
+    }
+}
+
+impl TraceReader for RawClocks {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        let mut it = self.inner.next_item()?;
+        if it.is_none() && self.stripped > 0 {
+            let n = std::mem::take(&mut self.stripped);
+            *self
+                .loss
+                .borrow_mut()
+                .dropped
+                .entry(("raw clocks".into(), self.why.into()))
+                .or_default() += n;
+        }
+        let rc = match &mut it {
+            Some(Item::Event(e)) => &mut e.raw_clock,
+            Some(Item::Sample(s)) => &mut s.raw_clock,
+            Some(Item::Annotation(a)) => &mut a.raw_clock,
+            _ => return Ok(it),
+        };
+        if rc.take().is_some() {
+            self.stripped += 1;
+        }
+        Ok(it)
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        self.inner.diagnostics()
+    }
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        self.inner.native_counts()
+    }
+}
+
+/// The same stream with the raw clock's meaning named in the header.
+struct Relabel {
+    inner: Box<dyn TraceReader>,
+    header: Header,
+}
+
+impl TraceReader for Relabel {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+    fn next_item(&mut self) -> Result<Option<Item>> {
+        self.inner.next_item()
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        self.inner.diagnostics()
+    }
+    fn native_counts(&self) -> Vec<(String, u64)> {
+        self.inner.native_counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    fn stream(clock: Option<&str>) -> Box<dyn TraceReader> {
+        let mut h = Header::new(FormatId::Dlt, "1");
+        if let Some(c) = clock {
+            h.extras.set(keys::RAW_CLOCK, ExtraValue::Str(c.into()));
+        }
+        Box::new(VecReader::new(Trace {
+            header: h,
+            items: vec![Item::Annotation(Annotation {
+                time: Timestamp(1),
+                raw_clock: Some(50_706),
+                text: "x".into(),
+                extras: Extras::default(),
+            })],
+        }))
+    }
+
+    fn raw(source: RawClock, clock: Option<&str>, target: RawClock) -> (Option<u64>, u64) {
+        let loss = Rc::new(RefCell::new(LossReport::default()));
+        let mut r = RawClocks::wrap(stream(clock), source, target, &loss);
+        let v = match r.next_item().unwrap() {
+            Some(Item::Annotation(a)) => a.raw_clock,
+            _ => None,
+        };
+        assert!(r.next_item().unwrap().is_none());
+        let n = loss.borrow().dropped.values().sum();
+        (v, n)
+    }
+
+    #[test]
+    fn dlt_ticks_are_never_tsc_cycles() {
+        let dlt = RawClock::Native("dlt-0.1ms");
+        let tsc = RawClock::Native("tsc");
+        assert_eq!(raw(dlt, None, tsc), (None, 1));
+        assert_eq!(raw(dlt, None, dlt), (Some(50_706), 0));
+        // The recorder says its raw clock is a TSC, whatever its format.
+        assert_eq!(raw(dlt, Some("tsc"), tsc), (Some(50_706), 0));
+        assert_eq!(raw(dlt, Some("tsc"), dlt), (None, 1));
+        assert_eq!(raw(dlt, None, RawClock::None), (None, 1));
+        // Carried: kept, and its meaning recorded.
+        let loss = Rc::new(RefCell::new(LossReport::default()));
+        let r = RawClocks::wrap(stream(None), dlt, RawClock::Carried, &loss);
+        assert_eq!(r.header().extras.str(keys::RAW_CLOCK), Some("dlt-0.1ms"));
+        assert_eq!(raw(dlt, None, RawClock::Carried), (Some(50_706), 0));
+    }
+}
