@@ -1413,7 +1413,13 @@ fn timeline_priorities_become_log_levels_and_names_come_back() {
     let src = common::corpus().join("timeline/a2-priorities.dat");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("prio.dlt");
-    let (code, err) = convert(&src, "dlt", &out, &[]);
+    // Cycles only: a DLT file needs dates, so the test gives them.
+    let (code, err) = convert(
+        &src,
+        "dlt",
+        &out,
+        &["--tsc-hz", "2.5e9", "--time-origin", "2026-11-23T12:00:00Z"],
+    );
     assert_eq!(code, 0, "{err}");
     let before = types(&src, FormatId::Timeline);
     let after = types(&out, FormatId::Dlt);

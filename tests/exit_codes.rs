@@ -62,7 +62,7 @@ fn format_inherent_loss_is_exit_0_and_summarised_once_per_kind() {
     // DLT daemon messages into PCP, an MMV file's help text into LTT, its
     // strings into a timeline: what the target cannot hold by nature.
     for (src, to, kind) in [
-        ("kpi/kpi-capture.dlt", "pcp", "annotations"),
+        ("kpi/kpi-capture.dlt", "kpi", "events"),
         ("mmv/research_v2.mmv", "ltt", "help texts"),
         ("mmv/research_v2.mmv", "timeline", "sample values"),
     ] {
@@ -90,41 +90,25 @@ fn format_inherent_loss_is_exit_0_and_summarised_once_per_kind() {
 }
 
 #[test]
-fn nothing_to_write_is_an_error_with_one_line_per_kind() {
-    // Archive metrics and LTT events into KPI lines: KPI holds none of
-    // them. No empty file: exit 2, and the summary says why in one line
-    // per kind, whatever the number of metrics (23) or event types (15).
+fn nothing_to_write_is_an_error_that_says_why() {
+    // Sources without process data into KPI lines, events without --events
+    // into CSV: no empty file, exit 2, and the message says what is missing.
     let dir = tempfile::tempdir().unwrap();
-    for (src, want) in [
-        (
-            "pcp/live_v3",
-            "dropped: 136 values of 23 kinds (disk.dev.read 7, ",
-        ),
+    for (src, to, want) in [
         (
             "ltt/smp_example",
-            "dropped: 173151 events of 15 kinds (core.soft_irq 80030, ",
+            "kpi",
+            "no process data for KPI lines in ",
         ),
+        ("mmv/research_v2.mmv", "kpi", "it has no proc.* metrics"),
+        ("ltt/smp_example", "csv", "its 173151 events need --events"),
     ] {
-        let out = dir.path().join("out.kpi");
+        let out = dir.path().join(format!("out.{to}"));
         let input = common::corpus().join(src);
-        let (code, _, err) = pt(&["convert", "--to", "kpi", "-o"], &[&out, &input]);
-        assert_eq!(code, 2, "{err}");
-        assert!(
-            err.contains("nothing to write: the kpi format holds none"),
-            "{err}"
-        );
-        assert!(err.contains(want), "{err}");
-        // One line per kind and reason: no reason twice.
-        let reasons: Vec<&str> = err
-            .lines()
-            .filter(|l| l.starts_with("dropped:"))
-            .filter_map(|l| l.rsplit_once("): ").or_else(|| l.split_once("s: ")))
-            .map(|x| x.1)
-            .collect();
-        let mut unique = reasons.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), reasons.len(), "{err}");
+        let (code, _, err) = pt(&["convert", "--to", to, "-o"], &[&out, &input]);
+        assert_eq!(code, 2, "{src} --to {to}: {err}");
+        assert!(err.contains(want), "{src} --to {to}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
         assert!(entries(dir.path()).is_empty());
     }
 }
@@ -157,12 +141,12 @@ fn strict_refuses_any_loss_and_writes_nothing() {
     let input = common::corpus().join("kpi/kpi-capture.dlt");
     let out = dir.path().join("out");
     let (code, _, err) = pt(
-        &["convert", "--strict", "--to", "pcp", "-o"],
+        &["convert", "--strict", "--to", "kpi", "-o"],
         &[&out, &input],
     );
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("nothing written") && err.contains("dropped: 13 annotations"),
+        err.contains("nothing written") && err.contains("dropped: 8 DLTD.INTM events"),
         "{err}"
     );
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
@@ -222,10 +206,7 @@ fn batch_with_a_damaged_and_a_failing_input_is_3() {
         !written.iter().any(|f| f.starts_with("cycles")),
         "{written:?}"
     );
-    assert!(
-        written.contains(&"damaged.dlt.meta".to_string()),
-        "{written:?}"
-    );
+    assert!(written.contains(&"damaged.meta".to_string()), "{written:?}");
     // Without the failing input: salvaged only is 1, all good is 0, and a
     // format-inherent loss (the capture's 13 daemon messages) is "ok".
     std::fs::remove_file(src.join("cycles.dat")).unwrap();

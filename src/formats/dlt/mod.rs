@@ -64,52 +64,85 @@ pub const INFO: FormatInfo = FormatInfo {
     undated: false,
 };
 
-/// The DLT writer groups as KPI lines do; annotations become log messages.
+/// KPI data is grouped as KPI lines are; every other event, value and
+/// annotation becomes a verbose log message of its own.
 pub const WRITES: &[Rule] = &[
     Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
         .from(&[FormatId::Kpi, FormatId::Dlt]),
-    Rule::some_dropped(
+    Rule::kept(
+        Kind::Events,
+        "one verbose log message each: APID from the category, CTID from the name, fields as typed arguments",
+    ),
+    Rule::some_degraded(
         Kind::Events,
         "events",
-        "all but kpi NEW/STP/CHK",
-        "KPI lines carry only NEW/STP/CHK events",
+        "events with a CPU",
+        "their CPU is not kept: DLT messages have none",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "enum fields",
+        "enum values written as their label strings",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "array and struct fields",
+        "arrays and structs written as their text",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "events",
+        "over 255 fields or 64 KiB",
+        "more than a DLT message holds (255 arguments, 64 KiB): cut to fit",
     ),
     Rule::kept(
         Kind::Samples,
         "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
     )
     .from(&[FormatId::Kpi, FormatId::Dlt]),
-    Rule::some_dropped(
+    Rule::kept(
         Kind::Samples,
-        "values",
-        "all but kpi.proc.* and kpi.irq.count",
-        "KPI lines carry only kpi.proc.* and kpi.irq.count",
+        "one log message per value: metric name, instance name, typed value",
     ),
     Rule::some_dropped(
         Kind::Samples,
-        "error values",
+        "error codes",
         "per-metric error codes",
-        "KPI lines have no error codes",
+        "DLT messages carry values, not PCP error codes",
     ),
     Rule::some_degraded(
         Kind::Samples,
         "values",
-        "non-integers",
-        "rounded to an integer",
+        "values without a DLT type",
+        "written as text or cut to fit a DLT message",
     ),
-    Rule::kept(Kind::Metrics, "implied by the dataset kinds"),
-    Rule::kept(Kind::Indoms, "process and IRQ names in the datasets"),
-    Rule::kept(Kind::Help, "the kpi.* help is implied by the lines")
+    Rule::some_degraded(
+        Kind::Samples,
+        "datasets",
+        "KPI datasets over the payload limit",
+        "longer than a message can hold: cut to fit",
+    ),
+    Rule::kept(Kind::Metrics, "by name in each value message"),
+    Rule::kept(Kind::Indoms, "instance names in each value message"),
+    Rule::kept(Kind::Help, "the kpi.* help is implied by the datasets")
         .from(&[FormatId::Kpi, FormatId::Dlt]),
     Rule::some_dropped(
         Kind::Help,
         "help texts",
         "help of other metrics",
-        "KPI lines have no help text",
+        "DLT messages have no help text",
     ),
-    Rule::dropped(Kind::Labels, "label sets", "KPI lines have no labels"),
-    Rule::dropped(Kind::Marks, "marks", "DLT KPI files have no marks"),
+    Rule::dropped(Kind::Labels, "label sets", "DLT messages have no labels"),
+    Rule::dropped(Kind::Marks, "marks", "DLT files have no marks"),
     Rule::kept(Kind::Annotations, "as log messages"),
+    Rule::some_degraded(
+        Kind::Annotations,
+        "annotations",
+        "longer than a message",
+        "longer than a message can hold: cut to fit",
+    ),
 ];
 
 impl Format for DltFormat {

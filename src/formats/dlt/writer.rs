@@ -857,7 +857,26 @@ impl<W: Write> TraceWriter for DltWriter<W> {
                 self.grouper.item(item, &mut self.loss);
                 Ok(())
             }
-            Item::Help(_) | Item::Labels(_) => Ok(()),
+            Item::Help(h) => {
+                // The kpi.* help is implied by the KPI datasets; other help
+                // has no place in a DLT message.
+                let kpi = match h.target {
+                    HelpTarget::Metric(id) => self.metrics.get(&id).is_some_and(|m| m.kpi),
+                    HelpTarget::Indom(d) => {
+                        self.metrics.values().any(|m| m.kpi && m.indom == Some(d))
+                    }
+                };
+                if !kpi {
+                    self.loss
+                        .drop_item("help texts", "DLT messages have no help text");
+                }
+                Ok(())
+            }
+            Item::Labels(_) => {
+                self.loss
+                    .drop_item("label sets", "DLT messages have no labels");
+                Ok(())
+            }
             Item::Event(e) => self.event(e),
             Item::Sample(s) => self.sample(s),
             Item::Annotation(a) => self.note(a),

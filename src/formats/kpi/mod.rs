@@ -88,6 +88,48 @@ pub const KPI_WRITES: &[Rule] = &[
         "non-integers",
         "rounded to an integer",
     ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "proc.*, hinv.ncpu and interrupt values",
+        "process data of other sources",
+        "turned into KPI datasets (dlt-kpi units)",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "KPI ACT cpu",
+        "without system time",
+        "the source has no proc.psinfo.stime: utime only",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "KPI ACT rss",
+        "without resident size",
+        "the source has no proc.psinfo.rss or proc.memory.rss: written as 0",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "KPI ACT ctx",
+        "without context switches",
+        "the source has no proc.psinfo.vctxsw/nvctxsw: written as 0",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "KPI ACT io",
+        "without I/O counters",
+        "the source has no proc.io.rchar/wchar or read_bytes/write_bytes: written as 0",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "KPI NEW ppid",
+        "without parent pids",
+        "the source has no proc.psinfo.ppid: written as 0",
+    ),
+    Rule::some_degraded(
+        Kind::Samples,
+        "KPI ACT cpu",
+        "without a CPU count",
+        "the source has no hinv.ncpu: per mille of one CPU",
+    ),
     Rule::kept(Kind::Metrics, "implied by the dataset kinds"),
     Rule::kept(Kind::Indoms, "process and IRQ names in the datasets"),
     Rule::kept(Kind::Help, "the kpi.* help is implied by the lines")
