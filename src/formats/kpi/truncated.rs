@@ -221,7 +221,7 @@ mod tests {
             t(Kind::Act, &format!("1;2;3;4;5;6 7;0{M}"), None),
             Some((12, false))
         );
-        assert_eq!(t(Kind::Stp, &M.to_string(), None), Some((0, false)));
+        assert_eq!(t(Kind::Stp, M, None), Some((0, false)));
         assert_eq!(t(Kind::Stp, "12 13", None), None);
     }
 
