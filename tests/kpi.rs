@@ -865,9 +865,10 @@ fn files_cut_inside_their_last_record_stay_errors() {
             assert_eq!(code, Some(1), "cut at {cut}: {err}");
             assert!(wrote);
         }
+        // Named at the diagnostic: line 54, after messages 0–52.
         let (code, err, _) = convert(&lp, false);
         assert!(
-            err.contains("Cannot read") && err.contains("record 53"),
+            err.contains("Cannot read") && err.contains("record 54"),
             "{code:?} {err}"
         );
         let (want, _) = kpi_content(&dlt, FormatId::Dlt, true).unwrap();
