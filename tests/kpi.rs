@@ -954,3 +954,52 @@ fn dlt_writer_tails_are_where_libdlt_put_them() {
         assert!(diff.iter().all(|(_, r)| r.ends_with(&format!("{MARKER}]"))));
     }
 }
+
+/// The KPI line writer takes `--dlt-truncated-tails` too: its lines carry
+/// the tails the DLT writer puts into messages, and read back to the same
+/// datasets as that `.dlt`.
+#[test]
+fn kpi_lines_with_tails_read_like_the_dlt_with_tails() {
+    let dir = tempfile::tempdir().unwrap();
+    let irq16 = common::testdata().join("kpi/irq16.convert-a.txt");
+    let mut outs = vec![];
+    for to in ["kpi", "dlt"] {
+        let p = dir.path().join(format!("tails.{to}"));
+        let out = Command::new(common::bin())
+            .arg("convert")
+            .arg(&irq16)
+            // 1000: the 900-character command line fits (the DLT writer
+            // would cut it below 917, the line writer would not).
+            .args([
+                "-q",
+                "--dlt-truncated-tails",
+                "--dlt-payload-max",
+                "1000",
+                "--to",
+                to,
+                "-o",
+            ])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        outs.push(p);
+    }
+    let text = std::fs::read_to_string(&outs[0]).unwrap();
+    let tails = text.matches(&format!("{MARKER}]\n")).count();
+    let dlt = std::fs::read(&outs[1]).unwrap();
+    let in_dlt = dlt
+        .windows(MARKER.len())
+        .filter(|w| *w == MARKER.as_bytes())
+        .count();
+    assert!(tails > 5 && tails == in_dlt, "{tails} {in_dlt}");
+    let (want, _) = kpi_content(&outs[1], FormatId::Dlt, false).unwrap();
+    let (got, diags) = kpi_content(&outs[0], FormatId::Kpi, false).unwrap();
+    assert_same_content(&want, &got, "KPI lines with tails");
+    let dropped = format!("dropped {tails} truncated duplicate");
+    assert!(diags.iter().any(|d| d.contains(&dropped)), "{diags:?}");
+}
