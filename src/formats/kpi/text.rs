@@ -658,7 +658,9 @@ impl<W: Write> KpiTextWriter<W> {
             ctx: pad(opts.ctx_id.as_deref().unwrap_or("PROC")),
             line: Vec::with_capacity(2048),
             payload_max: opts.dlt_payload_max.unwrap_or(DEFAULT_PAYLOAD_MAX),
-            tails: opts.dlt_truncated_tails,
+            // Bare lines carry no argument count to find a tail by, and
+            // no libdlt message ever made them: tails only in -a lines.
+            tails: opts.dlt_truncated_tails && style == Style::Convert,
             // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
             // clock; the recorder (source kpi too) carries a TSC.
             tmsp_from_raw: raw_clock_is_tmsp(header),
