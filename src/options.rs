@@ -38,6 +38,9 @@ pub struct WriteOptions {
     pub ctx_id: Option<String>,
     pub session_id: Option<u32>,
     pub dlt_payload_max: Option<usize>,
+    /// DLT (and KPI lines): end a split KPI message with libdlt's truncated
+    /// copy of the dataset that did not fit, as libdlt ≥ 2.18.4 does.
+    pub dlt_truncated_tails: bool,
     /// KPI text: "bare" dataset lines or "dlt" (`dlt-convert -a` lines);
     /// default: dlt when the source has absolute time, else bare.
     pub kpi_style: Option<String>,
