@@ -96,6 +96,21 @@ pub struct InputArgs {
     /// On damaged input keep everything before the damage and exit 1.
     #[arg(long, help_heading = "Input")]
     pub salvage: bool,
+    /// Place the first data item at this time (RFC 3339 or epoch seconds):
+    /// gives a source with relative time or cycles (with --tsc-hz) the
+    /// dates a PCP archive or DLT file needs.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Time window")]
+    pub time_origin: Option<crate::model::Timestamp>,
+    /// The format read options, parsed from [`FormatReadArgs`] (declared
+    /// after the output options so that `--help` lists the formats' headings
+    /// after Input, Time window, Filters and Output) and moved in here.
+    #[arg(skip)]
+    pub fmt: FormatReadArgs,
+}
+
+/// How some formats are read (under each format's heading in `--help`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct FormatReadArgs {
     /// Application id of KPI messages (default PROC).
     #[arg(long, value_name = "APID", help_heading = "DLT")]
     pub kpi_app: Option<String>,
@@ -108,11 +123,6 @@ pub struct InputArgs {
     /// Epoch time of TSC 0 (RFC 3339 or epoch seconds).
     #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Timeline")]
     pub tsc_anchor: Option<crate::model::Timestamp>,
-    /// Place the first data item at this time (RFC 3339 or epoch seconds):
-    /// gives a source with relative time or cycles (with --tsc-hz) the
-    /// dates a PCP archive or DLT file needs.
-    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Time window")]
-    pub time_origin: Option<crate::model::Timestamp>,
     /// Page size for RSS pages (default 4096).
     #[arg(long, value_name = "BYTES", help_heading = "KPI")]
     pub page_size: Option<u64>,
@@ -125,11 +135,11 @@ impl InputArgs {
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions {
             salvage: self.salvage,
-            kpi_app: self.kpi_app.clone(),
-            kpi_ctx: self.kpi_ctx.clone(),
-            tsc_hz: self.tsc_hz,
-            tsc_anchor: self.tsc_anchor,
-            page_size: self.page_size,
+            kpi_app: self.fmt.kpi_app.clone(),
+            kpi_ctx: self.fmt.kpi_ctx.clone(),
+            tsc_hz: self.fmt.tsc_hz,
+            tsc_anchor: self.fmt.tsc_anchor,
+            page_size: self.fmt.page_size,
         }
     }
 }
@@ -194,12 +204,21 @@ pub struct OutputArgs {
     /// Maximum payload bytes per message (libdlt default 1390).
     #[arg(long, value_name = "BYTES", help_heading = "DLT")]
     pub dlt_payload_max: Option<usize>,
+    /// End each split KPI message with libdlt's truncated copy of the next
+    /// dataset (`... <<Message truncated, too long>>`), as libdlt ≥ 2.18.4 does
+    /// (also for KPI lines).
+    #[arg(long, help_heading = "DLT")]
+    pub dlt_truncated_tails: bool,
     /// Write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
     #[arg(long, value_parser = ["bare", "dlt"], help_heading = "KPI")]
     pub kpi_style: Option<String>,
     /// Block size of the tracefiles (default: the source's, else 100000).
     #[arg(long, value_name = "BYTES", help_heading = "LTT")]
     pub ltt_block_size: Option<u64>,
+    /// Write a plain trace, without the polytrace self-description that
+    /// lets a non-LTT source come back exactly.
+    #[arg(long, help_heading = "LTT")]
+    pub ltt_plain: bool,
     /// Counters as rates per second (default: raw values).
     #[arg(long, help_heading = "CSV")]
     pub rate: bool,
@@ -242,8 +261,10 @@ impl OutputArgs {
             ctx_id: self.ctx_id.clone(),
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
+            dlt_truncated_tails: self.dlt_truncated_tails,
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
+            ltt_plain: self.ltt_plain,
             rate: self.rate,
             units_row: self.units_row,
             delimiter: self.delimiter,

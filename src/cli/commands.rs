@@ -17,9 +17,20 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Formats(a) if a.mapping => mapping_table(),
         Command::Formats(_) => formats_table(),
-        Command::Convert(a) => convert(*a, quiet),
-        Command::Dump(a) => dump(a, quiet),
-        Command::Info(a) => info(a, quiet),
+        // The format read options are parsed apart (for the order of
+        // `--help`'s headings) and read through the input options.
+        Command::Convert(mut a) => {
+            a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            convert(*a, quiet)
+        }
+        Command::Dump(mut a) => {
+            a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            dump(a, quiet)
+        }
+        Command::Info(mut a) => {
+            a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            info(a, quiet)
+        }
         Command::Check(a) => check(a, quiet),
         Command::Record(a) => super::record::run(&a, quiet),
         Command::Completions(a) => completions(a.shell),
@@ -282,7 +293,17 @@ fn info(a: InfoCmd, quiet: bool) -> Result<u8> {
             writeln!(out)?;
         } else {
             writeln!(out, "file:      {}", names.join(", "))?;
-            writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+            match sources.as_slice() {
+                // A polytrace-written LTT trace gives back the stream it carries.
+                [one] if one.fmt.id() != h.source => writeln!(
+                    out,
+                    "format:    {} (carrying a {} stream, version {})",
+                    one.fmt.id(),
+                    h.source,
+                    h.version
+                )?,
+                _ => writeln!(out, "format:    {} (version {})", h.source, h.version)?,
+            }
             writeln!(out, "time base: {}", h.time_base.describe())?;
             if let Some(host) = &h.host {
                 writeln!(out, "host:      {host}")?;
