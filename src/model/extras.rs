@@ -3,7 +3,6 @@
 //! (`mmv.flags`, `pcp.label.zoneinfo`, `ltt.block_size`, `timeline.msg_id`);
 //! each format module defines the keys it uses as constants.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,21 +39,15 @@ impl std::fmt::Display for ExtraValue {
     }
 }
 
-/// Keys are mostly the formats' constants: borrowed, so that setting one
-/// on every item allocates nothing for the key ([`Extras::set_static`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Extras(pub BTreeMap<Cow<'static, str>, ExtraValue>);
+pub struct Extras(pub BTreeMap<String, ExtraValue>);
 
 impl Extras {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
     pub fn set(&mut self, key: &str, v: ExtraValue) {
-        self.0.insert(Cow::Owned(key.to_string()), v);
-    }
-    /// [`Extras::set`] for a constant key (no copy of the key).
-    pub fn set_static(&mut self, key: &'static str, v: ExtraValue) {
-        self.0.insert(Cow::Borrowed(key), v);
+        self.0.insert(key.to_string(), v);
     }
     pub fn get(&self, key: &str) -> Option<&ExtraValue> {
         self.0.get(key)

@@ -286,20 +286,20 @@ impl State {
         let skip = named.is_some() as usize;
         let type_id = self.type_of(m, &argv, named, control);
         let mut x = Extras::default();
-        x.set_static(X_ECU, id_value(&m.ecu_id()));
-        x.set_static(X_MCNT, ExtraValue::U64(m.mcnt as u64));
+        x.set(X_ECU, id_value(&m.ecu_id()));
+        x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
         if let Some(s) = m.session {
-            x.set_static(X_SESSION, ExtraValue::U64(s as u64));
+            x.set(X_SESSION, ExtraValue::U64(s as u64));
         }
         if let Some(t) = m.tmsp {
-            x.set_static(X_TMSP, ExtraValue::U64(t as u64));
+            x.set(X_TMSP, ExtraValue::U64(t as u64));
         }
-        x.set_static(X_STORAGE, ExtraValue::I64(storage_ns(m)));
-        x.set_static(X_HTYP, ExtraValue::U64(m.htyp as u64));
+        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
+        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
         if let Some(e) = m.ext.filter(|e| !e.verbose()) {
-            x.set_static(X_NOAR, ExtraValue::U64(e.noar as u64));
+            x.set(X_NOAR, ExtraValue::U64(e.noar as u64));
         }
-        x.set_static(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
+        x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
         self.queue.push_back(Item::Event(Event {
             time,
             raw_clock: raw,
@@ -391,10 +391,9 @@ impl State {
         }
         let mut t = EventType::new(id, &category, &name, fields);
         t.framing = control;
-        t.extras
-            .set_static(X_VERBOSE, ExtraValue::Bool(m.verbose()));
+        t.extras.set(X_VERBOSE, ExtraValue::Bool(m.verbose()));
         if let Some(e) = ext {
-            t.extras.set_static(X_MSIN, ExtraValue::U64(e.msin as u64));
+            t.extras.set(X_MSIN, ExtraValue::U64(e.msin as u64));
             let (ty, sub) = text::type_names(e.msin);
             t.description = Some(format!("DLT {ty} {sub} message").replace("  ", " "));
             if e.mstp() == layout::TYPE_LOG {
@@ -407,13 +406,13 @@ impl State {
             t.description = Some("DLT message without extended header".into());
         }
         if !tis.is_empty() {
-            t.extras.set_static(X_TYPE_INFO, ExtraValue::List(tis));
+            t.extras.set(X_TYPE_INFO, ExtraValue::List(tis));
         }
         if units
             .iter()
             .any(|u| !matches!(u, ExtraValue::Str(s) if s.is_empty()))
         {
-            t.extras.set_static(X_UNITS, ExtraValue::List(units));
+            t.extras.set(X_UNITS, ExtraValue::List(units));
         }
         self.queue.push_back(Item::EventType(Arc::new(t)));
         id
@@ -423,22 +422,22 @@ impl State {
         self.text.clear();
         text::payload(m, &mut self.text);
         let mut x = Extras::default();
-        x.set_static(X_ECU, id_value(&m.ecu_id()));
+        x.set(X_ECU, id_value(&m.ecu_id()));
         if let Some(e) = m.ext {
-            x.set_static(X_APID, id_value(&e.apid));
-            x.set_static(X_CTID, id_value(&e.ctid));
-            x.set_static(X_MSIN, ExtraValue::U64(e.msin as u64));
+            x.set(X_APID, id_value(&e.apid));
+            x.set(X_CTID, id_value(&e.ctid));
+            x.set(X_MSIN, ExtraValue::U64(e.msin as u64));
         }
-        x.set_static(X_MCNT, ExtraValue::U64(m.mcnt as u64));
+        x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
         if let Some(s) = m.session {
-            x.set_static(X_SESSION, ExtraValue::U64(s as u64));
+            x.set(X_SESSION, ExtraValue::U64(s as u64));
         }
         if let Some(t) = m.tmsp {
-            x.set_static(X_TMSP, ExtraValue::U64(t as u64));
+            x.set(X_TMSP, ExtraValue::U64(t as u64));
         }
-        x.set_static(X_STORAGE, ExtraValue::I64(storage_ns(m)));
-        x.set_static(X_HTYP, ExtraValue::U64(m.htyp as u64));
-        x.set_static(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
+        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
+        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
+        x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
         self.queue.push_back(Item::Annotation(Annotation {
             time,
             raw_clock: raw,
@@ -475,7 +474,7 @@ impl State {
         match it {
             Item::Event(e) => {
                 if let Some(t) = event_storage {
-                    e.extras.set_static(X_STORAGE, ExtraValue::I64(t));
+                    e.extras.set(X_STORAGE, ExtraValue::I64(t));
                 }
             }
             Item::Sample(s) => {
@@ -484,7 +483,7 @@ impl State {
                     .str(crate::formats::kpi::schema::X_KIND)
                     .and_then(|k| self.beg_storage.get(k));
                 if let Some(t) = beg {
-                    s.extras.set_static(X_STORAGE, ExtraValue::I64(*t));
+                    s.extras.set(X_STORAGE, ExtraValue::I64(*t));
                 }
             }
             _ => {}
@@ -572,15 +571,13 @@ impl DltReader {
             ExtraValue::Str(crate::model::keys::CLOCK_DLT.into()),
         );
         if let Some(s) = segs.first() {
-            header.extras.set_static(X_OFFSET, ExtraValue::I64(s.1));
+            header.extras.set(X_OFFSET, ExtraValue::I64(s.1));
         }
         if let Some(e) = pre.ecu {
-            header.extras.set_static(X_ECU, id_value(&e));
+            header.extras.set(X_ECU, id_value(&e));
         }
         if let Some(s) = pre.session {
-            header
-                .extras
-                .set_static(X_SESSION, ExtraValue::U64(s as u64));
+            header.extras.set(X_SESSION, ExtraValue::U64(s as u64));
         }
         let sc = Scanner::new(super::open_raw(input)?, input.path.clone(), opts.salvage);
         Ok(DltReader {

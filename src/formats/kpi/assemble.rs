@@ -70,8 +70,8 @@ impl Assembler {
 
     fn group_extras(kind: Kind, group: u64) -> Extras {
         let mut x = Extras::default();
-        x.set_static(X_KIND, ExtraValue::Str(kind.name().into()));
-        x.set_static(X_GROUP, ExtraValue::U64(group));
+        x.set(X_KIND, ExtraValue::Str(kind.name().into()));
+        x.set(X_GROUP, ExtraValue::U64(group));
         x
     }
 
@@ -163,11 +163,11 @@ impl Assembler {
             let ev = |type_id, fields| {
                 let mut extras = Self::group_extras(kind, group);
                 if beg_time != time {
-                    extras.set_static(X_BEG_TIME, ExtraValue::I64(beg_time.0));
+                    extras.set(X_BEG_TIME, ExtraValue::I64(beg_time.0));
                 }
                 if beg_raw != raw_clock {
                     if let Some(r) = beg_raw {
-                        extras.set_static(X_BEG_RAW, ExtraValue::U64(r));
+                        extras.set(X_BEG_RAW, ExtraValue::U64(r));
                     }
                 }
                 Item::Event(Event {
