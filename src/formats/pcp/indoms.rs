@@ -350,11 +350,14 @@ mod tests {
 
     /// (type, time ns, [(inst, name or None)]) of each record in `b`,
     /// read back by the archive reader's parser.
-    fn records(b: &[u8]) -> Vec<(i32, i64, Vec<(i32, Option<String>)>)> {
+    /// (record type, time, entries) of an instance-domain record.
+    type Rec = (i32, i64, Vec<(i32, Option<String>)>);
+
+    fn records(b: &[u8]) -> Vec<Rec> {
         records_v(Version::V3, b)
     }
 
-    fn records_v(v: Version, b: &[u8]) -> Vec<(i32, i64, Vec<(i32, Option<String>)>)> {
+    fn records_v(v: Version, b: &[u8]) -> Vec<Rec> {
         let mut out = Vec::new();
         let mut o = 0;
         while o < b.len() {
