@@ -18,11 +18,14 @@ PT=$PWD/target/release/polytrace
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# time1 CMD... -> "wall cpu" of one run (output files are removed before).
+# time1 CMD... -> "wall cpu" of one run (output files are removed before);
+# wall from the shell's microsecond clock (cat takes a few milliseconds).
 time1() {
-    local tf="$WORK/time"
-    /usr/bin/time -f "%e %U %S" -o "$tf" "$@" > /dev/null 2>&1 || true
-    awk '{ printf "%s %.2f", $1, $2 + $3 }' "$tf"
+    local tf="$WORK/time" t0 t1
+    t0=$EPOCHREALTIME
+    /usr/bin/time -f "%U %S" -o "$tf" "$@" > /dev/null 2>&1 || true
+    t1=$EPOCHREALTIME
+    awk -v a="$t0" -v b="$t1" '{ printf "%.4f %.2f", b - a, $1 + $2 }' "$tf"
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -46,11 +49,11 @@ row() {
     mow=$(printf '%s\n' "${ow[@]}" | median); moc=$(printf '%s\n' "${oc[@]}" | median)
     mpw=$(printf '%s\n' "${pw[@]}" | median); mpc=$(printf '%s\n' "${pc[@]}" | median)
     awk -v n="$name" -v ow="$mow" -v oc="$moc" -v pw="$mpw" -v pc="$mpc" 'BEGIN {
-        printf "%-34s %7.2fs %7.2fs %9.2fs %7.2fs %8.2fx %8.2fx\n", n, ow, oc, pw, pc,
+        printf "%-46s %7.3fs %7.2fs %9.3fs %7.2fs %8.2fx %8.2fx\n", n, ow, oc, pw, pc,
             (pw > 0 ? ow / pw : 0), (pc > 0 ? oc / pc : 0) }'
 }
 
-printf '%-34s %8s %8s %10s %8s %9s %9s\n' work "wall" "cpu" "peer wall" "cpu" "wall/peer" "cpu/peer"
+printf '%-46s %8s %8s %10s %8s %9s %9s\n' work "wall" "cpu" "peer wall" "cpu" "wall/peer" "cpu/peer"
 for set in pcp-pidstat-process-args bozo-20170904; do
     for f in "$TS/$set".*; do
         b=$(basename "$f")
