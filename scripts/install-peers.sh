@@ -13,7 +13,7 @@
 # `dpkg --configure -a`, which is what actually leaves the tools usable.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools babeltrace2 xz-utils bzip2 gzip chromium man-db groff-base)
+PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools dlt-viewer babeltrace2 xz-utils bzip2 gzip chromium man-db groff-base)
 # Node.js from Debian only where the machine has none of its own.
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 VIEWER_DIR=${POLYTRACE_VIEWER_DIR:-/usr/local/lib/polytrace-viewer}
@@ -50,7 +50,7 @@ fi
 
 # Prove the tools run, not just that packages are marked installed.
 pmdumplog -l /var/lib/pcp/testsuite/archives/omnibus_v3 >/dev/null
-command -v pmlogcheck pmrep dlt-convert babeltrace2 chromium node man >/dev/null
+command -v pmlogcheck pmrep dlt-convert dlt-viewer babeltrace2 chromium node man >/dev/null
 test -x /var/lib/pcp/pmdas/mmv/mmvdump
 NODE_PATH=$VIEWER_DIR/node_modules node -e "require('playwright-core'); require.resolve('speedscope/package.json')"
 echo "install-peers: ok" >&2

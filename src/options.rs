@@ -38,11 +38,17 @@ pub struct WriteOptions {
     pub ctx_id: Option<String>,
     pub session_id: Option<u32>,
     pub dlt_payload_max: Option<usize>,
+    /// DLT (and KPI lines): end a split KPI message with libdlt's truncated
+    /// copy of the dataset that did not fit, as libdlt ≥ 2.18.4 does.
+    pub dlt_truncated_tails: bool,
     /// KPI text: "bare" dataset lines or "dlt" (`dlt-convert -a` lines);
     /// default: dlt when the source has absolute time, else bare.
     pub kpi_style: Option<String>,
     /// LTT: block size of the tracefiles (default: the source's, else 100000).
     pub ltt_block_size: Option<u64>,
+    /// LTT: no `polytrace` self-description (a plain trace of the era; a
+    /// non-LTT source then does not come back exactly).
+    pub ltt_plain: bool,
     /// CSV: counters as rates per second instead of raw values.
     pub rate: bool,
     /// CSV: a second header line with each column's units.

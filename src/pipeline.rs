@@ -70,7 +70,11 @@ pub type SharedLoss = std::rc::Rc<std::cell::RefCell<LossReport>>;
 /// holds them as event records), and KPI lines come from any process data.
 /// What the stages drop or degrade is in the returned report once the
 /// stream has been read.
-pub fn adapt(reader: Box<dyn TraceReader>, to: &dyn Format) -> (Box<dyn TraceReader>, SharedLoss) {
+pub fn adapt(
+    reader: Box<dyn TraceReader>,
+    to: &dyn Format,
+    wopts: &WriteOptions,
+) -> (Box<dyn TraceReader>, SharedLoss) {
     let loss = SharedLoss::default();
     let mut reader = reader;
     let source = reader.header().source;
@@ -84,7 +88,7 @@ pub fn adapt(reader: Box<dyn TraceReader>, to: &dyn Format) -> (Box<dyn TraceRea
         reader = crate::stages::RawClocks::wrap(
             reader,
             formats::get(source).info().raw_clock,
-            to.info().raw_clock,
+            to.raw_clock(wopts),
             &loss,
         );
     }
@@ -200,7 +204,7 @@ pub fn convert(
     check_dates(reader.header(), inputs, to, wopts)?;
     let source = reader.header().source;
     let mut out = ConvertOutcome::default();
-    let (mut reader, adapter_loss) = adapt(reader, to);
+    let (mut reader, adapter_loss) = adapt(reader, to, wopts);
     let header = reader.header().clone();
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;

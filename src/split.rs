@@ -133,7 +133,7 @@ pub fn convert_split(
     }
     crate::pipeline::check_dates(reader.header(), inputs, to, wopts)?;
     let source = reader.header().source;
-    let (mut reader, adapter_loss) = adapt(reader, to);
+    let (mut reader, adapter_loss) = adapt(reader, to, wopts);
     let header = reader.header().clone();
     let mut result = ConvertOutcome::default();
     let mut done: Vec<Staged> = Vec::new();

@@ -475,3 +475,36 @@ fn bad_delimiters_are_usage_errors() {
         assert!(o.stdout.is_empty());
     }
 }
+
+#[test]
+fn batch_counts_an_input_without_samples_as_skipped() {
+    // A timeline holds events only: nothing for the CSV table, which is
+    // "nothing to write" (skipped), not a failed input.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in");
+    std::fs::create_dir_all(&src).unwrap();
+    let c = common::corpus();
+    std::fs::copy(c.join("mmv/research_v2.mmv"), src.join("r.mmv")).unwrap();
+    std::fs::copy(c.join("timeline/a2-priorities.dat"), src.join("events.dat")).unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(common::bin())
+        .args(["convert", "--to", "csv", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("1 ok, 0 salvaged, 0 failed, 1 skipped"),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("skipped")
+            && l.contains("events.dat")
+            && l.contains("--events")),
+        "{err}"
+    );
+    assert!(out.join("r.csv").is_file());
+    assert!(!out.join("events.csv").exists());
+}

@@ -59,11 +59,12 @@ fn damaged_dlt(dir: &Path) -> PathBuf {
 #[test]
 fn format_inherent_loss_is_exit_0_and_summarised_once_per_kind() {
     let dir = tempfile::tempdir().unwrap();
-    // DLT daemon messages into PCP, an MMV file's help text into LTT, its
-    // strings into a timeline: what the target cannot hold by nature.
+    // DLT daemon messages into KPI lines, an MMV file's help text into
+    // Chrome JSON, its strings into a timeline: what the target cannot hold
+    // by nature.
     for (src, to, kind) in [
         ("kpi/kpi-capture.dlt", "kpi", "events"),
-        ("mmv/research_v2.mmv", "ltt", "help texts"),
+        ("mmv/research_v2.mmv", "chrome-json", "help texts"),
         ("mmv/research_v2.mmv", "timeline", "sample values"),
     ] {
         let out = dir

@@ -527,3 +527,479 @@ fn pcp_new_datasets_name_the_processes_proc_psinfo_cmd_lists() {
     // Processes that went away have an STP, later than their NEW.
     assert!(text.contains("[STP "), "no STP");
 }
+
+// ------------------------------------------- field listings (issue 19)
+
+use polytrace::model::FormatId;
+use std::path::Path;
+
+/// The KPI content of a file as one reader sees it, dataset by dataset:
+/// NEW/STP/CHK events (type, group, tmsp, storage time, fields), ACT/IRQ
+/// samples (group, tmsp, storage time, values) and the instance-domain
+/// changes. Storage time is the listing's date column for KPI text and
+/// `dlt.storage_ns` for `.dlt`. Returns the content and the diagnostics, or
+/// the error.
+fn kpi_content(
+    path: &Path,
+    id: FormatId,
+    salvage: bool,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    use polytrace::formats::kpi::schema;
+    use polytrace::model::Item;
+    let input = polytrace::input::Input::resolve(path).map_err(|e| e.to_string())?;
+    let ro = polytrace::options::ReadOptions {
+        salvage,
+        ..Default::default()
+    };
+    let mut r = polytrace::formats::get(id)
+        .open(&input, &ro)
+        .map_err(|e| e.to_string())?;
+    let storage = |x: &polytrace::model::Extras, t: i64| match id {
+        FormatId::Dlt => x.i64("dlt.storage_ns").unwrap(),
+        _ => t,
+    };
+    let mut out = Vec::new();
+    loop {
+        match r.next_item() {
+            Ok(Some(Item::Event(e))) if (1..=3).contains(&e.type_id) => out.push(format!(
+                "E{} g{} tmsp {:?} at {} {:?}",
+                e.type_id,
+                e.extras.u64(schema::X_GROUP).unwrap(),
+                e.raw_clock,
+                storage(&e.extras, e.time.0),
+                e.fields
+            )),
+            Ok(Some(Item::Sample(s))) => out.push(format!(
+                "S g{} tmsp {:?} at {} {:?}",
+                s.extras.u64(schema::X_GROUP).unwrap(),
+                s.raw_clock,
+                storage(&s.extras, s.time.0),
+                s.metrics
+            )),
+            Ok(Some(Item::Indom(u))) => out.push(format!(
+                "I {} {:?} {:?} {:?}",
+                u.id, u.kind, u.instances, u.removed
+            )),
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let diags = r.diagnostics().iter().map(|d| d.to_string()).collect();
+    Ok((out, diags))
+}
+
+fn assert_same_content(a: &[String], b: &[String], what: &str) {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x, y, "{what}: item {i} differs");
+    }
+    assert_eq!(a.len(), b.len(), "{what}: item counts differ");
+}
+
+/// `TZ=UTC dlt-convert -a FILE` with its stderr mixed in, as people
+/// capture it.
+fn dlt_convert_listing(dlt_convert: &Path, dlt: &Path) -> Vec<u8> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" -a \"$1\" 2>&1")
+        .arg(dlt_convert)
+        .arg(dlt)
+        .env("TZ", "UTC")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dlt-convert failed on {}",
+        dlt.display()
+    );
+    out.stdout
+}
+
+/// The real listings of every `.dlt` in the corpus (dlt-convert's own
+/// reference output) give exactly the datasets the `.dlt` reader gives,
+/// truncated duplicates dropped by the same rule.
+#[test]
+fn corpus_listings_give_the_datasets_of_their_dlt_files() {
+    let mut dlts: Vec<std::path::PathBuf> = Vec::new();
+    let mut dirs = vec![common::corpus()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "dlt") {
+                dlts.push(p);
+            }
+        }
+    }
+    dlts.sort();
+    assert!(dlts.len() >= 2, "{dlts:?}");
+    for dlt in &dlts {
+        let listing = dlt.with_extension("convert-a.txt");
+        let (want, _) = kpi_content(dlt, FormatId::Dlt, false).unwrap();
+        let (got, diags) = kpi_content(&listing, FormatId::Kpi, false).unwrap();
+        assert!(want.len() > 50, "{}", dlt.display());
+        assert_same_content(&want, &got, &listing.display().to_string());
+        assert!(
+            !diags
+                .iter()
+                .any(|d| d.contains("truncated duplicate \"") || d.contains("guessed dataset")),
+            "{diags:?}"
+        );
+    }
+}
+
+/// Issue 19, case 1: IRQ rows of 16 (fake) CPUs written by our DLT writer
+/// with small payload limits and libdlt's truncated duplicates, listed by
+/// the real dlt-convert: the text reader gives the `.dlt` reader's datasets.
+/// The corpus capture goes the same way (long NEW/CHK command lines).
+#[test]
+fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
+    let Some(dc) = common::peer("dlt-convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let irq16 = common::testdata().join("kpi/irq16.convert-a.txt");
+    let capture = common::corpus().join("kpi/kpi-capture.dlt");
+    // From the smallest limit that holds the longest row (210 + 17 bytes).
+    let step = if common::full() { 1 } else { 13 };
+    let sizes: Vec<usize> = (228..=1390).step_by(step).collect();
+    let irq_metric = format!("metric: {},", polytrace::formats::kpi::schema::IRQ_COUNT);
+    let irq16_columns = kpi_lines(&std::fs::read_to_string(&irq16).unwrap())
+        .iter()
+        .filter(|(_, p)| p.starts_with("IRQ "))
+        .map(|(_, p)| p.matches(";cpu").count())
+        .sum::<usize>();
+    // 67 rows of 16 columns, 4 ERR/MIS rows of one.
+    assert_eq!(irq16_columns, 67 * 16 + 4);
+    let mut irq_tails = 0;
+    let mut tails_by_type: BTreeMap<String, usize> = BTreeMap::new();
+    for (src, sizes) in [(&irq16, &sizes[..]), (&capture, &[300, 1390][..])] {
+        for &n in sizes {
+            let dlt = dir.path().join(format!("w{n}.dlt"));
+            let _ = std::fs::remove_file(&dlt);
+            let out = Command::new(common::bin())
+                .arg("convert")
+                .arg(src)
+                .args([
+                    "--to",
+                    "dlt",
+                    "-q",
+                    "--dlt-truncated-tails",
+                    "--dlt-payload-max",
+                ])
+                .arg(n.to_string())
+                .arg("-o")
+                .arg(&dlt)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let listing = dlt_convert_listing(&dc, &dlt);
+            let text = String::from_utf8(listing.clone()).unwrap();
+            for l in text.lines() {
+                let Some(body) = l.strip_suffix(&format!("{MARKER}]")) else {
+                    continue;
+                };
+                let ty = &body[body.rfind(" [").unwrap() + 2..][..3];
+                *tails_by_type.entry(ty.to_string()).or_default() += 1;
+                if ty == "IRQ" && src == &irq16 {
+                    irq_tails += 1;
+                    // What is left of the cut row: inside a column, before
+                    // the row's first `;`, or nothing.
+                    let cut = body.rsplit(' ').next().unwrap();
+                    let how = match cut {
+                        "" => "IRQ marker only",
+                        c if !c.contains(';') => "IRQ cut before the first ;",
+                        _ => "IRQ cut in a column",
+                    };
+                    *tails_by_type.entry(how.to_string()).or_default() += 1;
+                }
+            }
+            let lp = dir.path().join(format!("w{n}.txt"));
+            std::fs::write(&lp, &listing).unwrap();
+            let (want, _) = kpi_content(&dlt, FormatId::Dlt, false).unwrap();
+            let (got, diags) = kpi_content(&lp, FormatId::Kpi, false).unwrap();
+            assert_same_content(&want, &got, &format!("{} at {n} bytes", src.display()));
+            assert!(
+                !diags.iter().any(|d| d.contains("truncated duplicate \"")),
+                "{diags:?}"
+            );
+            // Every IRQ column of the source is there (counted in its text).
+            if src == &irq16 {
+                let irq_values: usize = want
+                    .iter()
+                    .filter(|l| l.starts_with("S ") && l.contains(&irq_metric))
+                    .map(|l| l.matches("U64(").count())
+                    .sum();
+                assert_eq!(irq_values, irq16_columns, "at {n} bytes");
+            }
+        }
+    }
+    // The case of the issue happened, cut every way, with other types along.
+    assert!(irq_tails >= 20, "{tails_by_type:?}");
+    for how in [
+        "IRQ marker only",
+        "IRQ cut before the first ;",
+        "IRQ cut in a column",
+    ] {
+        assert!(tails_by_type.contains_key(how), "{how}: {tails_by_type:?}");
+    }
+    assert!(
+        tails_by_type.get("NEW").is_some_and(|&n| n > 0),
+        "{tails_by_type:?}"
+    );
+    assert!(
+        tails_by_type.get("CHK").is_some_and(|&n| n > 0),
+        "{tails_by_type:?}"
+    );
+}
+
+/// Issue 19, case 2: libdlt's own diagnostic lines inside a listing are
+/// skipped with one warning that counts them. Built from the corpus: the
+/// `B-buf400` listing with the real libdlt lines of that capture's
+/// `kpi-stdout.txt` put between its lines (one before the first).
+#[test]
+fn libdlt_diagnostic_lines_in_a_listing_are_skipped_and_counted() {
+    let kpi = common::corpus().join("kpi");
+    let listing = std::fs::read_to_string(kpi.join("B-buf400.convert-a.txt")).unwrap();
+    let stdout = std::fs::read_to_string(kpi.join("B-buf400.kpi-stdout.txt")).unwrap();
+    let diags: Vec<&str> = stdout.lines().filter(|l| l.contains("]~DLT~")).collect();
+    assert_eq!(diags.len(), 17);
+    let mut mixed = String::new();
+    let mut d = diags.iter();
+    for (i, l) in listing.lines().enumerate() {
+        if i % 3 == 0 {
+            if let Some(x) = d.next() {
+                mixed.push_str(x);
+                mixed.push('\n');
+            }
+        }
+        mixed.push_str(l);
+        mixed.push('\n');
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("mixed.txt");
+    std::fs::write(&p, &mixed).unwrap();
+    // Detected as KPI text although its first line is a diagnostic.
+    let out = Command::new(common::bin())
+        .arg("info")
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("format:    kpi"));
+    assert_eq!(err.matches("libdlt diagnostic").count(), 1, "{err}");
+    assert!(
+        err.contains("skipped 17 libdlt diagnostic lines")
+            && err.contains("line 1: \"Configured buffer size to [400 bytes]\""),
+        "{err}"
+    );
+    let (want, _) = kpi_content(&kpi.join("B-buf400.dlt"), FormatId::Dlt, false).unwrap();
+    let (got, _) = kpi_content(&p, FormatId::Kpi, false).unwrap();
+    assert_same_content(&want, &got, "listing with libdlt lines");
+}
+
+/// Issue 19, case 3: a file cut in the middle of its last record stays an
+/// error (exit 2, nothing written; --salvage: exit 1), the `.dlt` and the
+/// listing dlt-convert makes of it (whose libdlt "Cannot read …" line is
+/// followed by the cut record printed with a partial or stale payload)
+/// alike, and the salvaged datasets agree. A listing cut inside its last
+/// line too.
+#[test]
+fn files_cut_inside_their_last_record_stay_errors() {
+    let Some(dc) = common::peer("dlt-convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let convert = |input: &Path, salvage: bool| {
+        let out_path = dir.path().join("out.kpi");
+        let _ = std::fs::remove_file(&out_path);
+        let mut c = Command::new(common::bin());
+        c.arg("convert")
+            .arg(input)
+            .args(["--to", "kpi", "-o"])
+            .arg(&out_path);
+        if salvage {
+            c.arg("--salvage");
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out_path.exists(),
+        )
+    };
+    let orig = std::fs::read(common::corpus().join("kpi/B-buf400.dlt")).unwrap();
+    // Record starts: 16-byte storage header, then the big-endian length.
+    let mut starts = vec![];
+    let mut i = 0;
+    while i < orig.len() {
+        starts.push(i);
+        i += 16 + u16::from_be_bytes([orig[i + 18], orig[i + 19]]) as usize;
+    }
+    // Record 53 is the data message of the last ACT group (`ACT 17536;…`);
+    // cut it in its extras, its extended header and its payload.
+    let (s, e) = (starts[53], starts[54]);
+    for cut in [s + 22, s + 40, s + 45, s + 70, e - 1] {
+        let dlt = dir.path().join("cut.dlt");
+        std::fs::write(&dlt, &orig[..cut]).unwrap();
+        let listing = dlt_convert_listing(&dc, &dlt);
+        let text = String::from_utf8_lossy(&listing).into_owned();
+        let last_two: Vec<&str> = text.lines().rev().take(2).collect();
+        assert!(
+            last_two[1].contains("]~DLT~") && last_two[1].contains("Cannot read"),
+            "{last_two:?}"
+        );
+        let lp = dir.path().join("cut.txt");
+        std::fs::write(&lp, &listing).unwrap();
+        for input in [&dlt, &lp] {
+            let (code, err, wrote) = convert(input, false);
+            assert_eq!(code, Some(2), "cut at {cut}: {err}");
+            assert!(!wrote);
+            let (code, err, wrote) = convert(input, true);
+            assert_eq!(code, Some(1), "cut at {cut}: {err}");
+            assert!(wrote);
+        }
+        // Named at the diagnostic: line 54, after messages 0–52.
+        let (code, err, _) = convert(&lp, false);
+        assert!(
+            err.contains("Cannot read") && err.contains("record 54"),
+            "{code:?} {err}"
+        );
+        let (want, _) = kpi_content(&dlt, FormatId::Dlt, true).unwrap();
+        let (got, _) = kpi_content(&lp, FormatId::Kpi, true).unwrap();
+        assert_same_content(&want, &got, &format!("cut at {cut}"));
+        assert!(kpi_content(&lp, FormatId::Kpi, false).is_err());
+    }
+    // A listing cut inside its last line; cut after a whole line it is a
+    // shorter listing and reads.
+    let listing = std::fs::read(common::corpus().join("kpi/B-buf400.convert-a.txt")).unwrap();
+    let line_start = listing[..listing.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    let lp = dir.path().join("cut-line.txt");
+    for (cut, code) in [
+        (listing.len() - 1, 2),
+        (line_start + 60, 2),
+        (line_start, 0),
+    ] {
+        std::fs::write(&lp, &listing[..cut]).unwrap();
+        let (got, err, _) = convert(&lp, false);
+        assert_eq!(got, Some(code), "{err}");
+        if code == 2 {
+            assert!(err.contains("no newline at its end"), "{err}");
+            assert_eq!(convert(&lp, true).0, Some(1));
+        }
+    }
+}
+
+/// `--dlt-truncated-tails` writes the tails where libdlt wrote them: the
+/// corpus capture written again lists (real dlt-convert) every KPI message
+/// with the payload of the original listing, its 12 tails included; without
+/// the option exactly those 12 messages differ.
+#[test]
+fn dlt_writer_tails_are_where_libdlt_put_them() {
+    let Some(dc) = common::peer("dlt-convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // From the ECU column on, without tmsp: our group messages share the
+    // BEG's tmsp and storage time, libdlt's may differ by a tick.
+    let payloads = |listing: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(listing)
+            .lines()
+            .filter(|l| l.contains(" PROC PROC "))
+            .map(|l| l[l.find(" ECU1 ").unwrap()..].to_string())
+            .collect()
+    };
+    let reference =
+        payloads(&std::fs::read(common::corpus().join("kpi/kpi-capture.convert-a.txt")).unwrap());
+    assert_eq!(reference.len(), 3462);
+    for (tails, differing) in [(true, 0), (false, 12)] {
+        let out_path = dir.path().join(format!("again-{tails}.dlt"));
+        let mut c = Command::new(common::bin());
+        c.arg("convert")
+            .arg(common::corpus().join("kpi/kpi-capture.dlt"))
+            .args(["--to", "dlt", "-q", "-o"])
+            .arg(&out_path);
+        if tails {
+            c.arg("--dlt-truncated-tails");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ours = payloads(&dlt_convert_listing(&dc, &out_path));
+        assert_eq!(ours.len(), reference.len());
+        let diff: Vec<(&String, &String)> = ours
+            .iter()
+            .zip(&reference)
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(
+            diff.len(),
+            differing,
+            "tails {tails}: first {:?}",
+            diff.first()
+        );
+        assert!(diff.iter().all(|(_, r)| r.ends_with(&format!("{MARKER}]"))));
+    }
+}
+
+/// The KPI line writer takes `--dlt-truncated-tails` too: its lines carry
+/// the tails the DLT writer puts into messages, and read back to the same
+/// datasets as that `.dlt`.
+#[test]
+fn kpi_lines_with_tails_read_like_the_dlt_with_tails() {
+    let dir = tempfile::tempdir().unwrap();
+    let irq16 = common::testdata().join("kpi/irq16.convert-a.txt");
+    let mut outs = vec![];
+    for to in ["kpi", "dlt"] {
+        let p = dir.path().join(format!("tails.{to}"));
+        let out = Command::new(common::bin())
+            .arg("convert")
+            .arg(&irq16)
+            // 1000: the 900-character command line fits (the DLT writer
+            // would cut it below 917, the line writer would not).
+            .args([
+                "-q",
+                "--dlt-truncated-tails",
+                "--dlt-payload-max",
+                "1000",
+                "--to",
+                to,
+                "-o",
+            ])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        outs.push(p);
+    }
+    let text = std::fs::read_to_string(&outs[0]).unwrap();
+    let tails = text.matches(&format!("{MARKER}]\n")).count();
+    let dlt = std::fs::read(&outs[1]).unwrap();
+    let in_dlt = dlt
+        .windows(MARKER.len())
+        .filter(|w| *w == MARKER.as_bytes())
+        .count();
+    assert!(tails > 5 && tails == in_dlt, "{tails} {in_dlt}");
+    let (want, _) = kpi_content(&outs[1], FormatId::Dlt, false).unwrap();
+    let (got, diags) = kpi_content(&outs[0], FormatId::Kpi, false).unwrap();
+    assert_same_content(&want, &got, "KPI lines with tails");
+    let dropped = format!("dropped {tails} truncated duplicate");
+    assert!(diags.iter().any(|d| d.contains(&dropped)), "{diags:?}");
+}

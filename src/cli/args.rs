@@ -194,12 +194,21 @@ pub struct OutputArgs {
     /// Maximum payload bytes per message (libdlt default 1390).
     #[arg(long, value_name = "BYTES", help_heading = "DLT")]
     pub dlt_payload_max: Option<usize>,
+    /// End each split KPI message with libdlt's truncated copy of the next
+    /// dataset (`... <<Message truncated, too long>>`), as libdlt ≥ 2.18.4 does
+    /// (also for KPI lines).
+    #[arg(long, help_heading = "DLT")]
+    pub dlt_truncated_tails: bool,
     /// Write bare dataset lines or dlt-convert -a lines (default: dlt when times are absolute).
     #[arg(long, value_parser = ["bare", "dlt"], help_heading = "KPI")]
     pub kpi_style: Option<String>,
     /// Block size of the tracefiles (default: the source's, else 100000).
     #[arg(long, value_name = "BYTES", help_heading = "LTT")]
     pub ltt_block_size: Option<u64>,
+    /// Write a plain trace, without the polytrace self-description that
+    /// lets a non-LTT source come back exactly.
+    #[arg(long, help_heading = "LTT")]
+    pub ltt_plain: bool,
     /// Counters as rates per second (default: raw values).
     #[arg(long, help_heading = "CSV")]
     pub rate: bool,
@@ -242,8 +251,10 @@ impl OutputArgs {
             ctx_id: self.ctx_id.clone(),
             session_id: self.session_id,
             dlt_payload_max: self.dlt_payload_max,
+            dlt_truncated_tails: self.dlt_truncated_tails,
             kpi_style: self.kpi_style.clone(),
             ltt_block_size: self.ltt_block_size,
+            ltt_plain: self.ltt_plain,
             rate: self.rate,
             units_row: self.units_row,
             delimiter: self.delimiter,

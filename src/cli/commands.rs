@@ -282,7 +282,17 @@ fn info(a: InfoCmd, quiet: bool) -> Result<u8> {
             writeln!(out)?;
         } else {
             writeln!(out, "file:      {}", names.join(", "))?;
-            writeln!(out, "format:    {} (version {})", h.source, h.version)?;
+            match sources.as_slice() {
+                // A polytrace-written LTT trace gives back the stream it carries.
+                [one] if one.fmt.id() != h.source => writeln!(
+                    out,
+                    "format:    {} (carrying a {} stream, version {})",
+                    one.fmt.id(),
+                    h.source,
+                    h.version
+                )?,
+                _ => writeln!(out, "format:    {} (version {})", h.source, h.version)?,
+            }
             writeln!(out, "time base: {}", h.time_base.describe())?;
             if let Some(host) = &h.host {
                 writeln!(out, "host:      {host}")?;

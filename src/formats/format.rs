@@ -295,7 +295,10 @@ pub fn mapping(src: &FormatInfo, dst: &FormatInfo) -> Vec<MapLine> {
     if let RawClock::Native(m) = src.raw_clock {
         out.push(fate_line(
             "raw clocks",
-            raw_clock_fate(Some(m), dst.raw_clock),
+            raw_clock_fate(
+                Some(m),
+                crate::formats::get(dst.id).raw_clock(&WriteOptions::default()),
+            ),
         ));
     }
     if src.undated {
@@ -341,6 +344,11 @@ pub struct FormatInfo {
 /// One format: reader, writer and native listing.
 pub trait Format: Sync {
     fn info(&self) -> &'static FormatInfo;
+    /// The raw clocks the writer takes with these options (default: its
+    /// declaration; a writer whose options change it says so).
+    fn raw_clock(&self, _opts: &WriteOptions) -> RawClock {
+        self.info().raw_clock
+    }
     fn id(&self) -> FormatId {
         self.info().id
     }

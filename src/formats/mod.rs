@@ -161,7 +161,7 @@ pub fn mapping_markdown() -> String {
             )
             .unwrap();
         }
-        let rc = match d.raw_clock {
+        let rc = match get(d.id).raw_clock(&crate::options::WriteOptions::default()) {
             RawClock::None => "dropped: the format has no raw clock".to_string(),
             RawClock::Native(m) => format!("kept if they are `{m}`, else dropped"),
             RawClock::Carried => "kept with their meaning".to_string(),

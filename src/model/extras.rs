@@ -101,6 +101,16 @@ pub mod keys {
     /// timestamps: 0.1 ms ticks since boot), `ltt-cycles` (LTT cycle
     /// counter). Absent: no raw clock, or its meaning is unknown.
     pub const RAW_CLOCK: &str = "record.raw_clock";
+    /// The values of [`RAW_CLOCK`].
+    pub const CLOCK_TSC: &str = "tsc";
+    pub const CLOCK_CNTVCT: &str = "cntvct_el0";
+    pub const CLOCK_DLT: &str = "dlt-0.1ms";
+    pub const CLOCK_LTT: &str = "ltt-cycles";
+    /// True when a raw clock of this name counts CPU cycles (a timeline's
+    /// TSC can hold it); DLT ticks and unknown clocks do not.
+    pub fn is_cycle_counter(name: &str) -> bool {
+        matches!(name, CLOCK_TSC | CLOCK_CNTVCT | CLOCK_LTT)
+    }
     /// Extras whose value (i64) is a model timestamp in nanoseconds, so
     /// that a stage moving the time axis (`--time-origin`) moves them too.
     pub const TIMESTAMPS: [&str; 2] = ["kpi.beg_time", "dlt.storage_ns"];

@@ -7,6 +7,7 @@
 //! membership changes, a facility gets a second version). See `docs/model.md`
 //! for the reasoning and the cross-format mapping table.
 
+pub mod codec;
 mod extras;
 mod loss;
 mod render;

@@ -2,13 +2,13 @@
 //! one meaning (timeline: TSC; DLT and KPI: 0.1 ms ticks) or none at all,
 //! raw clocks of another or unknown meaning are left out (and counted), so
 //! the writer derives its own from the time. A writer that carries any raw
-//! clock (PCP, CTF) gets the meaning recorded in the header
+//! clock (PCP, CTF, LTT) finds the meaning its reader named in the header
 //! (`keys::RAW_CLOCK`). The decision is `formats::raw_clock_fate`, the same
 //! the mapping table prints.
 
 use crate::error::{Diagnostic, Result};
 use crate::formats::{raw_clock_fate, Fate, RawClock};
-use crate::model::{keys, ExtraValue, Header, Item, LossReport, TraceReader};
+use crate::model::{keys, Header, Item, LossReport, TraceReader};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -51,17 +51,11 @@ impl RawClocks {
                     loss: loss.clone(),
                 })
             }
-            _ => {
-                if target == RawClock::Carried {
-                    if let Some(m) = meaning {
-                        if header.extras.str(keys::RAW_CLOCK) != Some(&m) {
-                            header.extras.set(keys::RAW_CLOCK, ExtraValue::Str(m));
-                            return Box::new(Relabel { inner, header });
-                        }
-                    }
-                }
-                inner
-            }
+            // Readers whose items carry a raw clock name it in the header
+            // (`keys::RAW_CLOCK`), so a writer that carries any finds the
+            // meaning there; a source without raw clocks (bare KPI lines)
+            // is not given one.
+            _ => inner,
         }
     }
 }
@@ -91,27 +85,6 @@ impl TraceReader for RawClocks {
             self.stripped += 1;
         }
         Ok(it)
-    }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-}
-
-/// The same stream with the raw clock's meaning named in the header.
-struct Relabel {
-    inner: Box<dyn TraceReader>,
-    header: Header,
-}
-
-impl TraceReader for Relabel {
-    fn header(&self) -> &Header {
-        &self.header
-    }
-    fn next_item(&mut self) -> Result<Option<Item>> {
-        self.inner.next_item()
     }
     fn diagnostics(&self) -> &[Diagnostic] {
         self.inner.diagnostics()
@@ -164,10 +137,13 @@ mod tests {
         assert_eq!(raw(dlt, Some("tsc"), tsc), (Some(50_706), 0));
         assert_eq!(raw(dlt, Some("tsc"), dlt), (None, 1));
         assert_eq!(raw(dlt, None, RawClock::None), (None, 1));
-        // Carried: kept, and its meaning recorded.
+        // Carried: kept; the meaning is the one the reader named (none
+        // named: none invented).
         let loss = Rc::new(RefCell::new(LossReport::default()));
-        let r = RawClocks::wrap(stream(None), dlt, RawClock::Carried, &loss);
+        let r = RawClocks::wrap(stream(Some("dlt-0.1ms")), dlt, RawClock::Carried, &loss);
         assert_eq!(r.header().extras.str(keys::RAW_CLOCK), Some("dlt-0.1ms"));
+        let r = RawClocks::wrap(stream(None), dlt, RawClock::Carried, &loss);
+        assert_eq!(r.header().extras.str(keys::RAW_CLOCK), None);
         assert_eq!(raw(dlt, None, RawClock::Carried), (Some(50_706), 0));
     }
 }

@@ -1063,8 +1063,9 @@ impl ChromeWriter {
     fn close(&mut self) -> Result<()> {
         if self.origin.is_none() {
             // Metadata alone is no trace: say so rather than write an empty one.
-            return Err(Error::Unsupported(
-                "nothing to write: the input has no events, samples, marks or annotations".into(),
+            return Err(Error::nothing_to_write(
+                "nothing to write",
+                "the input has no events, samples, marks or annotations",
             ));
         }
         // Processes still running at the end ran until the CPU's last event.

@@ -731,7 +731,7 @@ impl TraceWriter for CsvWriter {
             } else {
                 "no value matches --columns, and no events".into()
             };
-            return Err(Error::Unsupported(format!("nothing to write: {why}")));
+            return Err(Error::nothing_to_write("nothing to write", why));
         }
         self.write_samples()?;
         self.write_events()?;

@@ -564,8 +564,9 @@ impl TraceWriter for CtfWriter {
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         if self.written == 0 {
             // A CTF trace without data streams is no trace to babeltrace2.
-            return Err(Error::Unsupported(
-                "nothing to write: the input has no events, samples, marks or annotations".into(),
+            return Err(Error::nothing_to_write(
+                "nothing to write",
+                "the input has no events, samples, marks or annotations",
             ));
         }
         for s in &mut self.streams {

@@ -565,9 +565,11 @@ impl DltReader {
         let segs = pre.segs;
         let mut header = Header::new(FormatId::Dlt, "1");
         header.time_base = TimeBase::Absolute;
-        header
-            .extras
-            .set(keys::RAW_CLOCK, ExtraValue::Str("dlt-0.1ms".into()));
+        // Items keep the message's tmsp (0.1 ms ticks since boot) as raw clock.
+        header.extras.set(
+            crate::model::keys::RAW_CLOCK,
+            ExtraValue::Str(crate::model::keys::CLOCK_DLT.into()),
+        );
         if let Some(s) = segs.first() {
             header.extras.set(X_OFFSET, ExtraValue::I64(s.1));
         }

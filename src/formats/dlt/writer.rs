@@ -30,7 +30,7 @@ use super::reader::{
     X_TYPE_INFO, X_UNITS, X_VERBOSE,
 };
 use crate::error::{Error, Result};
-use crate::formats::kpi::grouper::{pack, Group, Grouper, DEFAULT_PAYLOAD_MAX};
+use crate::formats::kpi::grouper::{pack, tail_after, Group, Grouper, DEFAULT_PAYLOAD_MAX};
 use crate::formats::kpi::text::{raw_clock_is_tmsp, X_APID, X_CTID, X_ECU};
 use crate::model::*;
 use crate::options::WriteOptions;
@@ -197,6 +197,8 @@ pub struct DltWriter<W: Write> {
     force_ecu: bool,
     force_session: bool,
     payload_max: usize,
+    /// Emulate libdlt's truncated duplicates (`--dlt-truncated-tails`).
+    tails: bool,
     tmsp_from_raw: bool,
     first_time: Option<Timestamp>,
     types: HashMap<EventTypeId, TypeOut>,
@@ -252,6 +254,7 @@ impl<W: Write> DltWriter<W> {
                 .dlt_payload_max
                 .unwrap_or(DEFAULT_PAYLOAD_MAX)
                 .clamp(TYPE_ARG + 8, PAYLOAD_HARD_MAX),
+            tails: opts.dlt_truncated_tails,
             tmsp_from_raw: raw_clock_is_tmsp(header),
             first_time: None,
             types: HashMap::new(),
@@ -323,11 +326,23 @@ impl<W: Write> DltWriter<W> {
         }
         self.kpi_message(g.time, tmsp, &[kind, b"BEG"]);
         for r in pack(&g.datasets, self.payload_max) {
+            let tail = if self.tails {
+                tail_after(&g.datasets, &r, self.payload_max)
+            } else {
+                None
+            };
             // pack() bounds the count by payload size; noar is a u8.
-            for chunk in g.datasets[r].chunks(254) {
-                let mut args: Vec<&[u8]> = Vec::with_capacity(chunk.len() + 1);
+            let chunks: Vec<&[Vec<u8>]> = g.datasets[r].chunks(254).collect();
+            for (i, chunk) in chunks.iter().enumerate() {
+                let mut args: Vec<&[u8]> = Vec::with_capacity(chunk.len() + 2);
                 args.push(kind);
                 args.extend(chunk.iter().map(|d| d.as_slice()));
+                // The duplicate only where libdlt's split is, and noar allows.
+                if let Some(t) = tail.as_deref().filter(|_| i + 1 == chunks.len()) {
+                    if args.len() < 255 {
+                        args.push(t);
+                    }
+                }
                 self.kpi_message(g.time, tmsp, &args);
             }
         }

@@ -1,8 +1,9 @@
 //! KPI messages → model items. Shared by the KPI text reader and the DLT
 //! reader. Group state is kept per type, since groups interleave (§3.1).
 
-use super::dataset::{sanity_flags, Dataset, Kind, TRUNCATED_MARKER};
+use super::dataset::{sanity_flags, Dataset, Kind};
 use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
+use super::truncated::{is_truncated_duplicate, Follow};
 use crate::model::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,6 +27,8 @@ pub struct Assembler {
     next_group: u64,
     counts: BTreeMap<String, u64>,
     truncated: u64,
+    /// The truncated duplicate of each type waiting for its whole dataset.
+    follow: Follow,
     /// Sanity flags (spec §9.4): count and first example per flag.
     flags: BTreeMap<&'static str, (u64, String)>,
     /// Problems in the data (bad datasets, sanity flags); not fatal.
@@ -92,6 +95,9 @@ impl Assembler {
         })?;
         self.defs(time, out);
         if args.len() == 2 && (args[1] == b"BEG" || args[1] == b"END") {
+            if let Some(w) = self.follow.sync(kind) {
+                self.warnings.push(w);
+            }
             if args[1] == b"BEG" {
                 if self.open.contains_key(&kind) {
                     self.warnings.push(format!(
@@ -110,11 +116,14 @@ impl Assembler {
             }
             return Ok(());
         }
+        if let Some(w) = self.follow.data(kind, &args[1..]) {
+            self.warnings.push(w);
+        }
         // Parse every dataset first so a bad one leaves no half-applied state.
         let mut parsed = Vec::with_capacity(args.len() - 1);
         let mut truncated = 0;
         for arg in &args[1..] {
-            if arg.ends_with(TRUNCATED_MARKER) {
+            if is_truncated_duplicate(arg) {
                 truncated += 1;
                 continue;
             }
@@ -355,6 +364,11 @@ impl Assembler {
 
     /// End of input: close groups left open (a cut capture).
     pub fn finish(&mut self, out: &mut Vec<Item>) {
+        for k in Kind::ALL {
+            if let Some(w) = self.follow.sync(k) {
+                self.warnings.push(w);
+            }
+        }
         for (flag, (n, example)) in std::mem::take(&mut self.flags) {
             self.warnings
                 .push(format!("{n} datasets flagged: {flag} (first: {example})"));

@@ -3,6 +3,7 @@
 
 use super::dataset::{Dataset, Kind};
 use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP};
+use super::truncated;
 use crate::model::*;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -40,6 +41,19 @@ pub fn pack(datasets: &[Vec<u8>], payload_max: usize) -> Vec<Range<usize>> {
         out.push(start..datasets.len());
     }
     out
+}
+
+/// The truncated duplicate libdlt ≥ 2.18.4 ends message `r` of `pack`
+/// with (spec §3.7): a cut copy of the dataset that did not fit, when at
+/// least 42 bytes were left.
+pub fn tail_after(datasets: &[Vec<u8>], r: &Range<usize>, payload_max: usize) -> Option<Vec<u8>> {
+    let next = datasets.get(r.end)?;
+    let used: usize = 10
+        + datasets[r.clone()]
+            .iter()
+            .map(|d| d.len() + 7)
+            .sum::<usize>();
+    truncated::duplicate_for(next, payload_max.checked_sub(used)?)
 }
 
 #[derive(Debug)]
@@ -354,5 +368,17 @@ mod tests {
         // An oversize dataset still gets a message of its own.
         let big = vec![vec![b'y'; 2000], vec![b'z'; 5]];
         assert_eq!(pack(&big, 1390), vec![0..1, 1..2]);
+    }
+
+    #[test]
+    fn tails_fill_the_split_messages() {
+        let ds: Vec<Vec<u8>> = (0..5).map(|i| vec![b'a' + i; 100]).collect();
+        // 400 − 331 = 69 bytes free: 27 bytes of the next dataset + marker.
+        let t = tail_after(&ds, &(0..3), 400).unwrap();
+        assert_eq!(&t[..28], b"ddddddddddddddddddddddddddd.");
+        assert_eq!(6 + t.len() + 1, 69);
+        // The last message has nothing after it; 40 free bytes are too few.
+        assert_eq!(tail_after(&ds, &(3..5), 400), None);
+        assert_eq!(tail_after(&ds, &(0..3), 331 + 41), None);
     }
 }

@@ -7,6 +7,7 @@ pub mod dataset;
 pub mod grouper;
 pub mod schema;
 pub mod text;
+pub mod truncated;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
@@ -156,11 +157,7 @@ impl Format for KpiFormat {
         true
     }
     fn detect(&self, input: &Input) -> u8 {
-        let first = input
-            .probe
-            .split(|&b| b == b'\n')
-            .find(|l| !l.iter().all(|b| b.is_ascii_whitespace()));
-        match first.and_then(|l| text::line_style(l.strip_suffix(b"\r").unwrap_or(l))) {
+        match text::text_style(&input.probe) {
             Some(Style::Bare) => 90,
             Some(Style::Convert) => 60,
             None => 0,

@@ -2,8 +2,9 @@
 //! lines `dlt-convert -a` / `dlt-receive -a` print (spec §5, §9.2).
 
 use super::assemble::Assembler;
-use super::dataset::{Kind, TRUNCATED_MARKER};
-use super::grouper::{pack, Group, Grouper, DEFAULT_PAYLOAD_MAX};
+use super::dataset::Kind;
+use super::grouper::{pack, tail_after, Group, Grouper, DEFAULT_PAYLOAD_MAX};
+use super::truncated;
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::model::time::{civil_from_days, days_from_civil};
 use crate::model::*;
@@ -100,40 +101,12 @@ pub fn parse_convert_line(line: &[u8]) -> Option<ConvertLine<'_>> {
     })
 }
 
-/// A truncated duplicate can be cut anywhere, even before its first `;`
-/// (`1... <<Message truncated, too long>>`, or just the marker).
-fn is_cut_dataset(rest: &[u8]) -> bool {
-    let Some(prefix) = rest.strip_suffix(TRUNCATED_MARKER) else {
-        return false;
-    };
-    let mut parts = prefix.splitn(2, |&b| b == b';');
-    let a = parts.next().unwrap_or_default();
-    let b = parts.next().unwrap_or_default();
-    a.iter().all(u8::is_ascii_digit) && b.iter().all(u8::is_ascii_digit)
-}
-
-fn starts_new_dataset(kind: Kind, rest: &[u8]) -> bool {
-    if is_cut_dataset(rest) {
-        return true;
-    }
-    // A dataset boundary is a space followed by `\d+;` (CHK) or `\d+;-?\d+;` (NEW).
-    let digits = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit()).count();
-    let n = digits(rest);
-    if n == 0 || rest.get(n) != Some(&b';') {
-        return false;
-    }
-    if kind == Kind::Chk {
-        return true;
-    }
-    let r = &rest[n + 1..];
-    let r = r.strip_prefix(b"-").unwrap_or(r);
-    let m = digits(r);
-    m > 0 && r.get(m) == Some(&b';')
-}
-
-/// Split a text payload (`TYPE ds ds …`) into arguments. Returns the
-/// arguments and whether a command-line boundary had to be guessed.
-pub fn split_payload(payload: &[u8]) -> Option<(Vec<&[u8]>, bool)> {
+/// Split a text payload (`TYPE ds ds …`) into arguments. `noar` is the
+/// argument count of a `dlt-convert -a` line, when there is one: it settles
+/// where libdlt's truncated duplicate starts (`truncated::tail_start`).
+/// Returns the arguments and whether a command-line boundary had to be
+/// guessed.
+pub fn split_payload(payload: &[u8], noar: Option<u32>) -> Option<(Vec<&[u8]>, bool)> {
     let sp = payload.iter().position(|&b| b == b' ');
     let (ty, rest) = match sp {
         Some(i) => (&payload[..i], &payload[i + 1..]),
@@ -148,28 +121,104 @@ pub fn split_payload(payload: &[u8]) -> Option<(Vec<&[u8]>, bool)> {
         args.push(rest);
         return Some((args, false));
     }
-    let mut guessed = false;
-    match kind {
-        Kind::Stp | Kind::Act | Kind::Irq => {
-            args.extend(rest.split(|&b| b == b' ').filter(|s| !s.is_empty()));
-        }
-        Kind::New | Kind::Chk => {
-            let mut start = 0;
-            for i in 0..rest.len() {
-                if rest[i] == b' ' {
-                    if starts_new_dataset(kind, &rest[i + 1..]) {
-                        args.push(&rest[start..i]);
-                        start = i + 1;
-                    } else {
-                        // A space inside a command line: the boundary is a guess.
-                        guessed = true;
+    // The duplicate is always the last argument, and its marker holds
+    // spaces: take it off first.
+    let want = noar.and_then(|n| (n as usize).checked_sub(1));
+    let (body, tail, mut guessed) = match truncated::tail_start(kind, rest, want) {
+        Some((0, g)) => (&rest[..0], Some(rest), g),
+        Some((s, g)) => (&rest[..s - 1], Some(&rest[s..]), g),
+        None => (rest, None, false),
+    };
+    if !body.is_empty() {
+        match kind {
+            Kind::Stp | Kind::Act | Kind::Irq => {
+                args.extend(body.split(|&b| b == b' ').filter(|s| !s.is_empty()));
+            }
+            Kind::New | Kind::Chk => {
+                let mut start = 0;
+                for i in 0..body.len() {
+                    if body[i] == b' ' {
+                        if truncated::starts_dataset(kind, &body[i + 1..]) {
+                            args.push(&body[start..i]);
+                            start = i + 1;
+                        } else {
+                            // A space inside a command line: the boundary is a guess.
+                            guessed = true;
+                        }
                     }
                 }
+                args.push(&body[start..]);
             }
-            args.push(&rest[start..]);
         }
     }
+    args.extend(tail);
     Some((args, guessed))
+}
+
+/// The text of a libdlt diagnostic line, `[ 1051.734029]~DLT~31602~WARNING  ~text`
+/// (libdlt's `dlt_vlog`: uptime, `DLT`, pid, level): dlt-convert prints
+/// these into its own stdout, so they land inside captured listings.
+pub fn libdlt_diagnostic(line: &[u8]) -> Option<&[u8]> {
+    let r = line.strip_prefix(b"[")?;
+    let r = r.trim_ascii_start();
+    let n = r.iter().take_while(|b| b.is_ascii_digit()).count();
+    let r = r[n..].strip_prefix(b".").filter(|_| n > 0)?;
+    let n = r.iter().take_while(|b| b.is_ascii_digit()).count();
+    let r = r[n..].strip_prefix(b"]~DLT~").filter(|_| n > 0)?;
+    let r = r.trim_ascii_start();
+    let n = r.iter().take_while(|b| b.is_ascii_digit()).count();
+    let r = r[n..].strip_prefix(b"~").filter(|_| n > 0)?;
+    let n = r.iter().take_while(|b| b.is_ascii_uppercase()).count();
+    let r = r[n..]
+        .trim_ascii_start()
+        .strip_prefix(b"~")
+        .filter(|_| n > 0)?;
+    Some(r)
+}
+
+/// What a libdlt diagnostic in a listing says about the listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Libdlt {
+    /// Nothing about the data (skipped, counted).
+    Other,
+    /// dlt-convert could not read a record to its end ("Cannot read payload
+    /// data from file of size N!", "Cannot read extended header from
+    /// file!", …: a cut last record or a length past the end). The next
+    /// line is that record, printed with a partial or stale payload.
+    ReadFailed,
+    /// dlt-convert's first pass met a record it rejects ("Plausibility
+    /// check failed…") and listed nothing from there on.
+    Stopped,
+}
+
+fn libdlt_kind(text: &[u8]) -> Libdlt {
+    if text.starts_with(b"Cannot read ") {
+        Libdlt::ReadFailed
+    } else if text.starts_with(b"Plausibility check failed") {
+        Libdlt::Stopped
+    } else {
+        Libdlt::Other
+    }
+}
+
+/// The first line that is neither blank nor a libdlt diagnostic: its
+/// byte offset, line number (from 1) and style, if it has one.
+fn first_line(buf: &[u8]) -> Option<(u64, u64, Option<Style>)> {
+    let (mut offset, mut line_no) = (0u64, 1u64);
+    for l in buf.split(|&b| b == b'\n') {
+        let t = l.strip_suffix(b"\r").unwrap_or(l);
+        if !t.iter().all(|b| b.is_ascii_whitespace()) && libdlt_diagnostic(t).is_none() {
+            return Some((offset, line_no, line_style(t)));
+        }
+        offset += l.len() as u64 + 1;
+        line_no += 1;
+    }
+    None
+}
+
+/// Style of a file's text (its first KPI or dlt-convert line), if any.
+pub fn text_style(buf: &[u8]) -> Option<Style> {
+    first_line(buf).and_then(|f| f.2)
 }
 
 /// Style of a line, if it is a KPI text line at all.
@@ -237,6 +286,11 @@ pub struct KpiTextReader {
     mismatched: u64,
     diags: Vec<Diagnostic>,
     warned: usize,
+    /// libdlt diagnostic lines skipped, and the first one (line, text).
+    libdlt_lines: u64,
+    first_libdlt: Option<(u64, String)>,
+    /// With --salvage, the line after a cut-record diagnostic is skipped.
+    skip_next: bool,
 }
 
 impl KpiTextReader {
@@ -245,25 +299,22 @@ impl KpiTextReader {
         file: PathBuf,
         opts: &ReadOptions,
     ) -> Result<KpiTextReader> {
-        // Peek the first non-empty line for the style (without consuming).
+        // Peek the first line that is not blank and not a libdlt
+        // diagnostic for the style (without consuming).
         let style = {
             let buf = src.fill_buf().map_err(|e| Error::io(&file, e))?;
-            let (mut offset, mut line_no) = (0u64, 1u64);
-            let mut first = None;
-            for l in buf.split(|&b| b == b'\n') {
-                if !l.iter().all(|b| b.is_ascii_whitespace()) {
-                    first = Some(l);
-                    break;
-                }
-                offset += l.len() as u64 + 1;
-                line_no += 1;
-            }
-            match first.and_then(|l| line_style(l.strip_suffix(b"\r").unwrap_or(l))) {
-                Some(s) => s,
+            match first_line(buf) {
+                Some((_, _, Some(s))) => s,
                 None if buf.is_empty() => {
                     return Err(Error::format(Position::at(&file, 0, None), "empty input: no KPI lines"))
                 }
                 None => {
+                    return Err(Error::format(
+                        Position::at(&file, 0, None),
+                        "no KPI lines: only blank lines and libdlt diagnostics",
+                    ))
+                }
+                Some((offset, line_no, None)) => {
                     return Err(Error::format(
                         Position::at(&file, offset, Some(line_no)),
                         "not KPI text: the first line is neither a KPI dataset line (NEW/STP/ACT/CHK/IRQ) nor a dlt-convert -a line",
@@ -291,6 +342,11 @@ impl KpiTextReader {
         };
         if style == Style::Convert {
             header.timezone = Some("UTC".into());
+            // dlt-convert -a lines carry the message's tmsp as raw clock.
+            header.extras.set(
+                crate::model::keys::RAW_CLOCK,
+                ExtraValue::Str(crate::model::keys::CLOCK_DLT.into()),
+            );
         }
         Ok(KpiTextReader {
             header,
@@ -311,6 +367,9 @@ impl KpiTextReader {
             mismatched: 0,
             diags: Vec::new(),
             warned: 0,
+            libdlt_lines: 0,
+            first_libdlt: None,
+            skip_next: false,
         })
     }
 
@@ -358,10 +417,23 @@ impl KpiTextReader {
             return Ok(false);
         }
         let mut line = std::mem::take(&mut self.buf);
+        // dlt-convert ends every line with a newline: without one, the
+        // listing was cut inside its last line.
+        let cut = line.last() != Some(&b'\n');
         while line.last().is_some_and(|&b| b == b'\n' || b == b'\r') {
             line.pop();
         }
-        let res = self.line(&line);
+        let res = if cut
+            && self.style == Style::Convert
+            && !line.iter().all(|b| b.is_ascii_whitespace())
+        {
+            self.bad_line(
+                "the listing ends inside its last line (no newline at its end): the last record is cut"
+                    .into(),
+            )
+        } else {
+            self.line(&line)
+        };
         self.buf = line;
         self.offset += n as u64;
         self.line_no += 1;
@@ -370,6 +442,39 @@ impl KpiTextReader {
 
     fn line(&mut self, line: &[u8]) -> Result<()> {
         if line.iter().all(|b| b.is_ascii_whitespace()) {
+            return Ok(());
+        }
+        if let Some(text) = libdlt_diagnostic(line) {
+            self.libdlt_lines += 1;
+            if self.first_libdlt.is_none() {
+                self.first_libdlt = Some((self.line_no, String::from_utf8_lossy(text).into()));
+            }
+            let kind = libdlt_kind(text);
+            let msg = match kind {
+                Libdlt::Other => return Ok(()),
+                Libdlt::ReadFailed => format!(
+                    "dlt-convert could not read a record of the .dlt it listed (libdlt: {:?}): that file is cut inside its last record (or a length runs past its end), and the next line is the record with a partial or stale payload",
+                    String::from_utf8_lossy(text)
+                ),
+                Libdlt::Stopped => format!(
+                    "dlt-convert rejected a record of the .dlt it listed (libdlt: {:?}) and listed nothing from there on: the listing is incomplete",
+                    String::from_utf8_lossy(text)
+                ),
+            };
+            if !self.salvage {
+                return Err(Error::format(self.pos(), msg));
+            }
+            let what = if kind == Libdlt::ReadFailed {
+                self.skip_next = true;
+                "; that line skipped"
+            } else {
+                ""
+            };
+            self.diags
+                .push(Diagnostic::salvaged(self.pos(), format!("{msg}{what}")));
+            return Ok(());
+        }
+        if std::mem::take(&mut self.skip_next) {
             return Ok(());
         }
         let (payload, time, raw, noar) = match self.style {
@@ -390,7 +495,7 @@ impl KpiTextReader {
                 None => return self.bad_line("not a dlt-convert -a line".into()),
             },
         };
-        let Some((args, guessed)) = split_payload(payload) else {
+        let Some((args, guessed)) = split_payload(payload, noar) else {
             let show: String = String::from_utf8_lossy(&payload[..payload.len().min(40)]).into();
             return self.bad_line(format!("not a KPI message: {show:?}"));
         };
@@ -452,6 +557,16 @@ impl TraceReader for KpiTextReader {
                         ),
                     ));
                 }
+                if let Some((line, text)) = &self.first_libdlt {
+                    self.diags.push(Diagnostic::warning(
+                        Position::new(&self.file),
+                        format!(
+                            "skipped {} libdlt diagnostic lines (`[uptime]~DLT~pid~LEVEL~text`, printed by dlt-convert into its listing; the first, line {}: {text:?})",
+                            self.libdlt_lines,
+                            line + 1
+                        ),
+                    ));
+                }
                 if self.other_lines > 0 {
                     self.diags.push(Diagnostic::warning(
                         Position::new(&self.file),
@@ -506,6 +621,7 @@ pub struct KpiTextWriter<W: Write> {
     ctx: String,
     line: Vec<u8>,
     payload_max: usize,
+    tails: bool,
     tmsp_from_raw: bool,
     first_time: Option<Timestamp>,
 }
@@ -547,6 +663,9 @@ impl<W: Write> KpiTextWriter<W> {
             ctx: pad(opts.ctx_id.as_deref().unwrap_or("PROC")),
             line: Vec::with_capacity(2048),
             payload_max: opts.dlt_payload_max.unwrap_or(DEFAULT_PAYLOAD_MAX),
+            // Bare lines carry no argument count to find a tail by, and
+            // no libdlt message ever made them: tails only in -a lines.
+            tails: opts.dlt_truncated_tails && style == Style::Convert,
             // DLT and KPI text sources carry tmsp (0.1 ms ticks) as their raw
             // clock; the recorder (source kpi too) carries a TSC.
             tmsp_from_raw: raw_clock_is_tmsp(header),
@@ -616,8 +735,14 @@ impl<W: Write> KpiTextWriter<W> {
         let kind = g.kind.as_bytes();
         self.message(&g, &[kind, b"BEG"])?;
         for r in pack(&g.datasets, self.payload_max) {
+            let tail = if self.tails {
+                tail_after(&g.datasets, &r, self.payload_max)
+            } else {
+                None
+            };
             let mut args: Vec<&[u8]> = vec![kind];
             args.extend(g.datasets[r].iter().map(|d| d.as_slice()));
+            args.extend(tail.as_deref());
             self.message(&g, &args)?;
         }
         self.message(&g, &[kind, b"END"])?;
@@ -659,5 +784,106 @@ impl<W: Write> TraceWriter for KpiTextWriter<W> {
             ));
         }
         Ok(loss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::kpi::dataset::TRUNCATED_MARKER;
+
+    /// Every type, every cut position: the arguments split back from the
+    /// text dlt-convert prints (arguments joined by spaces) are the
+    /// arguments of the message, truncated duplicate included.
+    #[test]
+    fn text_split_finds_the_truncated_duplicate_at_every_cut() {
+        let cases: [(&str, &[&str], &str); 7] = [
+            (
+                "NEW",
+                &[
+                    "1;0;/sbin/init",
+                    "14460;14454;proc with spaces; and;semicolons 1",
+                ],
+                "14466;0;perl-title; with spaces;and;semis 1",
+            ),
+            ("NEW", &["21;1;sleep 5"], "22;21;sleep 50 0"),
+            (
+                "CHK",
+                &["20994;sleep", "20996;perl"],
+                "20998;perl-title; with spaces;and;semis 126",
+            ),
+            ("CHK", &["7;a b 12", "8;c"], "9;d e 10;f"),
+            (
+                "ACT",
+                &["14273;370;25380;668;16944326;0"],
+                "1234567;4000;123456789;123456789;123456789012;0",
+            ),
+            (
+                "IRQ",
+                &["24;cpu0:1;cpu1:0;"],
+                "31;cpu0:318104;cpu1:2;cpu2:3;cpu3:4;cpu4:5;cpu5:6;cpu6:7;cpu7:529828;cpu8:1;",
+            ),
+            ("STP", &["14402"], "1437112"),
+        ];
+        for (ty, before, next) in cases {
+            for k in 0..next.len() {
+                let mut dup = next.as_bytes()[..k].to_vec();
+                dup.extend_from_slice(TRUNCATED_MARKER);
+                let mut args: Vec<&[u8]> = vec![ty.as_bytes()];
+                args.extend(before.iter().map(|d| d.as_bytes()));
+                args.push(&dup);
+                let text = args.join(&b' ');
+                let (got, _) = split_payload(&text, Some(args.len() as u32)).unwrap();
+                assert_eq!(
+                    got,
+                    args,
+                    "{ty} cut after {k} bytes: {}",
+                    String::from_utf8_lossy(&text)
+                );
+                // A message holding nothing but the duplicate.
+                let alone = [ty.as_bytes(), &dup].join(&b' ');
+                let (got, _) = split_payload(&alone, Some(2)).unwrap();
+                assert_eq!(got, vec![ty.as_bytes(), &dup[..]]);
+            }
+        }
+    }
+
+    #[test]
+    fn libdlt_diagnostic_lines() {
+        let d = |s: &str| {
+            libdlt_diagnostic(s.as_bytes()).map(|t| String::from_utf8_lossy(t).into_owned())
+        };
+        assert_eq!(
+            d("[ 1051.734029]~DLT~31602~WARNING  ~Cannot read payload data from file of size 1366!").as_deref(),
+            Some("Cannot read payload data from file of size 1366!")
+        );
+        assert_eq!(
+            d("[  768.246477]~DLT~ 4626~INFO     ~Configured buffer size to [400 bytes]")
+                .as_deref(),
+            Some("Configured buffer size to [400 bytes]")
+        );
+        assert_eq!(d("[12172.239566]~DLT~19146~ERROR~x").as_deref(), Some("x"));
+        for not in [
+            "[ 1051.734029]~DLX~31602~WARNING  ~x",
+            "[ 1051]~DLT~31602~WARNING  ~x",
+            "[ 1051.734029]~DLT~~WARNING  ~x",
+            "[ 1051.734029]~DLT~31602~  ~x",
+            "0 2026/11/22 03:43:57.331662    5070923 000 ECU1 PROC PROC log info V 2 [IRQ BEG]",
+            "IRQ BEG",
+        ] {
+            assert_eq!(d(not), None, "{not}");
+        }
+        assert_eq!(
+            libdlt_kind(b"Cannot read extended header from file!"),
+            Libdlt::ReadFailed
+        );
+        assert_eq!(
+            libdlt_kind(b"Plausibility check failed. Complete message size too short! (-23)"),
+            Libdlt::Stopped
+        );
+        assert_eq!(
+            libdlt_kind(b"not enough minimum space to store data"),
+            Libdlt::Other
+        );
     }
 }

@@ -52,6 +52,8 @@ pub fn dump_subset(
     let keep_file: Vec<bool> = t.files.iter().map(|f| sel.cpu(f.cpu)).collect();
     let mut diags = t.diags.clone();
     let mut merge = Merge::new(t, &mut diags);
+    // The polytrace self-description is bookkeeping too (docs/ltt.md).
+    let carrier = super::selfdesc::ids(t).unwrap_or(0..0);
     // Names as bytes once, not per event.
     let names: Vec<Vec<u8>> = t
         .events
@@ -79,7 +81,8 @@ pub fn dump_subset(
         // regenerates, so it goes with the framing.
         if no_framing
             && (matches!(ev.id, ID_BLOCK_START | ID_BLOCK_END | ID_HEARTBEAT)
-                || (ev.id == ID_FACILITY_LOAD && fi == 0 && t.files[0].rel == "control/facilities"))
+                || (ev.id == ID_FACILITY_LOAD && fi == 0 && t.files[0].rel == "control/facilities")
+                || carrier.contains(&ev.id))
         {
             continue;
         }

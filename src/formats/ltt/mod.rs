@@ -7,6 +7,7 @@ pub mod eventdefs;
 pub mod layout;
 pub mod paths;
 pub mod reader;
+pub mod selfdesc;
 pub mod system;
 pub mod writer;
 pub mod xml;
@@ -99,33 +100,68 @@ pub const INFO: FormatInfo = FormatInfo {
     },
     describe: "LTT directory traces (2003-2005) with XML event definitions",
     absolute_time: AbsoluteTime::NotNeeded,
+    // Read: the LTT cycle counter. Written: the self-description carries
+    // any raw clock with its meaning (`LttFormat::raw_clock`); only
+    // `--ltt-plain` keeps LTT cycles alone.
     raw_clock: RawClock::Native("ltt-cycles"),
     reads: &[Kind::Events],
     writes: WRITES,
     undated: false,
 };
 
-/// What an LTT trace holds: typed events.
+/// What an LTT trace holds: typed events, and (unless `--ltt-plain`) the
+/// `polytrace` self-description that gives a non-LTT stream back exactly.
 pub const WRITES: &[Rule] = &[
     Rule::kept(Kind::Events, "facility events, one facility per category"),
     Rule::kept(Kind::Samples, "metric.<name> events {instance, value}"),
     Rule::some_dropped(
         Kind::Samples,
         "sample values",
-        "per-metric error codes",
+        "error codes, with --ltt-plain",
         "error code instead of a value",
     ),
     Rule::kept(Kind::Metrics, "as the event types of their values"),
     Rule::kept(Kind::Indoms, "indom.indom_<id> events"),
-    Rule::dropped(Kind::Help, "help texts", "not representable in LTT"),
-    Rule::dropped(Kind::Labels, "label sets", "not representable in LTT"),
-    Rule::dropped(Kind::Marks, "marks", "not representable in LTT"),
-    Rule::dropped(Kind::Annotations, "annotations", "not representable in LTT"),
+    Rule::kept(Kind::Help, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Help,
+        "help texts",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
+    Rule::kept(Kind::Labels, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Labels,
+        "label sets",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
+    Rule::kept(Kind::Marks, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Marks,
+        "marks",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
+    Rule::kept(Kind::Annotations, "in the polytrace self-description"),
+    Rule::some_dropped(
+        Kind::Annotations,
+        "annotations",
+        "with --ltt-plain",
+        "not representable in LTT",
+    ),
 ];
 
 impl Format for LttFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
+    }
+    fn raw_clock(&self, opts: &WriteOptions) -> RawClock {
+        if opts.ltt_plain {
+            RawClock::Native(crate::model::keys::CLOCK_LTT)
+        } else {
+            RawClock::Carried
+        }
     }
     fn detect(&self, input: &Input) -> u8 {
         match input.kind {
@@ -160,7 +196,8 @@ impl Format for LttFormat {
             }
         };
         let cfg = writer::Config::from_options(header, opts);
-        Ok(Box::new(writer::LttWriter::create(&path, header, cfg)?))
+        let w = writer::LttWriter::create(&path, header, cfg)?;
+        Ok(Box::new(if opts.ltt_plain { w } else { w.describing()? }))
     }
     fn dump(
         &self,
@@ -197,31 +234,71 @@ impl Format for LttFormat {
     }
 }
 
-/// The model stream of a trace: header, event types, then events merged by time.
+/// The model stream of a trace: header, event types, then events merged by
+/// time. A trace polytrace wrote from another format gives back that
+/// format's stream instead (`selfdesc`).
 pub struct LttReader {
     opened: Opened,
     header: Header,
     pending: VecDeque<Item>,
     merge: Option<Merge>,
     diags: Vec<Diagnostic>,
+    restore: Option<selfdesc::Restore>,
 }
 
 impl LttReader {
     pub fn new(opened: Opened) -> LttReader {
         let t = &opened.trace;
-        let header = t.header();
-        let pending = t
-            .event_types()
-            .into_iter()
-            .map(|e| Item::EventType(std::sync::Arc::new(e)))
-            .collect();
-        let diags = t.diags.clone();
+        let mut diags = t.diags.clone();
+        let restore = selfdesc::Restore::open(t, &mut diags);
+        let (header, pending) = match &restore {
+            Some(r) => (r.header.clone(), VecDeque::new()),
+            None => (
+                t.header(),
+                t.event_types()
+                    .into_iter()
+                    .map(|e| Item::EventType(std::sync::Arc::new(e)))
+                    .collect(),
+            ),
+        };
         LttReader {
             opened,
             header,
             pending,
             merge: None,
             diags,
+            restore,
+        }
+    }
+
+    /// The stream polytrace wrote into the trace, item by item.
+    fn next_restored(&mut self) -> Result<Option<Item>> {
+        let t = &self.opened.trace;
+        let Some(r) = &mut self.restore else {
+            return Ok(None);
+        };
+        let merge = match &mut self.merge {
+            Some(m) => m,
+            None => self.merge.insert(Merge::new(t, &mut self.diags)),
+        };
+        loop {
+            if let Some(it) = r.out.pop_front() {
+                return Ok(Some(it));
+            }
+            let Some((ci, ev)) = merge.next(t, &mut self.diags) else {
+                r.finish(t, &mut self.diags);
+                return Ok(r.out.pop_front());
+            };
+            let cur = &merge.cursors[ci];
+            r.event(
+                t,
+                cur.file_idx,
+                ev.id,
+                ev.time,
+                ev.counter,
+                &cur.buf[ev.start..ev.end],
+                &mut self.diags,
+            );
         }
     }
 }
@@ -240,6 +317,9 @@ impl TraceReader for LttReader {
     fn next_item(&mut self) -> Result<Option<Item>> {
         if let Some(it) = self.pending.pop_front() {
             return Ok(Some(it));
+        }
+        if self.restore.is_some() {
+            return self.next_restored();
         }
         let t = &self.opened.trace;
         let merge = match &mut self.merge {

@@ -557,6 +557,11 @@ impl Trace {
         h.host = self.sys.get("node_name").map(str::to_string);
         h.system = self.sys.attrs.clone();
         let mut x = Extras::default();
+        // Events keep the reconstructed cycle counter as raw clock.
+        x.set(
+            crate::model::keys::RAW_CLOCK,
+            ExtraValue::Str(crate::model::keys::CLOCK_LTT.into()),
+        );
         x.set(keys::BLOCK_SIZE, ExtraValue::U64(self.sys.block_size));
         x.set(keys::ARCH, ExtraValue::Str(self.sys.arch.name().into()));
         x.set(
@@ -704,7 +709,7 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    fn new(t: &Trace, idx: usize) -> Cursor {
+    pub fn new(t: &Trace, idx: usize) -> Cursor {
         let f = &t.files[idx];
         let nblocks = f.len / t.sys.block_size;
         let partial = if t.salvage {

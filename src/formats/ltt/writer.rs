@@ -6,7 +6,7 @@
 use super::eventdefs::{self, Arch, Facility, Ty};
 use super::layout::{self, Bo, FRAME, HDR, HEARTBEAT, ID_BLOCK_END, ID_BLOCK_START, ID_HEARTBEAT};
 use super::reader::Trailer;
-use super::{keys, paths, system};
+use super::{keys, paths, selfdesc, system};
 use crate::error::{Error, Position, Result};
 use crate::model::{
     EventType, ExtraValue, FieldType, Header, Item, LossReport, MetricDesc, TraceWriter, Value,
@@ -17,6 +17,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+mod describe;
 /// Largest block size the writer takes over from an LTT source (16 MiB;
 /// the era's traces used 1,000,000 at most).
 pub const MAX_INHERITED_BLOCK: u64 = 16 << 20;
@@ -198,7 +199,7 @@ struct Pending {
     fields: Vec<(String, FieldType)>,
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Debug)]
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Debug, Hash)]
 enum FileKey {
     Control(String),
     Cpu(u32),
@@ -251,6 +252,8 @@ pub struct LttWriter {
     min_time: Option<u64>,
     max_cpu: Option<u32>,
     payload: Vec<u8>,
+    /// Self-description of a non-LTT stream (the `polytrace` facility).
+    sd: Option<describe::Describe>,
     /// A merged stream: each event type gets a last string field `source`
     /// naming the input each event came from.
     tag_source: bool,
@@ -308,6 +311,7 @@ impl LttWriter {
             min_time: None,
             max_cpu: None,
             payload: Vec::new(),
+            sd: None,
             tag_source: header
                 .extras
                 .get(crate::model::keys::MERGE_SOURCES)
@@ -315,6 +319,22 @@ impl LttWriter {
         };
         w.load_source_facilities()?;
         Ok(w)
+    }
+
+    /// Carry a non-LTT stream exactly with the `polytrace` facility
+    /// (`selfdesc`; `convert` does unless `--ltt-plain`). Without it the
+    /// writer makes the era's plain layout. No effect for an LTT source,
+    /// whose definitions are copied as they are.
+    /// A stream that came from LTT through another format (its eventdefs
+    /// ride in the header) is written as the LTT trace it was.
+    pub fn describing(mut self) -> Result<LttWriter> {
+        if self.sd.is_none()
+            && self.header.source != crate::model::FormatId::Ltt
+            && self.header.extras.get(keys::EVENTDEFS).is_none()
+        {
+            self.start_describe()?;
+        }
+        Ok(self)
     }
 
     /// An LTT source: reuse its eventdefs (byte for byte) and base codes.
@@ -392,7 +412,7 @@ impl LttWriter {
         Ok(self.facs.len() - 1)
     }
 
-    fn define_type(&mut self, et: &EventType) {
+    fn define_type(&mut self, et: &std::sync::Arc<EventType>) {
         let key = Key::Type(et.id);
         if et.extras.bool(keys::BUILTIN) == Some(true) {
             let id = et.extras.u64(keys::EVENT_ID).unwrap_or(0);
@@ -422,6 +442,7 @@ impl LttWriter {
         }
         self.pending.retain(|p| p.key != key);
         self.map.remove(&key);
+        self.describe_def(key, describe::Def::Type(et.clone()));
         self.pending.push(Pending {
             key,
             category: et.category.clone(),
@@ -439,25 +460,21 @@ impl LttWriter {
         });
     }
 
-    fn define_metric(&mut self, m: &MetricDesc) {
+    fn define_metric(&mut self, m: &std::sync::Arc<MetricDesc>) {
         let key = Key::Metric(m.id);
-        self.metrics.insert(m.id, m.clone());
+        self.metrics.insert(m.id, (**m).clone());
         let vt = match m.vtype {
-            ValueType::I32 => FieldType::Int(4),
-            ValueType::U32 => FieldType::Uint(4),
-            ValueType::I64 => FieldType::Int(8),
-            ValueType::U64 => FieldType::Uint(8),
-            ValueType::F32 => FieldType::Float(4),
-            ValueType::F64 => FieldType::Float(8),
-            ValueType::String => FieldType::String,
-            ValueType::Aggregate => FieldType::Bytes,
-            _ => {
+            ValueType::Event | ValueType::HighresEvent | ValueType::Other(_)
+                if self.sd.is_none() =>
+            {
                 self.map.remove(&key);
                 return;
             }
+            t => selfdesc::metric_field(t),
         };
         self.pending.retain(|p| p.key != key);
         self.map.remove(&key);
+        self.describe_def(key, describe::Def::Metric(m.clone()));
         self.pending.push(Pending {
             key,
             category: "metric".into(),
@@ -477,20 +494,7 @@ impl LttWriter {
     /// present, name}: one per instance added (present = 1) or removed (0),
     /// so instance names survive in an LTT trace.
     fn write_indom(&mut self, u: &crate::model::IndomUpdate) -> Result<()> {
-        let key = Key::Indom(u.id);
-        if !self.map.contains_key(&key) && !self.pending.iter().any(|p| p.key == key) {
-            self.pending.push(Pending {
-                key,
-                category: "indom".into(),
-                name: format!("indom_{}", u.id),
-                description: format!("membership of instance domain {}", u.id),
-                fields: vec![
-                    ("instance".into(), FieldType::Int(4)),
-                    ("present".into(), FieldType::Uint(1)),
-                    ("name".into(), FieldType::String),
-                ],
-            });
-        }
+        let key = self.indom_type(u.id);
         for i in &u.instances {
             let fields = [
                 Value::I64(i.id as i64),
@@ -508,6 +512,25 @@ impl LttWriter {
             self.write_event(key, u.time.0, None, Some(0), &fields, None)?;
         }
         Ok(())
+    }
+
+    /// The event type of an indom's membership events, defined on first use.
+    fn indom_type(&mut self, id: u32) -> Key {
+        let key = Key::Indom(id);
+        if !self.map.contains_key(&key) && !self.pending.iter().any(|p| p.key == key) {
+            self.pending.push(Pending {
+                key,
+                category: "indom".into(),
+                name: format!("indom_{id}"),
+                description: format!("membership of instance domain {id}"),
+                fields: vec![
+                    ("instance".into(), FieldType::Int(4)),
+                    ("present".into(), FieldType::Uint(1)),
+                    ("name".into(), FieldType::String),
+                ],
+            });
+        }
+        key
     }
 
     /// Turn pending types into facilities (one per category, a new version
@@ -670,36 +693,8 @@ impl LttWriter {
             return Ok(());
         }
         self.payload.clear();
-        let enc = match &ty {
-            None => Ok(()),
-            Some(Ty::Struct(fs))
-                if self.tag_source
-                    && fs.len() == fields.len() + 1
-                    && fs.last().is_some_and(|f| f.0 == SOURCE_FIELD) =>
-            {
-                let src = Value::Str(source.unwrap_or("").to_string());
-                fs.iter()
-                    .zip(fields.iter().chain(std::iter::once(&src)))
-                    .try_for_each(|((_, t), v)| layout::encode(t, v, self.bo, &mut self.payload))
-            }
-            Some(Ty::Struct(fs)) => {
-                if fs.len() != fields.len() {
-                    Err(format!(
-                        "{} fields given for {} members",
-                        fields.len(),
-                        fs.len()
-                    ))
-                } else {
-                    fs.iter().zip(fields).try_for_each(|((_, t), v)| {
-                        layout::encode(t, v, self.bo, &mut self.payload)
-                    })
-                }
-            }
-            Some(t) => match fields.first() {
-                Some(v) => layout::encode(t, v, self.bo, &mut self.payload),
-                None => Err("missing payload value".into()),
-            },
-        };
+        let tag = self.tag_source.then(|| source.unwrap_or(""));
+        let enc = encode_fields(ty.as_ref(), fields, tag, self.bo, &mut self.payload);
         if enc.is_err() {
             self.loss
                 .drop_item("events", "field values do not match the event type");
@@ -720,21 +715,37 @@ impl LttWriter {
             Some(k) => k,
             None => FileKey::Cpu(cpu.unwrap_or(0)),
         };
-        if let FileKey::Cpu(n) = fkey {
-            self.max_cpu = Some(self.max_cpu.map_or(n, |m| m.max(n)));
-        }
-        let mut counter = time as u64;
-        self.ensure_file(&fkey)?;
-        let Some(f) = self.files.get_mut(&fkey) else {
-            return Err(werr(&self.target, "internal: tracefile missing"));
-        };
-        if f.open && counter < f.cur {
-            counter = f.cur;
+        let (_, clamped) = self.put(&fkey, id, time as u64)?;
+        if clamped {
             self.loss.degrade(
                 "events",
                 "earlier than the previous event of its tracefile: time clamped",
             );
         }
+        self.loss.wrote("events", 1);
+        Ok(())
+    }
+
+    /// The counter an event at `time` gets in tracefile `fkey`: never
+    /// earlier than the previous event of its block.
+    fn counter_for(&self, fkey: &FileKey, time: u64) -> u64 {
+        match self.files.get(fkey) {
+            Some(f) if f.open && time < f.cur => f.cur,
+            _ => time,
+        }
+    }
+
+    /// Append `self.payload` as event `id` to tracefile `fkey` at `time`;
+    /// returns the counter written and whether `time` had to be clamped.
+    fn put(&mut self, fkey: &FileKey, id: u16, time: u64) -> Result<(u64, bool)> {
+        if let FileKey::Cpu(n) = *fkey {
+            self.max_cpu = Some(self.max_cpu.map_or(n, |m| m.max(n)));
+        }
+        let counter = self.counter_for(fkey, time);
+        self.ensure_file(fkey)?;
+        let Some(f) = self.files.get_mut(fkey) else {
+            return Err(werr(&self.target, "internal: tracefile missing"));
+        };
         if append(f, &self.payload, counter, id, self.bo, &self.cfg)? {
             self.loss.degrade(
                 "events",
@@ -742,8 +753,7 @@ impl LttWriter {
             );
         }
         self.min_time = Some(self.min_time.map_or(counter, |m| m.min(counter)));
-        self.loss.wrote("events", 1);
-        Ok(())
+        Ok((counter, counter != time))
     }
 
     fn write_sample(&mut self, s: &crate::model::Sample) -> Result<()> {
@@ -803,6 +813,48 @@ impl LttWriter {
             append(fw, &p, t, layout::ID_FACILITY_LOAD, self.bo, &self.cfg)?;
         }
         Ok(())
+    }
+}
+
+/// Encode an event's field values by its payload layout.
+/// `tag`: a merged stream's source name, written into the type's last
+/// field `source` (`SOURCE_FIELD`) when it has one beyond `fields`.
+fn encode_fields(
+    ty: Option<&Ty>,
+    fields: &[Value],
+    tag: Option<&str>,
+    bo: Bo,
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), String> {
+    match ty {
+        None => Ok(()),
+        Some(Ty::Struct(fs))
+            if tag.is_some()
+                && fs.len() == fields.len() + 1
+                && fs.last().is_some_and(|f| f.0 == SOURCE_FIELD) =>
+        {
+            let src = Value::Str(tag.unwrap_or("").to_string());
+            fs.iter()
+                .zip(fields.iter().chain(std::iter::once(&src)))
+                .try_for_each(|((_, t), v)| layout::encode(t, v, bo, out))
+        }
+        Some(Ty::Struct(fs)) => {
+            if fs.len() != fields.len() {
+                Err(format!(
+                    "{} fields given for {} members",
+                    fields.len(),
+                    fs.len()
+                ))
+            } else {
+                fs.iter()
+                    .zip(fields)
+                    .try_for_each(|((_, t), v)| layout::encode(t, v, bo, out))
+            }
+        }
+        Some(t) => match fields.first() {
+            Some(v) => layout::encode(t, v, bo, out),
+            None => Err("missing payload value".into()),
+        },
     }
 }
 
@@ -916,6 +968,7 @@ impl TraceWriter for LttWriter {
         match item {
             Item::EventType(et) => self.define_type(et),
             Item::Metric(m) => self.define_metric(m),
+            _ if self.sd.is_some() => self.describe_item(item)?,
             Item::Event(e) => self.write_event(
                 Key::Type(e.type_id),
                 e.time.0,
@@ -942,6 +995,7 @@ impl TraceWriter for LttWriter {
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.seal()?;
+        self.finish_describe()?;
         let (bo, cfg) = (self.bo, self.cfg.clone());
         for f in self.files.values_mut() {
             close_block(f, bo, &cfg)?;
@@ -983,7 +1037,16 @@ impl TraceWriter for LttWriter {
                     .unwrap_or_else(|| "unknown".into()),
             }
         };
-        let desc = h.extras.str(keys::DESCRIPTION).unwrap_or("").to_string();
+        let desc = match &self.sd {
+            // Said in words for LTT readers; the exact header is in control/polytrace.
+            Some(_) => format!(
+                "Converted by polytrace from a {} stream (version {}); time base: {}. The polytrace facility carries that stream exactly.",
+                h.source,
+                h.version,
+                h.time_base.describe()
+            ),
+            None => h.extras.str(keys::DESCRIPTION).unwrap_or("").to_string(),
+        };
         let sx = system::write(&vals, &desc);
         let p = self.dir.join("info/system.xml");
         std::fs::write(&p, sx).map_err(|e| Error::io(&p, e))?;
@@ -1054,6 +1117,7 @@ fn stream_key(s: &str) -> Option<FileKey> {
     }
     if let Some(n) = s.strip_prefix("control/") {
         if n != "facilities"
+            && n != selfdesc::CONTROL_FILE
             && !n.is_empty()
             && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         {

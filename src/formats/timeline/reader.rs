@@ -9,8 +9,8 @@ use super::layout::{
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::input::Bytes;
 use crate::model::{
-    Event, EventType, ExtraValue, Extras, Field, FieldType, FormatId, Header, Item, TimeBase,
-    Timestamp, TraceReader, Value,
+    Event, EventType, ExtraValue, Extras, Field, FieldType, FormatId, Header, Item, MetricValues,
+    Sample, TimeBase, Timestamp, TraceReader, Value, ValueType,
 };
 use crate::options::ReadOptions;
 use std::collections::{HashMap, VecDeque};
@@ -19,6 +19,135 @@ use std::sync::Arc;
 
 /// Most per-entry diagnostics kept (the rest are counted in the last one).
 const MAX_DIAGS: usize = 20;
+
+/// Prefix of the string polytrace's writer appends to the string table of a
+/// file written from another stream (no entry refers to it, so Snabb never
+/// shows it); JSON follows (docs/timeline.md, "Self-description").
+pub const DESC_MAGIC: &str = "polytrace:";
+
+/// A polytrace-written file's self-description, as the reader uses it.
+struct Desc {
+    /// By message key: the source's event type.
+    types: HashMap<(u64, u64), Arc<EventType>>,
+    /// By message key: (metric, instance, value type) of sample messages.
+    samples: HashMap<(u64, u64), (u32, i32, ValueType)>,
+    /// The tsc field holds the source's time in nanoseconds, not cycles.
+    tsc_is_time: bool,
+}
+
+/// The message key the reader groups entries by, from a written msg_id.
+fn key_of(layout: Layout, id: u64) -> (u64, u64) {
+    match layout {
+        Layout::A2 => (
+            (((id >> 40) & 0xffff) << 16) | ((id >> 16) & 0xffff),
+            id & 0xff,
+        ),
+        _ => (id, 0),
+    }
+}
+
+/// Find and read the self-description; the items it defines go to `items`.
+fn read_desc(
+    layout: Layout,
+    table: &[u8],
+    header: &mut Header,
+    items: &mut VecDeque<Item>,
+) -> std::result::Result<Option<Desc>, String> {
+    use crate::model::codec;
+    let magic = DESC_MAGIC.as_bytes();
+    let start = (0..table.len())
+        .filter(|&i| i == 0 || table[i - 1] == 0)
+        .find(|&i| table[i..].starts_with(magic));
+    let Some(start) = start else { return Ok(None) };
+    let body = &table[start + magic.len()..];
+    let end = body.iter().position(|&b| b == 0).unwrap_or(body.len());
+    let j: serde_json::Value =
+        serde_json::from_slice(&body[..end]).map_err(|e| format!("self-description: {e}"))?;
+    let list = |k: &str| -> std::result::Result<&Vec<serde_json::Value>, String> {
+        j.get(k)
+            .and_then(|v| v.as_array())
+            .ok_or_else(|| format!("self-description: no {k}"))
+    };
+    let mut d = Desc {
+        types: HashMap::new(),
+        samples: HashMap::new(),
+        tsc_is_time: j.get("tsc").and_then(|v| v.as_str()) == Some("time"),
+    };
+    let mut vtypes = HashMap::new();
+    for m in list("metrics")? {
+        let m = codec::metric_from_json(m)?;
+        vtypes.insert(m.id, m.vtype);
+        items.push_back(Item::Metric(Arc::new(m)));
+    }
+    for u in list("indoms")? {
+        items.push_back(Item::Indom(codec::indom_from_json(u)?));
+    }
+    for t in list("types")? {
+        let (Some(id), Some(t)) = (t.get(0).and_then(|v| v.as_u64()), t.get(1)) else {
+            return Err("self-description: bad type entry".into());
+        };
+        let t = codec::event_type_from_json(t)?;
+        d.types
+            .entry(key_of(layout, id))
+            .or_insert_with(|| Arc::new(t));
+    }
+    for e in list("samples")? {
+        let v = |k: usize| e.get(k).and_then(|v| v.as_i64());
+        let (Some(id), Some(m), Some(i)) = (v(0), v(1), v(2)) else {
+            return Err("self-description: bad sample entry".into());
+        };
+        let (m, i) = (m as u32, i as i32);
+        let vt = vtypes.get(&m).copied().unwrap_or(ValueType::F64);
+        d.samples
+            .entry(key_of(layout, id as u64))
+            .or_insert((m, i, vt));
+    }
+    if d.tsc_is_time {
+        if let Some(tb) = j.get("tb") {
+            header.time_base = codec::time_base_from_json(tb)?;
+        }
+        header.extras.0.remove(crate::model::keys::RAW_CLOCK);
+        header.system.retain(|(k, _)| k != "time");
+    }
+    if let Some(src) = j.get("source").and_then(|v| v.as_str()) {
+        header.system.push((
+            "written from".into(),
+            format!("a {src} stream by polytrace"),
+        ));
+    }
+    Ok(Some(d))
+}
+
+/// An arg (A: u64, M3: f64) as a value of `t`'s kind.
+fn arg_as(v: &Value, t: &FieldType) -> Value {
+    // A2 stores numbers as u64: floats and signed values as two's complement.
+    let (u, f) = match *v {
+        Value::U64(b) => (b, b as i64 as f64),
+        Value::F64(x) => (x as u64, x),
+        _ => return v.clone(),
+    };
+    let i = match *v {
+        Value::U64(b) => b as i64,
+        _ => f as i64,
+    };
+    match t {
+        FieldType::Int(_) => Value::I64(i),
+        FieldType::Uint(_) => Value::U64(u),
+        FieldType::Float(4) => Value::F32(f as f32),
+        FieldType::Float(_) => Value::F64(f),
+        FieldType::Enum { .. } => Value::Enum(i),
+        _ => v.clone(),
+    }
+}
+
+fn metric_kind(vt: ValueType) -> FieldType {
+    match vt {
+        ValueType::I32 | ValueType::I64 => FieldType::Int(8),
+        ValueType::U32 | ValueType::U64 => FieldType::Uint(8),
+        ValueType::F32 => FieldType::Float(4),
+        _ => FieldType::Float(8),
+    }
+}
 
 pub struct TimelineReader {
     path: PathBuf,
@@ -40,11 +169,43 @@ pub struct TimelineReader {
     salvage: bool,
     hz: Option<f64>,
     anchor: Option<Timestamp>,
+    desc: Option<Desc>,
+    /// Native type ids of sample messages: (metric, instance, value type).
+    sample_ids: HashMap<u32, (u32, i32, ValueType)>,
+    restored: HashMap<u32, Arc<EventType>>,
+    next_id: u32,
+    /// A sample being gathered from consecutive messages with one tsc.
+    acc: Option<Sample>,
 }
 
 /// Cycles to model time: `anchor + tsc / hz` (nanoseconds), or the raw
-/// cycle count as nanoseconds when no frequency is given.
-pub fn tsc_to_time(tsc: f64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timestamp {
+/// cycle count as nanoseconds when no frequency is given. Integer
+/// arithmetic, so a 64-bit count keeps every bit (an f64 would not past
+/// 2^53); a fractional rate falls back to doubles.
+pub fn tsc_to_time(tsc: u64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timestamp {
+    let ns: i128 = match hz {
+        Some(hz) if hz > 0.0 && hz.fract() == 0.0 && hz < u64::MAX as f64 => {
+            tsc as i128 * 1_000_000_000 / hz as i128
+        }
+        Some(hz) if hz > 0.0 && hz.is_finite() => {
+            let f = tsc as f64 * 1e9 / hz;
+            if f.is_finite() {
+                f as i128
+            } else {
+                0
+            }
+        }
+        _ => tsc as i128,
+    };
+    let t = ns + anchor.map_or(0, |a| a.0) as i128;
+    Timestamp(t.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+}
+
+/// The same for an M3 tsc, stored as a double.
+fn tsc_f_to_time(tsc: f64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timestamp {
+    if (0.0..18446744073709551616.0).contains(&tsc) && tsc.fract() == 0.0 {
+        return tsc_to_time(tsc as u64, hz, anchor);
+    }
     let ns = match hz {
         Some(hz) if hz > 0.0 => tsc * 1e9 / hz,
         _ => tsc,
@@ -84,6 +245,8 @@ impl TimelineReader {
                 .into(),
         ));
         let x = &mut header.extras;
+        // Every entry's raw clock is its TSC (M3: the double as a count).
+        x.set(crate::model::keys::RAW_CLOCK, ExtraValue::Str("tsc".into()));
         x.set(keys::LAYOUT, ExtraValue::Str(layout.name().into()));
         x.set(keys::ENTRIES, ExtraValue::U64(n as u64));
         x.set(keys::STRINGS_BYTES, ExtraValue::U64((se - ss) as u64));
@@ -119,6 +282,22 @@ impl TimelineReader {
                 x.set(keys::NEXT, ExtraValue::U64(((h + 1) % n.max(1)) as u64));
             }
         }
+        let mut pending = VecDeque::new();
+        let desc = match read_desc(layout, &data[ss..se], &mut header, &mut pending) {
+            Ok(d) => d,
+            Err(m) => {
+                diags.push(Diagnostic::warning(
+                    Position::new(path),
+                    format!("{m}; read as a plain timeline"),
+                ));
+                pending.clear();
+                None
+            }
+        };
+        let next_id = desc
+            .as_ref()
+            .and_then(|d| d.types.values().map(|t| t.id).max())
+            .map_or(0, |m| m.saturating_add(1));
         Ok(TimelineReader {
             path: path.to_path_buf(),
             data,
@@ -132,13 +311,114 @@ impl TimelineReader {
             order,
             pos: 0,
             types: HashMap::new(),
-            pending: VecDeque::new(),
+            pending,
             diags,
             skipped: 0,
             salvage: opts.salvage,
             hz: opts.tsc_hz,
             anchor: opts.tsc_anchor,
+            desc,
+            sample_ids: HashMap::new(),
+            restored: HashMap::new(),
+            next_id,
+            acc: None,
         })
+    }
+
+    /// A type id for a new message key: the source's type or a sample
+    /// message from the self-description, else a fresh id. Returns (id,
+    /// restored type, arg count) where known.
+    fn described(&mut self, key: (u64, u64)) -> Option<(u32, Option<EventType>, usize)> {
+        let d = self.desc.as_ref()?;
+        if let Some(t) = d.types.get(&key) {
+            let t = t.clone();
+            self.types.insert(key, t.id);
+            self.restored.insert(t.id, t.clone());
+            return Some((t.id, Some((*t).clone()), t.fields.len()));
+        }
+        let s = *d.samples.get(&key)?;
+        let id = self.fresh_id();
+        self.types.insert(key, id);
+        self.sample_ids.insert(id, s);
+        Some((id, None, 1))
+    }
+
+    /// `described` for a new key; for a known one, its restored arity.
+    fn described_or_known(
+        &mut self,
+        key: (u64, u64),
+        known: Option<u32>,
+    ) -> Option<(u32, Option<EventType>, usize)> {
+        match known {
+            None => self.described(key),
+            Some(id) => self
+                .restored
+                .get(&id)
+                .map(|t| (id, None, t.fields.len()))
+                .or_else(|| self.sample_ids.contains_key(&id).then_some((id, None, 1))),
+        }
+    }
+
+    fn fresh_id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// The event as the source had it (self-description), or a value of a
+    /// sample being gathered.
+    fn restore(&mut self, mut ev: Event) {
+        let Some(d) = &self.desc else {
+            self.pending.push_back(Item::Event(ev));
+            return;
+        };
+        let tsc = ev.raw_clock.unwrap_or(0);
+        if d.tsc_is_time {
+            ev.time = Timestamp(tsc.min(i64::MAX as u64) as i64);
+            ev.raw_clock = None;
+        }
+        if let Some(&(m, inst, vt)) = self.sample_ids.get(&ev.type_id) {
+            let v = ev
+                .fields
+                .first()
+                .map_or(Value::U64(0), |v| arg_as(v, &metric_kind(vt)));
+            if self.acc.as_ref().is_some_and(|s| s.time != ev.time) {
+                self.flush_sample();
+            }
+            let s = self.acc.get_or_insert_with(|| Sample {
+                time: ev.time,
+                raw_clock: ev.raw_clock,
+                metrics: Vec::new(),
+                extras: Extras::default(),
+            });
+            match s.metrics.last_mut() {
+                Some(MetricValues {
+                    metric,
+                    values: Ok(vals),
+                }) if *metric == m => vals.push((inst, v)),
+                _ => s.metrics.push(MetricValues {
+                    metric: m,
+                    values: Ok(vec![(inst, v)]),
+                }),
+            }
+            return;
+        }
+        self.flush_sample();
+        if let Some(t) = self.restored.get(&ev.type_id) {
+            ev.fields = ev
+                .fields
+                .iter()
+                .zip(&t.fields)
+                .map(|(v, f)| arg_as(v, &f.ty))
+                .collect();
+        }
+        self.pending.push_back(Item::Event(ev));
+    }
+
+    fn flush_sample(&mut self) {
+        if let Some(s) = self.acc.take() {
+            self.pending.push_back(Item::Sample(s));
+        }
     }
 
     fn snap(&self) -> Snapshot<'_> {
@@ -184,6 +464,11 @@ impl TimelineReader {
         // Decoded exactly as Snabb's dumper does (spec 3.4).
         let coff = (msg_id >> 40) & 0xffff;
         let moff = (msg_id >> 16) & 0xffff;
+        let key = ((coff << 16) | moff, msg_id & 0xff);
+        let known = self.types.get(&key).copied();
+        let described = self.described_or_known(key, known);
+        let fresh = (known.is_none() && described.is_none()).then(|| self.fresh_id());
+        let snap = self.snap();
         let tlen = snap.strings().len();
         let cat = snap.cstr(coff as usize).ok_or_else(|| {
             self.bad(
@@ -201,14 +486,20 @@ impl TimelineReader {
                 format!("message string offset {moff} is outside the string table of {tlen} bytes"),
             )
         })?;
-        let key = ((coff << 16) | moff, msg_id & 0xff);
         let mut newtype = None;
         let nph = placeholders(fmt);
-        let nfields = nph.len().min(4);
-        let type_id = match self.types.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = self.types.len() as u32;
+        let mut nfields = nph.len().min(4);
+        if let Some((_, _, n)) = described {
+            nfields = n.min(4);
+        }
+        let type_id = match (known, described, fresh) {
+            (_, Some((id, t, _)), _) => {
+                newtype = t;
+                id
+            }
+            (Some(id), None, _) => id,
+            (None, None, fresh) => {
+                let id = fresh.unwrap_or(u32::MAX);
                 let fmt_s = String::from_utf8_lossy(fmt).into_owned();
                 let first = fmt_s.lines().next().unwrap_or("").to_string();
                 let fields = nph
@@ -254,7 +545,7 @@ impl TimelineReader {
             );
         }
         let ev = Event {
-            time: tsc_to_time(tsc as f64, self.hz, self.anchor),
+            time: tsc_to_time(tsc, self.hz, self.anchor),
             raw_clock: Some(tsc),
             type_id,
             cpu: Some(aux & 0xfff),
@@ -275,10 +566,19 @@ impl TimelineReader {
         let reserved = u32_at(e, 12);
         let raw: Vec<u64> = (0..6).map(|k| u64_at(e, 16 + 8 * k)).collect();
         let mut newtype = None;
-        let (type_id, nfields) = match self.types.get(&(msgid as u64, 0)) {
-            Some(&id) => (id, self.type_arity(msgid)?),
-            None => {
-                let id = self.types.len() as u32;
+        let key = (msgid as u64, 0);
+        let known = self.types.get(&key).copied();
+        let described = self.described_or_known(key, known);
+        let fresh = (known.is_none() && described.is_none()).then(|| self.fresh_id());
+        let snap = self.snap();
+        let (type_id, nfields) = match (known, described, fresh) {
+            (_, Some((id, t, n)), _) => {
+                newtype = t;
+                (id, n.min(6))
+            }
+            (Some(id), None, _) => (id, self.type_arity(msgid)?),
+            (None, None, fresh) => {
+                let id = fresh.unwrap_or(u32::MAX);
                 let t = if msgid == M_UNKNOWN_MSGID {
                     let mut t = EventType::new(id, "?", "unknown", vec![]);
                     t.description =
@@ -391,7 +691,7 @@ impl TimelineReader {
             );
         }
         let ev = Event {
-            time: tsc_to_time(tsc_f, self.hz, self.anchor),
+            time: tsc_f_to_time(tsc_f, self.hz, self.anchor),
             raw_clock,
             type_id,
             cpu: Some((cn & 0xff) as u32),
@@ -424,15 +724,20 @@ impl TraceReader for TimelineReader {
                 return Ok(Some(it));
             }
             let Some(&slot) = self.order.get(self.pos) else {
+                if self.acc.is_some() {
+                    self.flush_sample();
+                    continue;
+                }
                 return Ok(None);
             };
             self.pos += 1;
             match self.decode(slot as usize) {
                 Ok((t, ev)) => {
                     if let Some(t) = t {
+                        self.flush_sample();
                         self.pending.push_back(Item::EventType(Arc::new(t)));
                     }
-                    self.pending.push_back(Item::Event(ev));
+                    self.restore(ev);
                 }
                 Err(Error::Format { pos, msg }) if self.salvage => {
                     self.skipped += 1;

@@ -26,6 +26,8 @@ use std::io::Write;
 const MAX_ENTRIES: u64 = 1 << 24;
 /// Largest string table (M: its size is a u32; A: offsets are 16 bits anyway).
 const MAX_STRINGS: u64 = 1 << 28;
+/// 2^63: floats at or beyond it do not fit an i64.
+const I64_RANGE: f64 = 9_223_372_036_854_775_808.0;
 /// Smallest ring the writer sizes to the data (no `--entries`).
 const AUTO_MIN_ENTRIES: u64 = 1024;
 /// Default priority of events that have none: `trace` (occasional events).
@@ -44,6 +46,8 @@ struct TypeMap {
     lost_fields: usize,
     /// None: events of this type are dropped (reason).
     drop: Option<&'static str>,
+    /// A2: the format and priority written (a type without them gets some).
+    written: Option<(String, &'static str)>,
 }
 
 pub struct TimelineWriter {
@@ -67,9 +71,28 @@ pub struct TimelineWriter {
     sample_types: HashMap<(MetricId, InstId), TypeMap>,
     written: u64,
     loss: LossReport,
+    /// The source's raw clock counts cycles (`model::keys::RAW_CLOCK`): it
+    /// goes into the tsc field. Any other (DLT 0.1 ms ticks, unknown) does
+    /// not; the tsc is then the time in nanoseconds.
+    raw_is_cycles: bool,
+    /// What a reader needs to give back the source's types and samples
+    /// (`describe`); None when the file is rewritten slot for slot.
+    desc: Option<Desc>,
     /// Ring sized to the data: it doubles, up to this many entries (the
     /// layout's default ring), before it wraps. 0 = fixed size.
     grow_to: usize,
+}
+
+/// The self-description gathered while writing (written at `finish`).
+struct Desc {
+    source: String,
+    time_base: crate::model::TimeBase,
+    /// (message id as written, the source's event type, reduced to the
+    /// fields that became args).
+    types: Vec<(u64, EventType)>,
+    /// (message id, metric, instance) of sample messages.
+    samples: Vec<(u64, MetricId, InstId)>,
+    first_time: Option<i64>,
 }
 
 fn sanitize_word(s: &str) -> String {
@@ -181,6 +204,16 @@ impl TimelineWriter {
             sample_types: HashMap::new(),
             written: 0,
             loss: LossReport::default(),
+            raw_is_cycles: hx
+                .str(crate::model::keys::RAW_CLOCK)
+                .is_some_and(crate::model::keys::is_cycle_counter),
+            desc: (!preserve).then(|| Desc {
+                source: header.source.name().into(),
+                time_base: header.time_base.clone(),
+                types: Vec::new(),
+                samples: Vec::new(),
+                first_time: None,
+            }),
             grow_to: if auto { def_n as usize } else { 0 },
         };
         if preserve {
@@ -276,6 +309,7 @@ impl TimelineWriter {
             arg_fields,
             lost_fields,
             drop: None,
+            written: None,
         };
         match self.layout {
             Layout::A2 => self.map_type_a(t, &mut tm),
@@ -332,6 +366,7 @@ impl TimelineWriter {
             .and_then(known)
             .or(from_attr)
             .unwrap_or(DEFAULT_PRIORITY);
+        tm.written = Some((String::from_utf8_lossy(&fmt).into_owned(), PRIORITIES[prio]));
         // A type read from this very layout keeps its offsets when the table
         // still holds its strings there.
         if self.preserve {
@@ -483,20 +518,36 @@ impl TimelineWriter {
             }
             Value::F32(_) | Value::F64(_) => {
                 let f = v.as_f64().unwrap_or(0.0);
-                if f.fract() != 0.0 || !f.is_finite() {
+                if f.fract() != 0.0 || !f.is_finite() || (f == 0.0 && f.is_sign_negative()) {
                     self.loss
                         .degrade("event args", "fraction truncated to an integer");
+                } else if !(-(I64_RANGE)..I64_RANGE).contains(&f) {
+                    self.loss
+                        .degrade("event args", "beyond the 64-bit integer range: saturated");
                 }
                 if f < 0.0 {
                     self.loss
                         .degrade("event args", "negative value stored as two's complement");
-                    (f as i64) as u64
-                } else {
-                    f as u64
                 }
+                // Signed, so a reader that knows the type gets negatives back.
+                (f as i64) as u64
             }
             _ => 0,
         }
+    }
+
+    fn arg_f64(&mut self, v: &Value) -> f64 {
+        let f = v.as_f64().unwrap_or(0.0);
+        let exact = match *v {
+            Value::U64(x) => f as u64 == x && f < 18446744073709551616.0,
+            Value::I64(x) | Value::Enum(x) => f as i64 == x && f < 9223372036854775808.0,
+            _ => true,
+        };
+        if !exact {
+            self.loss
+                .degrade("event args", "integer beyond 2^53 rounded to a double (M3)");
+        }
+        f
     }
 
     fn put_entry(
@@ -528,6 +579,7 @@ impl TimelineWriter {
             _ => None,
         };
         let max = self.layout.max_args();
+        let raw_clock = raw_clock.filter(|_| self.raw_is_cycles);
         let mut e = [0u8; ENTRY_SIZE];
         match self.layout {
             Layout::A2 => {
@@ -579,7 +631,12 @@ impl TimelineWriter {
                 let tsc_bits = match ev_extras.u64(keys::TSC_BITS) {
                     Some(b) if self.preserve => b,
                     _ => {
-                        let t = raw_clock.map_or(time_ns.max(0) as f64, |c| c as f64);
+                        let c = raw_clock.unwrap_or(time_ns.max(0) as u64);
+                        let t = c as f64;
+                        if t as u64 != c {
+                            self.loss
+                                .degrade("events", "tsc beyond 2^53 rounded to a double (M3)");
+                        }
                         if t == 0.0 {
                             self.loss
                                 .degrade("events", "zero timestamp stored as 1 cycle");
@@ -616,7 +673,10 @@ impl TimelineWriter {
                             Some(ExtraValue::U64(x)) => *x as f64,
                             _ => 0.0,
                         },
-                        None => values.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0),
+                        None => match values.get(k) {
+                            Some(v) => self.arg_f64(v),
+                            None => 0.0,
+                        },
                     };
                     e[16 + 8 * k..24 + 8 * k].copy_from_slice(&v.to_bits().to_le_bytes());
                 }
@@ -642,6 +702,9 @@ impl TimelineWriter {
 
     /// Samples: one message per (metric, instance) with `$value` (model §3).
     fn write_sample(&mut self, s: &Sample) {
+        if let Some(d) = &mut self.desc {
+            d.first_time.get_or_insert(s.time.0);
+        }
         for mv in &s.metrics {
             let vals = match &mv.values {
                 Ok(v) => v,
@@ -683,6 +746,9 @@ impl TimelineWriter {
                         t.format = Some(format!("{label} $value"));
                         t.priority = Some("app".into());
                         let tm = self.map_type(&t);
+                        if let (Some(d), None) = (&mut self.desc, tm.drop) {
+                            d.samples.push((tm.id, mv.metric, *inst));
+                        }
                         self.sample_types.insert(key, tm.clone());
                         tm
                     }
@@ -696,6 +762,71 @@ impl TimelineWriter {
                     None,
                 );
             }
+        }
+    }
+
+    /// Append the self-description to the string table: one string
+    /// `polytrace:{json}` no entry refers to (Snabb's dump never shows it).
+    /// It names the source's event types (name, category, format, priority,
+    /// field names and types of the args), the metric and instance of each
+    /// sample message with the metric descriptors and instance names, and
+    /// what the tsc field holds; `reader` restores them.
+    fn describe(&mut self) {
+        let Some(d) = self.desc.take() else { return };
+        if d.types.is_empty() && d.samples.is_empty() {
+            return;
+        }
+        use crate::model::codec;
+        use serde_json::{json, Value as J};
+        let mut used: Vec<MetricId> = d.samples.iter().map(|s| s.1).collect();
+        used.sort_unstable();
+        used.dedup();
+        let metrics: Vec<J> = used
+            .iter()
+            .filter_map(|m| self.metrics.get(m))
+            .map(codec::metric_to_json)
+            .collect();
+        let mut indoms: HashMap<IndomId, Vec<crate::model::Instance>> = HashMap::new();
+        for (_, m, inst) in &d.samples {
+            let Some(ix) = self.metrics.get(m).and_then(|d| d.indom) else {
+                continue;
+            };
+            let name = self.inst_names.get(&(ix, *inst)).cloned();
+            let v = indoms.entry(ix).or_default();
+            if !v.iter().any(|i| i.id == *inst) {
+                v.push(crate::model::Instance {
+                    id: *inst,
+                    name: name.unwrap_or_else(|| inst.to_string()),
+                });
+            }
+        }
+        let mut indoms: Vec<(IndomId, Vec<crate::model::Instance>)> = indoms.into_iter().collect();
+        indoms.sort_by_key(|x| x.0);
+        let t0 = crate::model::Timestamp(d.first_time.unwrap_or(0));
+        let j = json!({
+            "source": d.source,
+            "tb": codec::time_base_to_json(&d.time_base),
+            "tsc": if self.raw_is_cycles { "raw" } else { "time" },
+            "types": d.types.iter().map(|(id, t)| json!([id, codec::event_type_to_json(t)])).collect::<Vec<_>>(),
+            "samples": d.samples.iter().map(|(id, m, i)| json!([id, m, i])).collect::<Vec<_>>(),
+            "metrics": metrics,
+            "indoms": indoms.into_iter().map(|(id, inst)| codec::indom_to_json(&crate::model::IndomUpdate {
+                time: t0,
+                id,
+                kind: crate::model::IndomKind::Full,
+                instances: inst,
+                removed: vec![],
+                extras: Default::default(),
+            }, true)).collect::<Vec<_>>(),
+        });
+        let text = format!("{}{j}", super::reader::DESC_MAGIC);
+        // Its own string, never shared with one an entry refers to.
+        self.intern.remove(text.as_bytes());
+        if self.intern(text.as_bytes()).is_none() {
+            self.loss.drop_item(
+                "self-description",
+                "string table full: types and samples read back as plain timeline messages",
+            );
         }
     }
 
@@ -733,6 +864,25 @@ impl TraceWriter for TimelineWriter {
         match item {
             Item::EventType(t) => {
                 let tm = self.map_type(t);
+                if let (Some(d), None) = (&mut self.desc, tm.drop) {
+                    // A re-issued type replaces its earlier description.
+                    d.types.retain(|(id, x)| !(x.id == t.id && *id == tm.id));
+                    if d.types.iter().any(|(id, _)| *id == tm.id) {
+                        // One message: a reader sees the first type only.
+                        self.loss.degrade(
+                            "event types",
+                            "same category, format and priority as another type: read back as that one",
+                        );
+                    }
+                    let mut r = (**t).clone();
+                    r.fields = tm.arg_fields.iter().map(|&i| t.fields[i].clone()).collect();
+                    // What the message was logged with, where the type had none.
+                    if let Some((f, p)) = &tm.written {
+                        r.format.get_or_insert_with(|| f.clone());
+                        r.priority.get_or_insert_with(|| p.to_string());
+                    }
+                    d.types.push((tm.id, r));
+                }
                 self.types.insert(t.id, tm);
                 self.loss.wrote("event types", 1);
             }
@@ -757,6 +907,7 @@ impl TraceWriter for TimelineWriter {
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.describe();
         let written = self.written;
         let out = self.out.clone();
         let bytes = self.file_bytes();
