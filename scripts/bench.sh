@@ -9,6 +9,7 @@
 #
 #   scripts/bench.sh                 # the table, RUNS=5 runs per side
 #   RUNS=9 scripts/bench.sh          # more runs
+#   ONLY='dump' scripts/bench.sh     # only the rows whose label matches
 #   scripts/bench.sh dlt pcp …       # instead: the per-format benchmarks
 #                                    # scripts/bench-<name>.sh
 #
@@ -34,11 +35,15 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/polytrace-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), runs per side: ${RUNS:-5}"
 PT=target/release/polytrace WORK=$WORK RUNS=${RUNS:-5} python3 - <<'PY'
-import os, shutil, statistics, subprocess, sys, time, glob
+import os, re, shutil, statistics, subprocess, sys, time, glob
 
 PT = os.path.abspath(os.environ["PT"])
 W = os.environ["WORK"]
 RUNS = int(os.environ["RUNS"])
+ONLY = os.environ.get("ONLY")
+TIME = os.access("/usr/bin/time", os.X_OK)
+if not TIME:
+    print("(no /usr/bin/time: peak RSS not measured)")
 CORPUS = os.path.abspath("../shared/corpus")
 TS = "/var/lib/pcp/testsuite/archives"
 
@@ -58,31 +63,57 @@ def clean(patterns):
 
 def run_once(cmd, out, cleanup, anon=False):
     """Wall seconds, peak RSS (KiB) and, if asked, peak RssAnon (KiB,
-    sampled every 0.5 ms) of one run; stdout to `out`."""
+    sampled every 0.5 ms) of one run; stdout to `out`. The peak RSS comes
+    from GNU time around the command: a process started from this script
+    would count this script's own memory in its peak (Linux keeps the
+    high-water mark across exec)."""
     clean(cleanup)
-    with open(out, "wb") as f:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.DEVNULL)
-        peak = 0
-        if anon:
-            path = f"/proc/{p.pid}/status"
-            while p.poll() is None:
-                try:
-                    with open(path) as s:
-                        for line in s:
-                            if line.startswith("RssAnon:"):
-                                peak = max(peak, int(line.split()[1]))
-                except OSError:
-                    pass
-                time.sleep(0.0005)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) not in (0,):
-        raise RuntimeError(f"{cmd[0]} exited {os.waitstatus_to_exitcode(status)}: {' '.join(cmd)}")
-    return wall, ru.ru_maxrss, peak
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    null = os.open(os.devnull, os.O_WRONLY)
+    acts = [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, null, 2)]
+    rss_file = os.path.join(W, "rss")
+    full = (["/usr/bin/time", "-f", "%M", "-o", rss_file] if TIME else []) + cmd
+    t0 = time.perf_counter()
+    pid = os.posix_spawnp(full[0], full, os.environ, file_actions=acts)
+    os.close(fd)
+    os.close(null)
+    peak = 0
+    while True:
+        flags = os.WNOHANG if anon else 0
+        got, status, ru = os.wait4(pid, flags)
+        if got == pid:
+            break
+        try:
+            target = pid
+            if TIME:
+                # The command is GNU time's child.
+                with open(f"/proc/{pid}/task/{pid}/children") as c:
+                    kids = c.read().split()
+                if not kids:
+                    time.sleep(0.0002)
+                    continue
+                target = int(kids[0])
+            with open(f"/proc/{target}/status") as s:
+                for line in s:
+                    if line.startswith("RssAnon:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.0005)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{cmd[0]} exited {code}: {' '.join(cmd)}")
+    rss = 0
+    if TIME:
+        with open(rss_file) as f:
+            rss = int(f.read().split()[-1])
+    return wall, rss, peak
 
 
 def row(work, ours, ref, ref_name, cleanup=(), anon=False, note=None):
+    if ONLY and not re.search(ONLY, work):
+        return
     if shutil.which(ref[0]) is None:
         print(f"| {work} | skipped: {ref[0]} not installed | | | |", flush=True)
         return
@@ -191,6 +222,17 @@ sh(PT, "convert", "-q", *([smp] * 9), "--to", "timeline", "--timeline-version", 
    "--entries", "1048576", "-o", a2)
 row(f"timeline A2 dump ({mb(os.path.getsize(a2))})",
     [PT, "dump", a2], ["cat", a2], "`cat`", anon=True)
+
+# A batch of 16 independent inputs: every core against one at a time.
+batch = o("batch")
+for i in range(8):
+    os.makedirs(batch, exist_ok=True)
+    shutil.copy(os.path.join(CORPUS, "kpi/kpi-capture.dlt"), os.path.join(batch, f"c{i}.dlt"))
+    shutil.copytree(smp, os.path.join(batch, f"s{i}"))
+row("`convert DIR --to pcp`, 16 inputs (8 × kpi-capture.dlt, 8 × smp_example)",
+    [PT, "convert", "-q", batch, "--to", "pcp", "-o", o("bo")],
+    ["env", "POLYTRACE_JOBS=1", PT, "convert", "-q", batch, "--to", "pcp", "-o", o("bo")],
+    "same, `POLYTRACE_JOBS=1`", cleanup=[o("bo")])
 
 flags = ["-a", "-e", "-h", "-I", "-M", "-xxx", "-Z", "UTC"]
 shipped = os.path.join(TS, "bozo-20170904")
