@@ -920,30 +920,20 @@ fn convert_help_groups_its_options() {
         .filter(|l| l.ends_with(':') && !l.starts_with(' '))
         .collect();
     let pos = |h: &str| headings.iter().position(|x| *x == h);
+    // Input, Time window, Filters, Merging, Output, then one per format.
     for (a, b) in [
         ("Input:", "Time window:"),
-        ("Time window:", "Output:"),
-        ("Output:", "PCP:"),
+        ("Time window:", "Filters:"),
+        ("Filters:", "Merging:"),
+        ("Merging:", "Output:"),
     ] {
         assert!(
             pos(a) < pos(b) && pos(a).is_some(),
             "{a} before {b}: {headings:?}"
         );
     }
-    // Every group follows the time window (the reading options of DLT,
-    // Timeline and KPI come with the input options, so their groups stand
-    // before Output: clap orders groups by their first option).
-    for h in [
-        "Filters:",
-        "PCP:",
-        "MMV:",
-        "Timeline:",
-        "DLT:",
-        "KPI:",
-        "LTT:",
-        "CSV:",
-    ] {
-        assert!(pos(h) > pos("Time window:"), "{h}: {headings:?}");
+    for h in ["PCP:", "MMV:", "Timeline:", "DLT:", "KPI:", "LTT:", "CSV:"] {
+        assert!(pos(h) > pos("Output:"), "{h}: {headings:?}");
     }
     // A format's options sit under its heading.
     let block = |h: &str| {

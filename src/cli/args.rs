@@ -96,6 +96,21 @@ pub struct InputArgs {
     /// On damaged input keep everything before the damage and exit 1.
     #[arg(long, help_heading = "Input")]
     pub salvage: bool,
+    /// Place the first data item at this time (RFC 3339 or epoch seconds):
+    /// gives a source with relative time or cycles (with --tsc-hz) the
+    /// dates a PCP archive or DLT file needs.
+    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Time window")]
+    pub time_origin: Option<crate::model::Timestamp>,
+    /// The format read options, parsed from [`FormatReadArgs`] (declared
+    /// after the output options so that `--help` lists the formats' headings
+    /// after Input, Time window, Filters and Output) and moved in here.
+    #[arg(skip)]
+    pub fmt: FormatReadArgs,
+}
+
+/// How some formats are read (under each format's heading in `--help`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct FormatReadArgs {
     /// Application id of KPI messages (default PROC).
     #[arg(long, value_name = "APID", help_heading = "DLT")]
     pub kpi_app: Option<String>,
@@ -108,11 +123,6 @@ pub struct InputArgs {
     /// Epoch time of TSC 0 (RFC 3339 or epoch seconds).
     #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Timeline")]
     pub tsc_anchor: Option<crate::model::Timestamp>,
-    /// Place the first data item at this time (RFC 3339 or epoch seconds):
-    /// gives a source with relative time or cycles (with --tsc-hz) the
-    /// dates a PCP archive or DLT file needs.
-    #[arg(long, value_parser = parse_abs_time, value_name = "TIME", help_heading = "Time window")]
-    pub time_origin: Option<crate::model::Timestamp>,
     /// Page size for RSS pages (default 4096).
     #[arg(long, value_name = "BYTES", help_heading = "KPI")]
     pub page_size: Option<u64>,
@@ -125,11 +135,11 @@ impl InputArgs {
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions {
             salvage: self.salvage,
-            kpi_app: self.kpi_app.clone(),
-            kpi_ctx: self.kpi_ctx.clone(),
-            tsc_hz: self.tsc_hz,
-            tsc_anchor: self.tsc_anchor,
-            page_size: self.page_size,
+            kpi_app: self.fmt.kpi_app.clone(),
+            kpi_ctx: self.fmt.kpi_ctx.clone(),
+            tsc_hz: self.fmt.tsc_hz,
+            tsc_anchor: self.fmt.tsc_anchor,
+            page_size: self.fmt.page_size,
         }
     }
 }

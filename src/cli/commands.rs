@@ -17,9 +17,20 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Formats(a) if a.mapping => mapping_table(),
         Command::Formats(_) => formats_table(),
-        Command::Convert(a) => convert(*a, quiet),
-        Command::Dump(a) => dump(a, quiet),
-        Command::Info(a) => info(a, quiet),
+        // The format read options are parsed apart (for the order of
+        // `--help`'s headings) and read through the input options.
+        Command::Convert(mut a) => {
+            a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            convert(*a, quiet)
+        }
+        Command::Dump(mut a) => {
+            a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            dump(a, quiet)
+        }
+        Command::Info(mut a) => {
+            a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            info(a, quiet)
+        }
         Command::Check(a) => check(a, quiet),
         Command::Record(a) => super::record::run(&a, quiet),
         Command::Completions(a) => completions(a.shell),

@@ -10,7 +10,7 @@ mod record;
 mod report;
 mod stream;
 
-use args::{DumpArgs, FilterArgs, GlobalArgs, InputArgs, MergeArgs, OutputArgs};
+use args::{DumpArgs, FilterArgs, FormatReadArgs, GlobalArgs, InputArgs, MergeArgs, OutputArgs};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,6 +121,8 @@ pub struct ConvertArgs {
     pub merge: MergeArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub read_fmt: FormatReadArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -133,6 +135,8 @@ pub struct DumpCmd {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub dump: DumpArgs,
+    #[command(flatten)]
+    pub read_fmt: FormatReadArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -153,6 +157,8 @@ pub struct InfoCmd {
     /// Print as JSON (for scripts).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub read_fmt: FormatReadArgs,
 }
 
 #[derive(clap::Args, Debug)]
