@@ -5,8 +5,8 @@
 //! the process with SIGBUS on the first page past the new end. A SIGBUS
 //! handler looks the faulting address up among the live mappings; for one
 //! of ours it prints `polytrace: error: FILE: byte N: …` and ends the process
-//! with exit code 2 after the staging of any output is removed (nothing is
-//! written). Any other SIGBUS goes to the handler that was there before.
+//! with exit code 2 after the staging of any output is removed (a conversion
+//! writes nothing; a listing keeps what it printed). Any other SIGBUS goes to the handler that was there before.
 //!
 //! Not mapped, but copied: what is not a regular file (pipes, character
 //! devices, `/proc`), empty or small files, files on network and FUSE file
@@ -236,8 +236,9 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
                 break;
             }
         }
-        const TAIL: &[u8] = b": the file shrank while it was being read (memory-mapped); \
-            nothing was written\n";
+        // A listing stops here (what it printed stays); a conversion's
+        // staging is removed, so nothing of it is written.
+        const TAIL: &[u8] = b": the file shrank while it was being read (memory-mapped); stopped\n";
         // SAFETY: write(2) of live buffers is async-signal-safe.
         unsafe {
             if !p.is_null() {
