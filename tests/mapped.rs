@@ -134,12 +134,85 @@ fn truncated_while_mapped_is_an_error_not_sigbus() {
     assert!(lines < 65_537, "{lines} lines");
 }
 
+/// A conversion that meets the truncation removes its staging: nothing is
+/// written. The timeline is merged with KPI lines from a pipe that we hold
+/// open, so the conversion waits (staging made, timeline mapped and read
+/// only at its first entry) until we have cut the file and closed the pipe.
 #[test]
 fn truncated_while_converting_leaves_no_output() {
-    // A conversion reads the ring in order and writes to a staging
-    // directory: a truncation ends it with the error and no output, and
-    // the staging is removed. The file is cut before the run: then the
-    // size check at the start refuses it (no map is made over a short file).
+    let dir = tempfile::tempdir().unwrap();
+    let tl = big_a2(dir.path());
+    let out = dir.path().join("out.ltt");
+    let mut child = Command::new(bin())
+        .args([
+            "convert",
+            "--tsc-hz",
+            "1e9",
+            "--tsc-anchor",
+            "1970-01-01T00:00:00Z",
+        ])
+        .arg(&tl)
+        .args(["-", "--to", "ltt", "-o"])
+        .arg(&out)
+        .env_remove("POLYTRACE_NO_MMAP")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // One dlt-convert line, earlier than every timeline entry (2016-07-04).
+    std::io::Write::write_all(
+        &mut stdin,
+        b"0 2016/07/04 13:10:00.000000    5071082 005 ECU1 PROC PROC log info V 2 [NEW 1;0;/sbin/init]\n",
+    )
+    .unwrap();
+    let staging = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".out.ltt.polytrace-")
+            })
+    };
+    // Wait for the staging directory (a bound, not a timing assertion).
+    let t0 = std::time::Instant::now();
+    while !staging() {
+        assert!(
+            t0.elapsed().as_secs() < 120,
+            "no staging directory appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tl)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+    drop(stdin);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(2), "status {st:?}, stderr: {err}");
+    assert!(
+        err.contains("the file shrank while it was being read"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    assert!(!staging(), "staging left behind");
+}
+
+/// A file cut before it is read is refused by the size checks made before
+/// any entry is used (no map over a short file is ever read past its end).
+#[test]
+fn cut_before_reading_is_refused_by_the_size_check() {
     let dir = tempfile::tempdir().unwrap();
     let tl = big_a2(dir.path());
     std::fs::OpenOptions::new()
