@@ -56,6 +56,25 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
+/// For another signal handler (the recorder's, on a second Ctrl-C): end
+/// the process as the cleanup does, removing the staging first; with no
+/// staging registered, by the signal's default action. Async-signal-safe.
+pub fn end_by_signal(sig: libc::c_int) {
+    if PIPE_W.load(Ordering::SeqCst) >= 0 {
+        on_signal(sig);
+        return;
+    }
+    // SAFETY: sigaction and raise are async-signal-safe; `sa` is a live
+    // local with the default action.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}
+
 fn install() {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 fills the two-element array we pass.

@@ -801,3 +801,39 @@ fn streaming_mode_puts_end_calibration_in_a_note() {
     }
     assert_eq!(l.singular("kernel.all.pswitch").len(), 2, "2 scans");
 }
+
+#[test]
+fn a_second_ctrl_c_ends_at_once_and_leaves_no_staging() {
+    // The first SIGINT asks the recorder to finish; a second one, right
+    // after, ends it at once: by SIGINT, with the staging removed (or, had
+    // the recorder already finished, with a complete output).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.ltt");
+    let o = out.to_string_lossy().into_owned();
+    let child = spawn_record(&["--interval", "2s", "-o", &o]);
+    std::thread::sleep(Duration::from_millis(700));
+    for _ in 0..2 {
+        let st = Command::new("kill")
+            .arg("-INT")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let res = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    match res.status.signal() {
+        Some(s) => {
+            assert_eq!(s, libc::SIGINT, "{:?}", res.status);
+            assert!(!out.exists(), "output of a killed recording");
+        }
+        None => assert_record_ok("second SIGINT after the end", &res),
+    }
+    for d in walk(dir.path()) {
+        assert!(
+            !d.to_string_lossy().contains(".polytrace-"),
+            "staging left behind: {}",
+            d.display()
+        );
+    }
+}

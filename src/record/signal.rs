@@ -1,6 +1,7 @@
 //! SIGINT / SIGTERM: set a flag; the recording loop finishes the current
-//! interval and closes the output. SA_RESETHAND restores the default action,
-//! so a second signal kills the process as usual.
+//! interval and closes the output. A second signal ends the process at
+//! once, through the staging cleanup (`crate::cleanup`), so an impatient
+//! second Ctrl-C leaves no staging behind either.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -8,9 +9,13 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Only async-signal-safe work here: two atomic stores.
+    // Only async-signal-safe work here: atomics, and on a second signal a
+    // pipe write or sigaction + raise.
+    if STOP.swap(true, Ordering::SeqCst) {
+        crate::cleanup::end_by_signal(sig);
+        return;
+    }
     SIGNAL.store(sig, Ordering::SeqCst);
-    STOP.store(true, Ordering::SeqCst);
 }
 
 /// Install the handlers for SIGINT and SIGTERM.
@@ -22,7 +27,7 @@ pub fn install() -> std::io::Result<()> {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
             libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            sa.sa_flags = libc::SA_RESTART;
             if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
