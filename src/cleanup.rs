@@ -107,11 +107,44 @@ fn install() {
     }
 }
 
+/// Bytes on the pipe from this value up ask for an exit with code
+/// `byte - EXIT_BYTE` instead of a signal's death.
+const EXIT_BYTE: u8 = 0x80;
+
+/// End the process with `code` from inside a signal handler of a fault that
+/// cannot be returned from (a mapped input that shrank): the watcher thread
+/// removes the registered staging first, while this thread waits. Only
+/// async-signal-safe calls.
+pub fn exit_from_signal_handler(code: u8) -> ! {
+    let fd = PIPE_W.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let b = EXIT_BYTE.saturating_add(code);
+        // SAFETY: write(2) on a pipe and pause(2) are async-signal-safe.
+        unsafe {
+            if libc::write(fd, &b as *const u8 as *const libc::c_void, 1) == 1 {
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+    }
+    // SAFETY: _exit is async-signal-safe and does not return.
+    unsafe { libc::_exit(code as libc::c_int) }
+}
+
 fn watch(rd: libc::c_int) {
     loop {
         let mut b = 0u8;
         // SAFETY: reads one byte into a live local.
         let n = unsafe { libc::read(rd, &mut b as *mut u8 as *mut libc::c_void, 1) };
+        if n == 1 && b >= EXIT_BYTE {
+            let dirs = live();
+            for d in dirs.iter() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            // SAFETY: ends the process at once; the faulting thread waits.
+            unsafe { libc::_exit((b - EXIT_BYTE) as libc::c_int) }
+        }
         if n == 1 {
             break terminate(b as libc::c_int);
         }

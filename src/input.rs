@@ -6,6 +6,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod map;
+pub use map::Bytes;
+
 /// Bytes kept from the start of an input for content detection.
 pub const PROBE_LEN: usize = 4096;
 
@@ -132,6 +135,31 @@ impl Input {
             (InputKind::Stdin, Some(s)) => Some(s.path()),
             _ => None,
         }
+    }
+
+    /// The whole input as bytes, at most `max` of them: a file (or spooled
+    /// stdin) is memory-mapped where that is safe ([`map::read_file`]),
+    /// stdin read as a stream is copied. Directories and archive base names
+    /// are not single files: `what` says what the format wants instead.
+    pub fn bytes(&self, max: u64, what: &str) -> Result<Bytes> {
+        if let Some(file) = self.file() {
+            return map::read_file(file, Path::new(&self.name()), max);
+        }
+        if self.kind != InputKind::Stdin {
+            return Err(Error::Usage(format!("{}: {what}", self.name())));
+        }
+        let mut v = Vec::new();
+        self.open_stream()?
+            .take(max.saturating_add(1))
+            .read_to_end(&mut v)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        if v.len() as u64 > max {
+            return Err(Error::format(
+                crate::error::Position::new("<stdin>"),
+                format!("input larger than the {max} bytes this format can hold"),
+            ));
+        }
+        Ok(Bytes::Owned(v))
     }
 
     /// Open the input as a byte stream (file or stdin).

@@ -384,6 +384,68 @@ fn batch_names_that_would_collide_keep_their_extension() {
     assert!(out.join("a.kpi.kpi").is_file());
 }
 
+/// A batch converts several inputs at once (one per core, `POLYTRACE_JOBS`):
+/// the outputs, the messages on stderr, their order, the summary and the
+/// exit code are those of a one-at-a-time run.
+#[test]
+fn parallel_batch_gives_the_same_outputs_and_summary_as_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in");
+    copy("kpi/kpi-capture.dlt", &src.join("a/capture.dlt"));
+    copy("kpi/B-buf400.dlt", &src.join("a/B-buf400.dlt"));
+    copy("mmv/research_v2.mmv", &src.join("b/research.mmv"));
+    copy("timeline/a2-small-wrapped.dat", &src.join("b/ring.dat"));
+    copy("timeline/v2-small-wrapped.dat", &src.join("b/v2.dat"));
+    for m in ["0", "index", "meta"] {
+        copy(
+            &format!("pcp/live_v3.{m}"),
+            &src.join(format!("c/live.{m}")),
+        );
+    }
+    std::fs::write(src.join("c/notes.txt"), b"not a trace\n").unwrap();
+    std::fs::write(src.join("x.kpi"), b"NEW 1;0;/sbin/init\nSTP 1\n").unwrap();
+    // A DLT file cut inside its last message: an error for this input.
+    let dlt = std::fs::read(corpus("kpi/B-buf400.dlt")).unwrap();
+    std::fs::write(src.join("cut.dlt"), &dlt[..dlt.len() - 7]).unwrap();
+    let run = |jobs: &str| {
+        let out = dir.path().join(format!("out{jobs}"));
+        let o = pt()
+            .args(["convert", "--to", "ltt", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .env("POLYTRACE_JOBS", jobs)
+            .output()
+            .unwrap();
+        let err = stderr_of(&o).replace(&out.display().to_string(), "OUT");
+        let mut files = Vec::new();
+        for e in walkdir::WalkDir::new(&out).sort_by_file_name() {
+            let e = e.unwrap();
+            if e.file_type().is_file() {
+                let rel = e.path().strip_prefix(&out).unwrap().display().to_string();
+                files.push((rel, std::fs::read(e.path()).unwrap()));
+            }
+        }
+        (o.status.code(), err, files)
+    };
+    let (code1, err1, files1) = run("1");
+    let (code4, err4, files4) = run("4");
+    assert_eq!(code1, Some(3), "{err1}");
+    assert!(err1.contains("failed     cut.dlt"), "{err1}");
+    assert!(err1.contains("skipped    c/notes.txt"), "{err1}");
+    assert!(err1.contains(" ok, 0 salvaged, 1 failed, "), "{err1}");
+    // Two inputs report warnings: their lines come in input order.
+    let (a, b) = (err1.find("a/capture.dlt: "), err1.find("b/v2.dat: M2 file"));
+    assert!(a.is_some() && b.is_some() && a < b, "{err1}");
+    assert_eq!(code4, code1);
+    assert_eq!(err4, err1);
+    assert!(files1.len() > 10, "{}", files1.len());
+    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&files4), names(&files1));
+    for ((n, a), (_, b)) in files1.iter().zip(&files4) {
+        assert!(a == b, "{n} differs");
+    }
+}
+
 #[test]
 fn batch_never_rereads_its_own_output_tree() {
     let dir = tempfile::tempdir().unwrap();

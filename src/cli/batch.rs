@@ -2,18 +2,20 @@
 //! it, keep relative paths, continue past failures, end with a summary.
 
 use super::naming::batch_output_name;
-use super::progress;
+use super::progress::{self, BatchBar};
 use super::report::report_diagnostics;
 use super::{ConvertArgs, EXIT_BATCH_FAILED, EXIT_OK, EXIT_SALVAGED};
+use crate::error::Diagnostic;
 use crate::formats::{self, Format};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::FormatId;
 use crate::pipeline::{self, Dest};
 use anyhow::{Context, Result};
-use indicatif::ProgressBar;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 #[derive(Debug)]
 enum Outcome {
@@ -132,19 +134,54 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     let inputs = collect_inputs_skipping(root, Some(&canon_out));
     let names = output_names(root, &inputs, to.id());
     let total_bytes: u64 = inputs.iter().map(|(_, s)| *s).sum();
-    let pb = progress::bar(total_bytes, quiet);
+    let workers = jobs(inputs.len());
+    let labels = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| {
+            let rel = p.strip_prefix(root).unwrap_or(p);
+            format!("{}/{} {}", i + 1, inputs.len(), rel.display())
+        })
+        .collect();
+    let bar = BatchBar::new(progress::bar(total_bytes, quiet), workers, labels);
     let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
-    let mut done_bytes = 0;
-    for (i, ((path, size), name)) in inputs.iter().zip(&names).enumerate() {
-        let rel = path.strip_prefix(root).unwrap_or(path);
-        pb.set_message(format!("{}/{} {}", i + 1, inputs.len(), rel.display()));
-        let target = out_root.join(name);
-        let outcome = convert_one(a, to, path, &target, quiet, &pb, (done_bytes, *size));
-        results.push((rel.to_path_buf(), outcome));
-        done_bytes += size;
-        pb.set_position(done_bytes);
-    }
-    pb.finish_and_clear();
+    // Independent inputs convert on every core; what each one reports is
+    // printed in input order, as one worker would print it.
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome, Vec<Diagnostic>)>();
+        for slot in 0..workers {
+            let (tx, next, bar, inputs, names, out_root) =
+                (tx.clone(), &next, &bar, &inputs, &names, &out_root);
+            sc.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(((path, size), name)) = inputs.get(i).zip(names.get(i)) else {
+                    break;
+                };
+                bar.start_input(slot, i);
+                let target = out_root.join(name);
+                let (outcome, diags) = convert_one(a, to, path, &target, (bar, slot, *size));
+                bar.finish_input(slot, *size);
+                if tx.send((i, outcome, diags)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut pending = BTreeMap::new();
+        for (i, outcome, diags) in rx {
+            pending.insert(i, (outcome, diags));
+            while let Some((outcome, diags)) = pending.remove(&results.len()) {
+                let path = &inputs[results.len()].0;
+                bar.bar.suspend(|| report_diagnostics(&diags, quiet));
+                results.push((
+                    path.strip_prefix(root).unwrap_or(path).to_path_buf(),
+                    outcome,
+                ));
+            }
+        }
+    });
+    bar.bar.finish_and_clear();
 
     let (mut ok, mut salv, mut failed, mut skipped) = (0, 0, 0, 0);
     eprintln!("{:<10} input", "result");
@@ -183,32 +220,44 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     })
 }
 
+/// Inputs converted at once: `POLYTRACE_JOBS` if set (at least 1), else
+/// one per core; never more than there are inputs.
+fn jobs(inputs: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let want = std::env::var("POLYTRACE_JOBS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(cores);
+    want.clamp(1, inputs.max(1))
+}
+
+/// Convert one input of the batch; its diagnostics are returned, for the
+/// caller to print in input order.
 fn convert_one(
     a: &ConvertArgs,
     to: &'static dyn Format,
     path: &Path,
     target: &Path,
-    quiet: bool,
-    pb: &ProgressBar,
-    (base, span): (u64, u64),
-) -> Outcome {
+    (bar, slot, span): (&Arc<BatchBar>, usize, u64),
+) -> (Outcome, Vec<Diagnostic>) {
+    let outcome = |o| (o, Vec::new());
     let input = match Input::resolve(path) {
         Ok(i) => i,
-        Err(e) => return Outcome::Failed(e.to_string()),
+        Err(e) => return outcome(Outcome::Failed(e.to_string())),
     };
     let from = match a.input_args.from {
         Some(id) => formats::get(id),
         None => match formats::detect(&input) {
             Ok(f) => f,
-            Err(_) => return Outcome::Skipped("format not recognised".into()),
+            Err(_) => return outcome(Outcome::Skipped("format not recognised".into())),
         },
     };
     if input.kind == InputKind::Dir && from.id() != FormatId::Ltt {
-        return Outcome::Skipped("directory".into());
+        return outcome(Outcome::Skipped("directory".into()));
     }
     if let Some(parent) = target.parent() {
         if let Err(e) = std::fs::create_dir_all(parent) {
-            return Outcome::Failed(format!("{}: {e}", parent.display()));
+            return outcome(Outcome::Failed(format!("{}: {e}", parent.display())));
         }
     }
     let run = || -> anyhow::Result<pipeline::ConvertOutcome> {
@@ -222,7 +271,7 @@ fn convert_one(
         )?;
         let mut wopts = a.output.write_options();
         wopts.at = super::stream::resolve_at(a.output.at, st.start, st.end)?;
-        let reader = progress::ProgressReader::wrap(st.reader, pb, base, span);
+        let reader = progress::ProgressReader::wrap_batch(st.reader, bar, slot, span);
         let dest = Dest::Path {
             path: target,
             force: a.output.force,
@@ -231,8 +280,7 @@ fn convert_one(
     };
     match run() {
         Ok(o) => {
-            pb.suspend(|| report_diagnostics(&o.diagnostics, quiet));
-            if o.salvaged() {
+            let r = if o.salvaged() {
                 let why: Vec<String> = o
                     .diagnostics
                     .iter()
@@ -242,7 +290,8 @@ fn convert_one(
                 Outcome::Salvaged(why.join("; "))
             } else {
                 Outcome::Ok
-            }
+            };
+            (r, o.diagnostics)
         }
         // Nothing suits the target (no process data for KPI, an empty
         // window): not a failure of the input, and nothing was written.
@@ -252,8 +301,8 @@ fn convert_one(
                 Some(crate::Error::NothingToWrite { .. })
             ) =>
         {
-            Outcome::Skipped(format!("{e:#}"))
+            outcome(Outcome::Skipped(format!("{e:#}")))
         }
-        Err(e) => Outcome::Failed(format!("{e:#}")),
+        Err(e) => outcome(Outcome::Failed(format!("{e:#}"))),
     }
 }

@@ -5,6 +5,8 @@
 use crate::model::{Header, Item, TraceReader};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressFinish, ProgressStyle};
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Items between two looks at the reader's position: cheap enough to be
 /// invisible, often enough for a smooth bar.
@@ -28,12 +30,72 @@ pub fn bar(total: u64, quiet: bool) -> ProgressBar {
     pb
 }
 
-/// Passes items through and moves `bar` over `[base, base + span)` as the
-/// reader reports its bytes consumed.
+/// A batch's bar: the bytes of the inputs finished, plus the part done of
+/// each input in flight (one slot per worker); its message names the
+/// first input still in flight (the one the summary waits for).
+pub struct BatchBar {
+    pub bar: ProgressBar,
+    done: AtomicU64,
+    parts: Vec<AtomicU64>,
+    /// Per slot: the input converting there, `usize::MAX` when idle.
+    current: Vec<AtomicUsize>,
+    labels: Vec<String>,
+}
+
+impl BatchBar {
+    /// `labels`: the message for each input, in input order.
+    pub fn new(bar: ProgressBar, slots: usize, labels: Vec<String>) -> Arc<BatchBar> {
+        Arc::new(BatchBar {
+            bar,
+            done: AtomicU64::new(0),
+            parts: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            current: (0..slots).map(|_| AtomicUsize::new(usize::MAX)).collect(),
+            labels,
+        })
+    }
+
+    fn show(&self) {
+        let parts: u64 = self.parts.iter().map(|p| p.load(Ordering::Relaxed)).sum();
+        self.bar
+            .set_position(self.done.load(Ordering::Relaxed) + parts);
+    }
+
+    fn name_first(&self) {
+        let first = self.current.iter().map(|c| c.load(Ordering::Relaxed)).min();
+        if let Some(l) = first.and_then(|i| self.labels.get(i)) {
+            self.bar.set_message(l.clone());
+        }
+    }
+
+    /// Input `i` starts converting in `slot`.
+    pub fn start_input(&self, slot: usize, i: usize) {
+        self.current[slot].store(i, Ordering::Relaxed);
+        self.name_first();
+    }
+
+    /// The input in `slot` is done: its whole size counts.
+    pub fn finish_input(&self, slot: usize, size: u64) {
+        self.parts[slot].store(0, Ordering::Relaxed);
+        self.current[slot].store(usize::MAX, Ordering::Relaxed);
+        self.done.fetch_add(size, Ordering::Relaxed);
+        self.name_first();
+        self.show();
+    }
+}
+
+/// Where a [`ProgressReader`] reports.
+enum Target {
+    /// `[base, base + span)` of one bar.
+    Bar(ProgressBar, u64),
+    /// One worker's slot of a batch's bar.
+    Batch(Arc<BatchBar>, usize),
+}
+
+/// Passes items through and moves its bar over a span of `span` bytes as
+/// the reader reports its bytes consumed.
 pub struct ProgressReader {
     inner: Box<dyn TraceReader>,
-    bar: ProgressBar,
-    base: u64,
+    target: Target,
     span: u64,
     since: u32,
 }
@@ -51,8 +113,25 @@ impl ProgressReader {
         }
         Box::new(ProgressReader {
             inner,
-            bar: bar.clone(),
-            base,
+            target: Target::Bar(bar.clone(), base),
+            span,
+            since: 0,
+        })
+    }
+
+    /// Wrap `inner` for one input of a batch, reporting in `slot`.
+    pub fn wrap_batch(
+        inner: Box<dyn TraceReader>,
+        batch: &Arc<BatchBar>,
+        slot: usize,
+        span: u64,
+    ) -> Box<dyn TraceReader> {
+        if batch.bar.is_hidden() {
+            return inner;
+        }
+        Box::new(ProgressReader {
+            inner,
+            target: Target::Batch(batch.clone(), slot),
             span,
             since: 0,
         })
@@ -65,7 +144,13 @@ impl ProgressReader {
             } else {
                 (self.span as u128 * done.min(total) as u128 / total as u128) as u64
             };
-            self.bar.set_position(self.base + part);
+            match &self.target {
+                Target::Bar(bar, base) => bar.set_position(base + part),
+                Target::Batch(b, slot) => {
+                    b.parts[*slot].store(part, Ordering::Relaxed);
+                    b.show();
+                }
+            }
         }
     }
 }

@@ -8,11 +8,11 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::Input;
+use crate::input::{Bytes, Input};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
-use std::io::{Read, Write};
+use std::io::Write;
 
 /// Extras keys (namespaced `mmv.`). Header: version, flags, cluster, pid,
 /// g1, g2, size, toc, strings. Indom / metric: serial, item, type, sem, dim,
@@ -63,23 +63,12 @@ pub mod keys {
 pub struct MmvFormat;
 
 /// Whole-file read: MMV files are small snapshots (the largest known is
-/// under 1 MB), but refuse absurd sizes rather than allocate them.
+/// under 1 MB), made to be memory-mapped; a file is mapped where that is
+/// safe (`input::map`), and absurd sizes are refused rather than read.
 const MAX_FILE: u64 = 1 << 31;
 
-fn read_all(input: &Input) -> Result<Vec<u8>> {
-    let mut data = Vec::new();
-    let mut s = input.open_stream()?;
-    s.by_ref()
-        .take(MAX_FILE + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| Error::io(&input.path, e))?;
-    if data.len() as u64 > MAX_FILE {
-        return Err(Error::format(
-            Position::new(&input.path),
-            format!("file larger than {MAX_FILE} bytes: not an MMV snapshot"),
-        ));
-    }
-    Ok(data)
+fn read_all(input: &Input) -> Result<Bytes> {
+    input.bytes(MAX_FILE, "is a directory or archive, not a stream")
 }
 
 /// What this format is and can do (`polytrace formats`).

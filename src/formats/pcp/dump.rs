@@ -899,6 +899,9 @@ pub fn native_dump(
         v,
         held: Vec::new(),
         held_len: 0,
+        spill: None,
+        spilled: 0,
+        no_spill: false,
     };
     if out.members.spools.is_empty() {
         out.write_head()?;
@@ -1547,8 +1550,9 @@ fn indom_key(r: &InDomRec) -> (bool, Vec<&(i32, Option<String>)>) {
     (r.rtype == TYPE_INDOM_DELTA, k)
 }
 
-/// Output held back, up to [`HOLD_CAP`] bytes, until the label's "ending"
-/// time is known.
+/// Output held back until the label's "ending" time is known: the first
+/// [`HOLD_MEM`] bytes in memory, the rest in an unlinked temporary file
+/// (page cache, not this process's memory), up to [`HOLD_CAP`] in all.
 struct Sink<'a> {
     out: &'a mut dyn Write,
     /// The label up to its "ending" line, while not yet written.
@@ -1558,11 +1562,23 @@ struct Sink<'a> {
     v: Version,
     held: Vec<Vec<u8>>,
     held_len: usize,
+    /// Held output that went past [`HOLD_MEM`]: it comes before `held`.
+    spill: Option<std::fs::File>,
+    spilled: u64,
+    /// No temporary file could be written: hold in memory, as before.
+    no_spill: bool,
 }
 
-/// How much listing is kept in memory while the last volume is still being
-/// decoded: a constant, so memory stays flat in the archive's size.
+/// Listing held in memory while the last volume is still being decoded
+/// (the decoder runs at the speed of the formatting helpers, so the hold
+/// grows with the volume): a few MB, so memory stays flat in the archive's
+/// size and below pmdumplog's.
+const HOLD_MEM: usize = 4 << 20;
+/// All the listing held before waiting for the decoder: in the temporary
+/// file, or in memory when there is no room for one.
 const HOLD_CAP: usize = 64 << 20;
+/// Bytes copied from the temporary file to the output at a time.
+const SPILL_COPY: usize = 256 << 10;
 
 impl Sink<'_> {
     fn write(&mut self, s: &[u8]) -> Result<()> {
@@ -1574,7 +1590,7 @@ impl Sink<'_> {
     }
 
     /// Find the end of the archive (waiting for the decoder) and write the
-    /// label's first lines.
+    /// label's first lines, then everything held.
     fn write_head(&mut self) -> Result<()> {
         let Some(mut h) = self.head.take() else {
             return Ok(());
@@ -1593,14 +1609,78 @@ impl Sink<'_> {
             }
             None => h.push_str("    ending     UNKNOWN\n"),
         }
-        self.write(h.as_bytes())
+        self.write(h.as_bytes())?;
+        if let Some(mut f) = self.spill.take() {
+            use std::io::{Read, Seek};
+            let copy = |e: std::io::Error| {
+                Error::io(
+                    "<temporary file>",
+                    std::io::Error::new(e.kind(), format!("reading back held listing: {e}")),
+                )
+            };
+            f.seek(std::io::SeekFrom::Start(0)).map_err(copy)?;
+            let mut buf = vec![0u8; SPILL_COPY];
+            let mut left = self.spilled;
+            while left > 0 {
+                let want = (left as usize).min(buf.len());
+                f.read_exact(&mut buf[..want]).map_err(copy)?;
+                self.write(&buf[..want])?;
+                left -= want as u64;
+            }
+            self.spilled = 0;
+        }
+        for h in std::mem::take(&mut self.held) {
+            self.write(&h)?;
+        }
+        self.held_len = 0;
+        Ok(())
     }
 
-    /// Write (or hold) one finished piece of the listing.
+    /// Keep `b` while the head is pending: in memory up to [`HOLD_MEM`],
+    /// then in the temporary file.
+    fn hold(&mut self, b: Vec<u8>) {
+        self.held_len += b.len();
+        self.held.push(b);
+        if self.held_len <= HOLD_MEM || self.no_spill {
+            return;
+        }
+        if self.spill.is_none() {
+            match tempfile::tempfile() {
+                Ok(f) => self.spill = Some(f),
+                Err(_) => {
+                    self.no_spill = true;
+                    return;
+                }
+            }
+        }
+        let Some(f) = self.spill.as_mut() else {
+            return;
+        };
+        let mut moved = 0;
+        for h in &self.held {
+            if f.write_all(h).is_err() {
+                // Only whole pieces count; the rest stays in memory.
+                let _ = f.set_len(self.spilled);
+                self.no_spill = true;
+                break;
+            }
+            self.spilled += h.len() as u64;
+            moved += 1;
+        }
+        let gone: usize = self.held.drain(..moved).map(|h| h.len()).sum();
+        self.held_len -= gone;
+    }
+
+    /// Held so far, in memory and in the temporary file.
+    fn held_total(&self) -> u64 {
+        self.spilled + self.held_len as u64
+    }
+
+    /// Write (or hold) one finished piece of the listing; gives back the
+    /// string when it was written, for reuse.
     fn put(&mut self, s: String) -> Result<Option<String>> {
         if self.head.is_some() {
-            self.held_len += s.len();
-            self.held.push(s.into_bytes());
+            self.hold(s.into_bytes());
             self.flush(&mut String::new(), false)?;
             return Ok(None);
         }
@@ -1611,8 +1691,7 @@ impl Sink<'_> {
     /// Write (or hold) bytes that may not be UTF-8.
     fn put_bytes(&mut self, b: &[u8]) -> Result<()> {
         if self.head.is_some() {
-            self.held_len += b.len();
-            self.held.push(b.to_vec());
+            self.hold(b.to_vec());
             return Ok(());
         }
         self.write(b)
@@ -1622,23 +1701,17 @@ impl Sink<'_> {
     /// `all` or the hold limit is reached.
     fn flush(&mut self, o: &mut String, all: bool) -> Result<()> {
         if self.head.is_some() {
-            // Held in chunks: one growing string would be copied on every
+            // Held in pieces: one growing string would be copied on every
             // doubling.
             if !o.is_empty() {
-                self.held_len += o.len();
-                let cap = o.capacity();
-                self.held
-                    .push(std::mem::replace(o, String::with_capacity(cap)).into_bytes());
+                let cap = o.capacity().min(1 << 20);
+                self.hold(std::mem::replace(o, String::with_capacity(cap)).into_bytes());
             }
             let decoded = self.members.spools.iter().all(|(_, sp)| sp.finished());
-            if !all && !decoded && self.held_len < HOLD_CAP {
+            if !all && !decoded && self.held_total() < HOLD_CAP as u64 {
                 return Ok(());
             }
-            self.write_head()?;
-            for h in std::mem::take(&mut self.held) {
-                self.write(&h)?;
-            }
-            return Ok(());
+            return self.write_head();
         }
         self.write(o.as_bytes())?;
         o.clear();
@@ -1733,4 +1806,58 @@ pub fn bounds(m: &Members, need_end: bool) -> Result<(Timestamp, Option<Timestam
         start,
         archive_end(m, label.version, &index).map(|e| Timestamp(e.ns())),
     ))
+}
+
+#[cfg(test)]
+mod sink_tests {
+    use super::*;
+
+    fn sink<'a>(out: &'a mut Vec<u8>, no_spill: bool) -> Sink<'a> {
+        Sink {
+            out,
+            head: Some("head\n".into()),
+            members: Members {
+                base: PathBuf::from("x"),
+                meta: PathBuf::from("x.meta"),
+                index: None,
+                volumes: Vec::new(),
+                spools: Vec::new(),
+            },
+            index: &[],
+            v: Version::V2,
+            held: Vec::new(),
+            held_len: 0,
+            spill: None,
+            spilled: 0,
+            no_spill,
+        }
+    }
+
+    /// Held output past the memory limit goes to the temporary file, and
+    /// comes out after the head in the order it was put, as it does when
+    /// everything is held in memory.
+    #[test]
+    fn held_listing_spills_past_the_memory_limit_in_order() {
+        let pieces: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| vec![b'a' + i % 26; 300_000 + i as usize])
+            .collect();
+        let mut want = b"head\n    ending     UNKNOWN\n".to_vec();
+        for p in &pieces {
+            want.extend_from_slice(p);
+        }
+        for no_spill in [false, true] {
+            let mut out = Vec::new();
+            let mut s = sink(&mut out, no_spill);
+            for p in &pieces {
+                s.hold(p.clone());
+                assert!(no_spill || s.held_len <= HOLD_MEM + 400_000);
+            }
+            assert_eq!(s.spilled > 0, !no_spill);
+            assert_eq!(s.held_total(), want.len() as u64 - 28);
+            s.write_head().unwrap();
+            assert_eq!(s.held_total(), 0);
+            drop(s);
+            assert!(out == want, "no_spill {no_spill}");
+        }
+    }
 }

@@ -297,48 +297,27 @@ fn dump_a(
     let res = (|| -> Result<()> {
         if !dopts.newest_first {
             o.buf.extend_from_slice(HEADER_FINAL);
-            let oldest = snap.a_oldest_snabb();
-            for j in 0..n {
-                let i = (oldest + j) % n;
-                let t = snap.tsc_raw(i);
-                if t == 0 {
-                    break;
-                }
-                // Snabb stops once the row count exceeds max: max + 1 rows.
-                if dopts.max.is_some_and(|m| rows > m) {
-                    break;
-                }
-                let c = if j == 0 {
-                    Cycles::Start
-                } else {
-                    Cycles::U(t.wrapping_sub(prev(i)))
-                };
-                o.row_start = o.buf.len();
-                cx.row(i, c, &mut o.buf)?;
-                rows += 1;
-                o.maybe_flush()?;
+            return dump_a_final(path, snap, dopts, o, &mut cx.overflow);
+        }
+        o.buf.extend_from_slice(HEADER_NEWEST);
+        let Some(newest) = a_newest_7629(snap) else {
+            // Empty ring: Snabb's 7629b0f6b loops forever; we print the
+            // header row only.
+            return Ok(());
+        };
+        for j in 0..n {
+            let i = (newest + n - j) % n;
+            let t = snap.tsc_raw(i);
+            if t == 0 && !dopts.unwritten_slots {
+                continue;
             }
-        } else {
-            o.buf.extend_from_slice(HEADER_NEWEST);
-            let Some(newest) = a_newest_7629(snap) else {
-                // Empty ring: Snabb's 7629b0f6b loops forever; we print the
-                // header row only.
-                return Ok(());
-            };
-            for j in 0..n {
-                let i = (newest + n - j) % n;
-                let t = snap.tsc_raw(i);
-                if t == 0 && !dopts.unwritten_slots {
-                    continue;
-                }
-                if dopts.max.is_some_and(|m| rows > m) {
-                    break;
-                }
-                o.row_start = o.buf.len();
-                cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut o.buf)?;
-                rows += 1;
-                o.maybe_flush()?;
+            if dopts.max.is_some_and(|m| rows > m) {
+                break;
             }
+            o.row_start = o.buf.len();
+            cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut o.buf)?;
+            rows += 1;
+            o.maybe_flush()?;
         }
         Ok(())
     })();
@@ -351,6 +330,169 @@ fn dump_a(
         ));
     }
     res
+}
+
+/// Rows per piece of the final listing: each piece is formatted on its own
+/// (a row needs only its slot and the one before), so two threads format
+/// while this one writes, in order.
+const CHUNK_ROWS: usize = 8192;
+/// Pieces formatted ahead of the writer: bounds memory (about 0.6 MB each).
+const CHUNKS_AHEAD: usize = 4;
+
+/// One formatted piece: its text, the template offsets with too many
+/// placeholders first met in it, and why it stopped early (an unwritten
+/// slot ends the listing; a bad string offset is an error).
+struct Chunk {
+    k: usize,
+    text: Vec<u8>,
+    overflow: Vec<usize>,
+    stop: Option<Option<Error>>,
+}
+
+/// Snabb's final dump (spec 3.8): from the oldest slot, each row's cycles
+/// counted from the slot before it, until an unwritten slot or `--max`.
+fn dump_a_final(
+    path: &Path,
+    snap: &Snapshot,
+    dopts: &DumpOptions,
+    o: &mut Out,
+    overflow: &mut BTreeSet<usize>,
+) -> Result<()> {
+    let n = snap.n;
+    let oldest = snap.a_oldest_snabb();
+    // Snabb stops once the row count exceeds max: max + 1 rows.
+    let limit = dopts.max.map_or(n, |m| {
+        n.min(usize::try_from(m).unwrap_or(usize::MAX).saturating_add(1))
+    });
+    let chunks = limit.div_ceil(CHUNK_ROWS);
+    o.flush()?;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .clamp(1, 2)
+        .min(chunks.max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let stopped = std::sync::atomic::AtomicBool::new(false);
+    let (buf_tx, buf_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    for _ in 0..CHUNKS_AHEAD {
+        let _ = buf_tx.send(Vec::new());
+    }
+    let buf_rx = std::sync::Mutex::new(buf_rx);
+    std::thread::scope(|sc| -> Result<()> {
+        let (res_tx, res_rx) = std::sync::mpsc::channel::<Chunk>();
+        for _ in 0..workers {
+            let (res_tx, buf_rx, next, stopped) = (res_tx.clone(), &buf_rx, &next, &stopped);
+            sc.spawn(move || {
+                let mut cx = ACtx {
+                    snap,
+                    path,
+                    cat_idx: vec![NONE; 65536],
+                    msg_idx: vec![NONE; 65536],
+                    cats: Vec::new(),
+                    msgs: Vec::new(),
+                    overflow: BTreeSet::new(),
+                    tmp: Vec::with_capacity(32),
+                };
+                loop {
+                    // A free buffer first, then a piece: pieces are handed
+                    // out in order, so the one the writer waits for always
+                    // has a buffer.
+                    let got = buf_rx.lock().map(|r| r.recv());
+                    let Ok(Ok(mut text)) = got else { break };
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if k >= chunks || stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                        break;
+                    }
+                    text.clear();
+                    let (stop, new) = cx.piece(k, oldest, limit, &mut text);
+                    if stop.is_some() {
+                        stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    let piece = Chunk {
+                        k,
+                        text,
+                        overflow: new,
+                        stop,
+                    };
+                    if res_tx.send(piece).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        let mut pending: std::collections::BTreeMap<usize, Chunk> = Default::default();
+        let mut written = 0;
+        let out = (|| -> Result<()> {
+            while written < chunks {
+                let p = match pending.remove(&written) {
+                    Some(p) => p,
+                    None => match res_rx.recv() {
+                        Ok(p) => {
+                            pending.insert(p.k, p);
+                            continue;
+                        }
+                        Err(_) => {
+                            return Err(Error::Unsupported("formatting thread failed".into()))
+                        }
+                    },
+                };
+                written += 1;
+                overflow.extend(&p.overflow);
+                o.w.write_all(&p.text)
+                    .map_err(|e| Error::io("<output>", e))?;
+                match p.stop {
+                    Some(Some(e)) => return Err(e),
+                    Some(None) => return Ok(()),
+                    None => {}
+                }
+                let _ = buf_tx.send(p.text);
+            }
+            Ok(())
+        })();
+        // Let the helpers finish: no more buffers, no more pieces.
+        stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(buf_tx);
+        out
+    })
+}
+
+impl ACtx<'_, '_> {
+    /// Format rows `k * CHUNK_ROWS ..` of the final listing into `buf`;
+    /// returns why it stopped early, and the overflowing templates it met
+    /// first.
+    fn piece(
+        &mut self,
+        k: usize,
+        oldest: usize,
+        limit: usize,
+        buf: &mut Vec<u8>,
+    ) -> (Option<Option<Error>>, Vec<usize>) {
+        let n = self.snap.n;
+        let before: BTreeSet<usize> = std::mem::take(&mut self.overflow);
+        let mut stop = None;
+        for j in k * CHUNK_ROWS..limit.min((k + 1) * CHUNK_ROWS) {
+            let i = (oldest + j) % n;
+            let t = self.snap.tsc_raw(i);
+            if t == 0 {
+                stop = Some(None);
+                break;
+            }
+            let c = if j == 0 {
+                Cycles::Start
+            } else {
+                Cycles::U(t.wrapping_sub(self.snap.tsc_raw((i + n - 1) % n)))
+            };
+            let row_start = buf.len();
+            if let Err(e) = self.row(i, c, buf) {
+                buf.truncate(row_start);
+                stop = Some(Some(e));
+                break;
+            }
+        }
+        let new: Vec<usize> = self.overflow.iter().copied().collect();
+        self.overflow.extend(before);
+        (stop, new)
+    }
 }
 
 /// Newest slot as 7629b0f6b finds it: from slot 0 move forward while the

@@ -10,11 +10,11 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::{Input, InputKind};
+use crate::input::{Bytes, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
-use std::io::{Read, Write};
+use std::io::Write;
 
 /// Extras keys (header, event type and event).
 pub mod keys {
@@ -71,27 +71,12 @@ pub mod keys {
 
 pub struct TimelineFormat;
 
-/// Read the whole input (timeline files are snapshots; the allocation is the
-/// real file size, never a size declared inside the file).
-fn read_all(input: &Input) -> Result<Vec<u8>> {
-    if let Some(file) = input.file() {
-        return std::fs::read(file).map_err(|e| Error::io(&input.path, e));
-    }
-    match input.kind {
-        InputKind::Stdin => {
-            // The stream replays the detection probe before the rest of stdin.
-            let mut v = Vec::new();
-            input
-                .open_stream()?
-                .read_to_end(&mut v)
-                .map_err(|e| Error::io("<stdin>", e))?;
-            Ok(v)
-        }
-        _ => Err(Error::Usage(format!(
-            "{}: a timeline snapshot is a single file",
-            input.name()
-        ))),
-    }
+/// The whole input: a timeline is a snapshot read at random (the ring from
+/// its oldest slot), so the file is memory-mapped where that is safe and
+/// copied otherwise (`input::map`); the size that bounds every access is
+/// the real file size, never one declared inside the file.
+fn read_all(input: &Input) -> Result<Bytes> {
+    input.bytes(u64::MAX, "a timeline snapshot is a single file")
 }
 
 /// Detection score for raw bytes plus the real file length.

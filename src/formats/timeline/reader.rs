@@ -7,6 +7,7 @@ use super::layout::{
     Snapshot, M_UNKNOWN_MSGID, PRIORITIES,
 };
 use crate::error::{Diagnostic, Error, Position, Result};
+use crate::input::Bytes;
 use crate::model::{
     Event, EventType, ExtraValue, Extras, Field, FieldType, FormatId, Header, Item, MetricValues,
     Sample, TimeBase, Timestamp, TraceReader, Value, ValueType,
@@ -150,7 +151,8 @@ fn metric_kind(vt: ValueType) -> FieldType {
 
 pub struct TimelineReader {
     path: PathBuf,
-    data: Vec<u8>,
+    /// The snapshot, memory-mapped where that is safe (`input::map`).
+    data: Bytes,
     layout: Layout,
     n: usize,
     strings_start: usize,
@@ -213,7 +215,12 @@ fn tsc_f_to_time(tsc: f64, hz: Option<f64>, anchor: Option<Timestamp>) -> Timest
 }
 
 impl TimelineReader {
-    pub fn from_bytes(path: &Path, data: Vec<u8>, opts: &ReadOptions) -> Result<TimelineReader> {
+    pub fn from_bytes(
+        path: &Path,
+        data: impl Into<Bytes>,
+        opts: &ReadOptions,
+    ) -> Result<TimelineReader> {
+        let data: Bytes = data.into();
         let mut diags = Vec::new();
         let (layout, n, ss, se, a, m, order) = {
             let s = Snapshot::parse(path, &data, &mut diags)?;

@@ -1,0 +1,243 @@
+//! Memory-mapped inputs (timeline, MMV): the same listing whether the file
+//! is mapped or copied, and a clear error, not SIGBUS, when another program
+//! truncates the file while it is being read.
+
+mod common;
+use common::{bin, corpus};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// An A2 timeline of 65,536 slots (4 MB), wrapped, written by our writer
+/// from the corpus LTT trace.
+fn big_a2(dir: &Path) -> PathBuf {
+    let p = dir.join("big.timeline");
+    let out = Command::new(bin())
+        .args([
+            "convert",
+            "-q",
+            "--to",
+            "timeline",
+            "--timeline-version",
+            "A2",
+        ])
+        .args(["--entries", "65536", "-o"])
+        .arg(&p)
+        .arg(corpus().join("ltt/smp_example"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().len(),
+        64 + 64 * 65536 + 1_000_000
+    );
+    p
+}
+
+fn dump(path: &Path, no_mmap: bool) -> std::process::Output {
+    let mut c = Command::new(bin());
+    c.arg("dump").arg(path).env_remove("POLYTRACE_NO_MMAP");
+    if no_mmap {
+        c.env("POLYTRACE_NO_MMAP", "1");
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn mapped_and_copied_inputs_list_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl = big_a2(dir.path());
+    let mapped = dump(&tl, false);
+    let copied = dump(&tl, true);
+    assert!(mapped.status.success() && copied.status.success());
+    assert!(mapped.stdout.len() > 4_000_000);
+    assert!(mapped.stdout == copied.stdout, "listings differ");
+    // Through stdin (spooled to a temporary file, then mapped) as well.
+    let piped = Command::new(bin())
+        .args(["dump", "-"])
+        .stdin(std::fs::File::open(&tl).unwrap())
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    assert!(piped.stdout == mapped.stdout, "stdin listing differs");
+    // An MMV file large enough to be mapped (400 KB, written by our writer
+    // from a PCP testsuite archive), against mmvdump too.
+    let Some(ts) = common::pcp_testsuite() else {
+        return;
+    };
+    let mmv = dir.path().join("big.mmv");
+    let w = Command::new(bin())
+        .args(["convert", "-q", "--to", "mmv", "-o"])
+        .arg(&mmv)
+        .arg(ts.join("archives/20180102"))
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    assert!(std::fs::metadata(&mmv).unwrap().len() >= 1 << 16);
+    let (a, b) = (dump(&mmv, false), dump(&mmv, true));
+    assert!(a.status.success() && a.stdout == b.stdout);
+    if let Some(peer) = common::peer("mmvdump") {
+        let p = Command::new(peer).arg(&mmv).output().unwrap();
+        assert!(p.stdout == a.stdout, "mmvdump differs");
+    }
+}
+
+#[test]
+fn truncated_while_mapped_is_an_error_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl = big_a2(dir.path());
+    let mut child = Command::new(bin())
+        .arg("dump")
+        .arg(&tl)
+        .env_remove("POLYTRACE_NO_MMAP")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // The listing is written in 1 MB pieces into a 64 KB pipe: once the
+    // first bytes arrive, the dump waits in the middle of the ring.
+    let mut first = [0u8; 4096];
+    stdout.read_exact(&mut first).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tl)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(2), "status {st:?}, stderr: {err}");
+    let name = tl.display().to_string();
+    assert!(
+        err.starts_with(&format!("polytrace: error: {name}: byte ")),
+        "{err}"
+    );
+    assert!(
+        err.contains("the file shrank while it was being read"),
+        "{err}"
+    );
+    // The listing stopped: the whole ring would be 65,537 lines.
+    let lines = first.iter().chain(&rest).filter(|&&b| b == b'\n').count();
+    assert!(lines < 65_537, "{lines} lines");
+}
+
+/// A conversion that meets the truncation removes its staging: nothing is
+/// written. The timeline is merged with KPI lines from a pipe that we hold
+/// open, so the conversion waits (staging made, timeline mapped and read
+/// only at its first entry) until we have cut the file and closed the pipe.
+#[test]
+fn truncated_while_converting_leaves_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl = big_a2(dir.path());
+    let out = dir.path().join("out.ltt");
+    let mut child = Command::new(bin())
+        .args([
+            "convert",
+            "--tsc-hz",
+            "1e9",
+            "--tsc-anchor",
+            "1970-01-01T00:00:00Z",
+        ])
+        .arg(&tl)
+        .args(["-", "--to", "ltt", "-o"])
+        .arg(&out)
+        .env_remove("POLYTRACE_NO_MMAP")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // One dlt-convert line, earlier than every timeline entry (2016-07-04).
+    std::io::Write::write_all(
+        &mut stdin,
+        b"0 2016/07/04 13:10:00.000000    5071082 005 ECU1 PROC PROC log info V 2 [NEW 1;0;/sbin/init]\n",
+    )
+    .unwrap();
+    let staging = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".out.ltt.polytrace-")
+            })
+    };
+    // Wait for the staging directory (a bound, not a timing assertion).
+    let t0 = std::time::Instant::now();
+    while !staging() {
+        assert!(
+            t0.elapsed().as_secs() < 120,
+            "no staging directory appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tl)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+    drop(stdin);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(2), "status {st:?}, stderr: {err}");
+    assert!(
+        err.contains("the file shrank while it was being read"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    assert!(!staging(), "staging left behind");
+}
+
+/// A file cut before it is read is refused by the size checks made before
+/// any entry is used (no map over a short file is ever read past its end).
+#[test]
+fn cut_before_reading_is_refused_by_the_size_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let tl = big_a2(dir.path());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tl)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+    let out = dir.path().join("out.ltt");
+    let r = Command::new(bin())
+        .args(["convert", "--from", "timeline", "--to", "ltt", "-o"])
+        .arg(&out)
+        .arg(&tl)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("does not fit the file of 65536 bytes"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
