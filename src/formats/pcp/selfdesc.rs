@@ -105,7 +105,7 @@ pub fn extra_from(j: &J) -> Option<ExtraValue> {
 pub fn extras_json(x: &Extras) -> J {
     J::Object(
         x.0.iter()
-            .map(|(k, v)| (k.to_string(), extra_json(v)))
+            .map(|(k, v)| (k.clone(), extra_json(v)))
             .collect(),
     )
 }
