@@ -12,7 +12,7 @@ if [[ "${1:-}" == "--full" ]]; then
 fi
 
 viewer=${POLYTRACE_VIEWER_DIR:-/usr/local/lib/polytrace-viewer}/node_modules
-if ! command -v pmdumplog >/dev/null || ! command -v dlt-convert >/dev/null \
+if ! command -v pmdumplog >/dev/null || ! command -v dlt-convert >/dev/null || ! command -v dlt-viewer >/dev/null \
     || [[ ! -x /var/lib/pcp/pmdas/mmv/mmvdump ]] || ! command -v chromium >/dev/null \
     || [[ ! -f $viewer/speedscope/package.json || ! -f $viewer/playwright-core/package.json ]]; then
     if [[ $(id -u) -eq 0 ]]; then
