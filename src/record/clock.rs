@@ -29,9 +29,9 @@ pub fn monotonic_ns() -> i64 {
 /// Which raw counter this build reads.
 pub fn counter_name() -> Option<&'static str> {
     if cfg!(target_arch = "x86_64") {
-        Some("tsc")
+        Some(crate::model::keys::CLOCK_TSC)
     } else if cfg!(target_arch = "aarch64") {
-        Some("cntvct_el0")
+        Some(crate::model::keys::CLOCK_CNTVCT)
     } else {
         None
     }

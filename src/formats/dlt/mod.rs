@@ -51,7 +51,7 @@ pub const INFO: FormatInfo = FormatInfo {
     },
     describe: "DLT storage files (.dlt): log messages (typed events) and dlt-kpi data",
     absolute_time: AbsoluteTime::Needed,
-    raw_clock: RawClock::Native("dlt-0.1ms"),
+    raw_clock: RawClock::Native(crate::model::keys::CLOCK_DLT),
     reads: &[
         Kind::Events,
         Kind::Samples,

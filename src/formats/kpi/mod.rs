@@ -43,7 +43,7 @@ pub const INFO: FormatInfo = FormatInfo {
     },
     describe: "dlt-kpi text lines (bare datasets or dlt-convert -a lines)",
     absolute_time: AbsoluteTime::NeededWhen(|o| o.kpi_style.as_deref() == Some("dlt")),
-    raw_clock: RawClock::Native("dlt-0.1ms"),
+    raw_clock: RawClock::Native(crate::model::keys::CLOCK_DLT),
     reads: &[
         Kind::Events,
         Kind::Samples,
@@ -55,7 +55,7 @@ pub const INFO: FormatInfo = FormatInfo {
     undated: true,
 };
 
-/// What KPI lines (and the DLT writer, which groups the same way) hold.
+/// What KPI lines hold.
 pub const KPI_WRITES: &[Rule] = &[
     Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
         .from(&[FormatId::Kpi, FormatId::Dlt]),

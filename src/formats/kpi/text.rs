@@ -601,7 +601,7 @@ impl TraceReader for KpiTextReader {
 /// `kpi` too) names its TSC instead.
 pub fn raw_clock_is_tmsp(header: &Header) -> bool {
     match header.extras.str(crate::model::keys::RAW_CLOCK) {
-        Some(k) => k == "dlt-0.1ms",
+        Some(k) => k == crate::model::keys::CLOCK_DLT,
         None => matches!(header.source, FormatId::Kpi | FormatId::Dlt),
     }
 }

@@ -103,7 +103,7 @@ pub const INFO: FormatInfo = FormatInfo {
     // Read: the LTT cycle counter. Written: the self-description carries
     // any raw clock with its meaning (`LttFormat::raw_clock`); only
     // `--ltt-plain` keeps LTT cycles alone.
-    raw_clock: RawClock::Native("ltt-cycles"),
+    raw_clock: RawClock::Native(crate::model::keys::CLOCK_LTT),
     reads: &[Kind::Events],
     writes: WRITES,
     undated: false,

@@ -104,7 +104,7 @@ pub const INFO: FormatInfo = FormatInfo {
     },
     describe: "Snabb timeline snapshots (A2 prototype, mainline M2/M3)",
     absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::Native("tsc"),
+    raw_clock: RawClock::Native(crate::model::keys::CLOCK_TSC),
     reads: &[Kind::Events],
     writes: WRITES,
     undated: true,

@@ -246,7 +246,10 @@ impl TimelineReader {
         ));
         let x = &mut header.extras;
         // Every entry's raw clock is its TSC (M3: the double as a count).
-        x.set(crate::model::keys::RAW_CLOCK, ExtraValue::Str("tsc".into()));
+        x.set(
+            crate::model::keys::RAW_CLOCK,
+            ExtraValue::Str(crate::model::keys::CLOCK_TSC.into()),
+        );
         x.set(keys::LAYOUT, ExtraValue::Str(layout.name().into()));
         x.set(keys::ENTRIES, ExtraValue::U64(n as u64));
         x.set(keys::STRINGS_BYTES, ExtraValue::U64((se - ss) as u64));
