@@ -88,6 +88,9 @@ impl TraceReader for Count {
     fn progress(&self) -> Option<(u64, u64)> {
         self.inner.progress()
     }
+    fn recycle(&mut self, item: Item) {
+        self.inner.recycle(item);
+    }
 }
 
 fn convert(what: &str, src: &Path, to: polytrace::model::FormatId, out: &Path) {

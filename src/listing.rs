@@ -24,7 +24,7 @@ pub fn dump_common(reader: &mut dyn TraceReader, out: &mut dyn Write) -> Result<
     for (k, v) in &h.system {
         writeln!(out, "# system {k}={v}").map_err(io)?;
     }
-    for (k, v) in &h.extras.0 {
+    for (k, v) in &h.extras {
         writeln!(out, "# extra {k}={v}").map_err(io)?;
     }
     let mut types: BTreeMap<EventTypeId, std::sync::Arc<EventType>> = BTreeMap::new();

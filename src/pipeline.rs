@@ -161,12 +161,120 @@ fn feed(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
     if let Some(n) = w.copy_verbatim(reader)? {
         return Ok(n);
     }
+    if writer_thread() {
+        return feed_threaded(reader, w);
+    }
     let mut data = 0u64;
     while let Some(item) = reader.next_item()? {
         data += item.is_data() as u64;
         w.write_item(&item)?;
+        reader.recycle(item);
     }
     Ok(data)
+}
+
+/// The writer gets a thread of its own when there is a second CPU
+/// (`POLYTRACE_WRITER_THREAD=0` keeps everything on one).
+fn writer_thread() -> bool {
+    if std::env::var_os("POLYTRACE_WRITER_THREAD").is_some_and(|v| v == "0") {
+        return false;
+    }
+    std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+}
+
+/// Items travel in batches (one channel operation per batch, not per
+/// item), closed at this many items or values, whichever comes first, so
+/// that wide PCP samples do not make a batch large.
+const BATCH_ITEMS: usize = 256;
+const BATCH_VALUES: usize = 4096;
+/// Batches under way at most: memory stays flat whatever the input size.
+const BATCHES_AHEAD: usize = 4;
+
+fn weight(item: &Item) -> usize {
+    match item {
+        Item::Sample(s) => s
+            .metrics
+            .iter()
+            .map(|m| m.values.as_ref().map_or(1, Vec::len))
+            .sum::<usize>()
+            .max(1),
+        _ => 1,
+    }
+}
+
+/// Reader and stages on this thread, the writer on another: the two halves
+/// of a conversion cost about the same, so two CPUs nearly halve the wall
+/// time. Written batches come back so their items reach
+/// [`TraceReader::recycle`] (readers reuse their buffers) and the batch
+/// vectors are reused.
+fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
+    use std::sync::mpsc;
+    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Item>>(BATCHES_AHEAD);
+    let (spent_tx, spent_rx) = mpsc::channel::<Vec<Item>>();
+    std::thread::scope(|s| {
+        let writer = s.spawn(move || -> Result<()> {
+            for mut batch in full_rx {
+                for item in &batch {
+                    w.write_item(item)?;
+                }
+                // The reader may have stopped; the batch is then dropped here.
+                if let Err(mpsc::SendError(b)) = spent_tx.send(std::mem::take(&mut batch)) {
+                    drop(b);
+                }
+            }
+            Ok(())
+        });
+        let mut data = 0u64;
+        let mut spare: Vec<Vec<Item>> = Vec::new();
+        let mut batch: Vec<Item> = Vec::with_capacity(BATCH_ITEMS);
+        let mut values = 0usize;
+        let mut read_err = None;
+        let mut writer_gone = false;
+        loop {
+            // Give back what the writer is done with.
+            while let Ok(mut b) = spent_rx.try_recv() {
+                for item in b.drain(..) {
+                    reader.recycle(item);
+                }
+                spare.push(b);
+            }
+            let item = match reader.next_item() {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(e) => {
+                    read_err = Some(e);
+                    break;
+                }
+            };
+            data += item.is_data() as u64;
+            values += weight(&item);
+            batch.push(item);
+            if batch.len() >= BATCH_ITEMS || values >= BATCH_VALUES {
+                let next = spare
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(BATCH_ITEMS));
+                if full_tx.send(std::mem::replace(&mut batch, next)).is_err() {
+                    writer_gone = true;
+                    break;
+                }
+                values = 0;
+            }
+        }
+        if !writer_gone && !batch.is_empty() {
+            // An error here means the writer failed: its join says why.
+            let _ = full_tx.send(batch);
+        }
+        drop(full_tx);
+        let wrote = match writer.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        match (read_err, wrote) {
+            (Some(e), _) => Err(e),
+            (None, Err(e)) => Err(e),
+            (None, Ok(())) => Ok(data),
+        }
+    })
 }
 
 /// Nothing to write is an error, not an empty file that no reader accepts.

@@ -373,18 +373,18 @@ fn mmv_to_mmv_round_trip_gives_the_same_mmvdump_listing() {
 fn strip_layout(t: &mut Trace) {
     use mmv::keys::*;
     for k in [TOC, SIZE, STRINGS, TRAILER] {
-        t.header.extras.0.remove(k);
+        t.header.extras.remove(k);
     }
     for it in &mut t.items {
         match it {
             Item::Metric(m) => {
-                Arc::make_mut(m).extras.0.remove(OFFSET);
+                Arc::make_mut(m).extras.remove(OFFSET);
             }
             Item::Indom(u) => {
-                u.extras.0.remove(OFFSET);
+                u.extras.remove(OFFSET);
             }
             Item::Sample(s) => {
-                s.extras.0.remove(VALUES);
+                s.extras.remove(VALUES);
             }
             _ => {}
         }

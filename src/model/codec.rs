@@ -162,8 +162,8 @@ pub fn extra_from_json(j: &J) -> R<ExtraValue> {
 
 pub fn extras_to_json(x: &Extras) -> J {
     J::Object(
-        x.0.iter()
-            .map(|(k, v)| (k.clone(), extra_to_json(v)))
+        x.iter()
+            .map(|(k, v)| (k.to_string(), extra_to_json(v)))
             .collect(),
     )
 }
@@ -172,7 +172,7 @@ pub fn extras_from_json(j: &J) -> R<Extras> {
     let m = j.as_object().ok_or("extras: want an object")?;
     let mut x = Extras::default();
     for (k, v) in m {
-        x.0.insert(k.clone(), extra_from_json(v)?);
+        x.set(k.clone(), extra_from_json(v)?);
     }
     Ok(x)
 }

@@ -3,7 +3,7 @@
 //! (`mmv.flags`, `pcp.label.zoneinfo`, `ltt.block_size`, `timeline.msg_id`);
 //! each format module defines the keys it uses as constants.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExtraValue {
@@ -39,56 +39,143 @@ impl std::fmt::Display for ExtraValue {
     }
 }
 
+/// An extras key: a format's constant (no allocation, the common case) or a
+/// name built at run time (self-descriptions read back, JSON).
+pub type ExtraKey = Cow<'static, str>;
+
+/// Extras as a small map kept sorted by key: items carry a handful of
+/// entries, so a sorted Vec beats a tree (one allocation, no nodes), and
+/// constant keys cost nothing. Iteration is in key order, as before.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Extras(pub BTreeMap<String, ExtraValue>);
+pub struct Extras(Vec<(ExtraKey, ExtraValue)>);
 
 impl Extras {
+    pub fn with_capacity(n: usize) -> Extras {
+        Extras(Vec::with_capacity(n))
+    }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-    pub fn set(&mut self, key: &str, v: ExtraValue) {
-        self.0.insert(key.to_string(), v);
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_ref().cmp(key))
+    }
+    /// Set `key` (a `&'static str` constant or an owned `String`).
+    pub fn set(&mut self, key: impl Into<ExtraKey>, v: ExtraValue) {
+        let key = key.into();
+        // Keys are mostly set in order: try the end first.
+        match self.0.last() {
+            Some((k, _)) if k.as_ref() < key.as_ref() => self.0.push((key, v)),
+            None => self.0.push((key, v)),
+            _ => match self.find(&key) {
+                Ok(i) => self.0[i].1 = v,
+                Err(i) => self.0.insert(i, (key, v)),
+            },
+        }
+    }
+    /// Set `key` to text `v`, in the text buffer it has if it has one
+    /// (reused items).
+    pub fn set_str(&mut self, key: &'static str, v: &str) {
+        if let Some(ExtraValue::Str(s)) = self.get_mut(key) {
+            s.clear();
+            s.push_str(v);
+            return;
+        }
+        self.set(key, ExtraValue::Str(v.to_string()));
+    }
+    /// Drop every entry, keeping the allocation (reused items).
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+    pub fn remove(&mut self, key: &str) -> Option<ExtraValue> {
+        self.find(key).ok().map(|i| self.0.remove(i).1)
+    }
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &ExtraValue) -> bool) {
+        self.0.retain(|(k, v)| keep(k, v));
+    }
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &ExtraValue)> {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_ref())
+    }
+    pub fn values(&self) -> impl Iterator<Item = &ExtraValue> {
+        self.0.iter().map(|(_, v)| v)
     }
     pub fn get(&self, key: &str) -> Option<&ExtraValue> {
-        self.0.get(key)
+        self.find(key).ok().map(|i| &self.0[i].1)
+    }
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut ExtraValue> {
+        self.find(key).ok().map(|i| &mut self.0[i].1)
     }
     pub fn u64(&self, key: &str) -> Option<u64> {
-        match self.0.get(key)? {
+        match self.get(key)? {
             ExtraValue::U64(v) => Some(*v),
             ExtraValue::I64(v) => u64::try_from(*v).ok(),
             _ => None,
         }
     }
     pub fn i64(&self, key: &str) -> Option<i64> {
-        match self.0.get(key)? {
+        match self.get(key)? {
             ExtraValue::I64(v) => Some(*v),
             ExtraValue::U64(v) => i64::try_from(*v).ok(),
             _ => None,
         }
     }
     pub fn f64(&self, key: &str) -> Option<f64> {
-        match self.0.get(key)? {
+        match self.get(key)? {
             ExtraValue::F64(v) => Some(*v),
             _ => None,
         }
     }
     pub fn str(&self, key: &str) -> Option<&str> {
-        match self.0.get(key)? {
+        match self.get(key)? {
             ExtraValue::Str(v) => Some(v),
             _ => None,
         }
     }
     pub fn bytes(&self, key: &str) -> Option<&[u8]> {
-        match self.0.get(key)? {
+        match self.get(key)? {
             ExtraValue::Bytes(v) => Some(v),
             _ => None,
         }
     }
     pub fn bool(&self, key: &str) -> Option<bool> {
-        match self.0.get(key)? {
+        match self.get(key)? {
             ExtraValue::Bool(v) => Some(*v),
             _ => None,
         }
+    }
+}
+
+impl<'a> IntoIterator for &'a Extras {
+    type Item = (&'a str, &'a ExtraValue);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (ExtraKey, ExtraValue)>,
+        fn(&'a (ExtraKey, ExtraValue)) -> (&'a str, &'a ExtraValue),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+}
+
+impl IntoIterator for Extras {
+    type Item = (ExtraKey, ExtraValue);
+    type IntoIter = std::vec::IntoIter<(ExtraKey, ExtraValue)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl FromIterator<(String, ExtraValue)> for Extras {
+    fn from_iter<I: IntoIterator<Item = (String, ExtraValue)>>(it: I) -> Extras {
+        let mut x = Extras::default();
+        for (k, v) in it {
+            x.set(k, v);
+        }
+        x
     }
 }
 

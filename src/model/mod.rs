@@ -15,7 +15,7 @@ pub mod select;
 pub mod time;
 mod types;
 
-pub use extras::{keys, ExtraValue, Extras};
+pub use extras::{keys, ExtraKey, ExtraValue, Extras};
 pub use loss::LossReport;
 pub use select::{CpuList, Glob, ItemFilter, Selection};
 pub use time::{Bounds, TimeBase, TimeSpec, TimeWindow, Timestamp, WindowClock};
@@ -680,10 +680,17 @@ pub trait TraceReader {
     fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
         None
     }
+    /// An item the writer is done with, given back so the reader can reuse
+    /// its buffers (fields, values, extras) for a later item instead of
+    /// allocating new ones. Stages pass it to their inner reader. The
+    /// default drops it.
+    fn recycle(&mut self, item: Item) {
+        drop(item);
+    }
 }
 
 /// A stream being written. `finish` flushes and returns what was lost.
-pub trait TraceWriter {
+pub trait TraceWriter: Send {
     fn write_item(&mut self, item: &Item) -> crate::Result<()>;
     /// Copy `reader`'s stream without items when the writer can (see
     /// [`TraceReader::verbatim`]); the number of data items copied, or None

@@ -536,7 +536,7 @@ pub fn loss_summary(loss: &LossReport) -> Vec<String> {
 /// whole stream (the listing is made by a reader), so items are held until
 /// `finish`.
 struct ListingWriter {
-    out: Box<dyn std::io::Write>,
+    out: Box<dyn std::io::Write + Send>,
     path: String,
     header: Header,
     items: Vec<Item>,
@@ -544,7 +544,7 @@ struct ListingWriter {
 
 impl ListingWriter {
     fn new(target: &OutTarget, header: Header) -> Result<ListingWriter> {
-        let (out, path): (Box<dyn std::io::Write>, String) = match target {
+        let (out, path): (Box<dyn std::io::Write + Send>, String) = match target {
             OutTarget::Stdout => (Box::new(std::io::stdout()), "<stdout>".into()),
             OutTarget::Path(p) => (
                 Box::new(std::fs::File::create(p).map_err(|e| Error::io(p, e))?),

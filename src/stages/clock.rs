@@ -42,7 +42,7 @@ impl RawClocks {
             });
         match raw_clock_fate(meaning.as_deref(), target) {
             Fate::Dropped(why) => {
-                header.extras.0.remove(keys::RAW_CLOCK);
+                header.extras.remove(keys::RAW_CLOCK);
                 Box::new(RawClocks {
                     inner,
                     header,
@@ -91,6 +91,9 @@ impl TraceReader for RawClocks {
     }
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
+    }
+    fn recycle(&mut self, item: Item) {
+        self.inner.recycle(item);
     }
 }
 

@@ -59,6 +59,9 @@ impl TraceReader for Unframe {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn recycle(&mut self, item: Item) {
+        self.inner.recycle(item);
+    }
     fn progress(&self) -> Option<(u64, u64)> {
         self.inner.progress()
     }

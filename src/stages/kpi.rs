@@ -366,7 +366,12 @@ impl KpiFromProc {
             let ppid = running.unwrap_or(0);
             let cmdline = me.names.get(&ppid).cloned().unwrap_or_default();
             me.names.insert(pid, cmdline.clone());
-            let d = Dataset::New { pid, ppid, cmdline }.render();
+            let d = Dataset::New {
+                pid,
+                ppid,
+                cmdline: cmdline.into(),
+            }
+            .render();
             me.group(b"NEW", &[d], e.time);
         };
         let stp = |me: &mut Self, pid: Option<i64>| {
@@ -412,7 +417,11 @@ impl KpiFromProc {
                 if self.chk_time.is_some_and(|t| t != e.time) {
                     self.flush_chk();
                 }
-                let d = Dataset::Chk { pid, cmdline: n }.render();
+                let d = Dataset::Chk {
+                    pid,
+                    cmdline: n.into(),
+                }
+                .render();
                 self.chk_events.push(d);
                 self.chk_time = Some(e.time);
             }
@@ -506,7 +515,13 @@ impl KpiFromProc {
             irq.sort_by_key(|(name, _)| irq_order(name));
             let ds: Vec<Vec<u8>> = irq
                 .into_iter()
-                .map(|(name, counts)| Dataset::Irq { name, counts }.render())
+                .map(|(name, counts)| {
+                    Dataset::Irq {
+                        name: name.into(),
+                        counts: counts.into(),
+                    }
+                    .render()
+                })
                 .collect();
             self.group(b"IRQ", &ds, s.time);
         }
@@ -567,7 +582,7 @@ impl KpiFromProc {
                         Dataset::New {
                             pid: *pid,
                             ppid: v.ppid.unwrap_or(0),
-                            cmdline: cmdline.clone(),
+                            cmdline: cmdline.as_slice().into(),
                         }
                         .render(),
                     );
@@ -633,7 +648,7 @@ impl KpiFromProc {
                 .map(|(pid, p)| {
                     Dataset::Chk {
                         pid: *pid,
-                        cmdline: p.cmdline.clone(),
+                        cmdline: p.cmdline.as_slice().into(),
                     }
                     .render()
                 })

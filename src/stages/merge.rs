@@ -123,7 +123,7 @@ impl Merge {
         }
         header.start = inputs.iter().filter_map(|i| i.reader.header().start).min();
         // Only what every input says alike describes the merged stream.
-        header.extras.0.retain(|k, v| {
+        header.extras.retain(|k, v| {
             inputs[1..]
                 .iter()
                 .all(|i| i.reader.header().extras.get(k) == Some(v))

@@ -60,7 +60,7 @@ impl Origin {
         let mv = |t: &mut Timestamp| t.0 = t.0.saturating_add(d);
         let mv_extras = |x: &mut crate::model::Extras| {
             for k in keys::TIMESTAMPS {
-                if let Some(ExtraValue::I64(v)) = x.0.get_mut(k) {
+                if let Some(ExtraValue::I64(v)) = x.get_mut(k) {
                     *v = v.saturating_add(d);
                 }
             }
@@ -138,6 +138,9 @@ impl TraceReader for Origin {
     }
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
+    }
+    fn recycle(&mut self, item: Item) {
+        self.inner.recycle(item);
     }
 }
 

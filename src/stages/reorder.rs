@@ -137,6 +137,18 @@ impl TraceReader for Reorder {
                             seq: self.seq,
                             item,
                         };
+                        // Settled already and earlier than all that waits:
+                        // it would leave first, so it leaves now (a source
+                        // that restarts its clock sends long runs of these).
+                        let settled = self
+                            .newest
+                            .is_some_and(|n| n.0.saturating_sub(t.0) >= self.window);
+                        let first = self.run.front().is_none_or(|r| t < r.time)
+                            && self.heap.peek().is_none_or(|h| t < h.0.time);
+                        if settled && first {
+                            self.out.push_back(w.item);
+                            continue;
+                        }
                         if self.run.back().is_none_or(|b| b.time <= t) {
                             self.run.push_back(w);
                         } else {
@@ -153,6 +165,9 @@ impl TraceReader for Reorder {
     }
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
+    }
+    fn recycle(&mut self, item: Item) {
+        self.inner.recycle(item);
     }
 }
 
@@ -216,5 +231,25 @@ mod tests {
         let got = run(vec![note(3, "c"), note(2, "b"), note(1, "a")], 100, 1);
         let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(texts, ["b", "a", "c"]);
+    }
+
+    #[test]
+    fn a_clock_restart_passes_settled_items_in_order() {
+        // "c" and "d" come 150 after "b": settled at once, they leave before
+        // "b" (still waiting), ties in arrival order.
+        let got = run(
+            vec![
+                note(100, "a"),
+                note(200, "b"),
+                note(50, "c"),
+                note(50, "d"),
+                note(195, "e"),
+                note(205, "f"),
+            ],
+            10,
+            100,
+        );
+        let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(texts, ["a", "c", "d", "e", "b", "f"]);
     }
 }

@@ -53,6 +53,9 @@ impl TraceReader for Window {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn recycle(&mut self, item: Item) {
+        self.inner.recycle(item);
+    }
     fn progress(&self) -> Option<(u64, u64)> {
         self.inner.progress()
     }

@@ -113,7 +113,7 @@ struct Counts {
 }
 
 pub struct ChromeWriter {
-    out: BufWriter<Box<dyn Write>>,
+    out: BufWriter<Box<dyn Write + Send>>,
     /// Shared, so error mapping on each line costs no allocation.
     path: Arc<PathBuf>,
     header: Header,
@@ -147,7 +147,7 @@ fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
 
 impl ChromeWriter {
     pub fn new(out: &OutTarget, header: &Header) -> Result<ChromeWriter> {
-        let (sink, path): (Box<dyn Write>, PathBuf) = match out {
+        let (sink, path): (Box<dyn Write + Send>, PathBuf) = match out {
             OutTarget::Stdout => (Box::new(std::io::stdout()), "<stdout>".into()),
             OutTarget::Path(p) => (
                 Box::new(std::fs::File::create(p).map_err(|e| Error::io(p, e))?),
@@ -187,7 +187,7 @@ impl ChromeWriter {
     // ------------------------------------------------------------ lines
 
     /// Start one event line (the array's separator included).
-    fn line(&mut self) -> std::io::Result<&mut BufWriter<Box<dyn Write>>> {
+    fn line(&mut self) -> std::io::Result<&mut BufWriter<Box<dyn Write + Send>>> {
         if self.first_line {
             // The opening is written with the first event, so an input with
             // nothing to write leaves nothing, even on stdout.

@@ -405,8 +405,8 @@ impl CsvWriter {
         }
     }
 
-    fn open_out(&self, path: Option<&Path>) -> Result<::csv::Writer<Box<dyn Write>>> {
-        let sink: Box<dyn Write> = match path {
+    fn open_out(&self, path: Option<&Path>) -> Result<::csv::Writer<Box<dyn Write + Send>>> {
+        let sink: Box<dyn Write + Send> = match path {
             Some(p) => Box::new(BufWriter::with_capacity(
                 1 << 16,
                 std::fs::File::create(p).map_err(io(p))?,
@@ -594,7 +594,7 @@ impl CsvWriter {
 }
 
 fn write_annotation(
-    out: &mut ::csv::Writer<Box<dyn Write>>,
+    out: &mut ::csv::Writer<Box<dyn Write + Send>>,
     rec: &Record<'_>,
     kv: &mut String,
 ) -> std::result::Result<(), ::csv::Error> {

@@ -155,6 +155,9 @@ struct State {
     ctx: [u8; 4],
     asm: Assembler,
     queue: VecDeque<Item>,
+    /// Scratch of `message` (allocations reused between messages).
+    args: Vec<&'static [u8]>,
+    out: Vec<Item>,
     header: Header,
     diags: Vec<Diagnostic>,
     kpi_msgs: u64,
@@ -208,7 +211,7 @@ impl State {
             .ext
             .is_some_and(|e| e.apid == self.app && e.ctid == self.ctx);
         if is_kpi {
-            let mut args: Vec<&[u8]> = Vec::with_capacity(64);
+            let mut args = relend(std::mem::take(&mut self.args));
             if layout::string_args(m, &mut args)
                 && args.first().is_some_and(|a| Kind::parse(a).is_some())
             {
@@ -220,19 +223,22 @@ impl State {
                         self.beg_storage.insert(k.name(), stored);
                     }
                 }
-                let mut out = Vec::new();
+                let mut out = std::mem::take(&mut self.out);
                 if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
                     self.warn(m.offset, idx, e);
                 }
+                self.args = relend(args);
                 for it in &mut out {
                     self.mark_storage(it, Some(stored));
                 }
-                self.queue.extend(out);
+                self.queue.extend(out.drain(..));
+                self.out = out;
                 for w in std::mem::take(&mut self.asm.warnings) {
                     self.warn(m.offset, idx, w);
                 }
                 return;
             }
+            self.args = relend(args);
             self.bad_kpi += 1;
             self.warn(
                 m.offset,
@@ -592,6 +598,8 @@ impl DltReader {
                 ctx,
                 asm: Assembler::new(),
                 queue: VecDeque::new(),
+                args: Vec::with_capacity(64),
+                out: Vec::new(),
                 header,
                 diags: Vec::new(),
                 kpi_msgs: 0,
@@ -664,6 +672,10 @@ impl TraceReader for DltReader {
         &self.st.diags
     }
 
+    fn recycle(&mut self, item: Item) {
+        self.st.asm.recycle(item);
+    }
+
     fn native_counts(&self) -> Vec<(String, u64)> {
         let mut v: Vec<(String, u64)> = Kind::ALL
             .iter()
@@ -682,4 +694,11 @@ impl TraceReader for DltReader {
         v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
         v
     }
+}
+
+/// An empty argument list of another lifetime, keeping `v`'s allocation
+/// (the in-place collect of the standard library reuses it).
+fn relend<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("empty")).collect()
 }

@@ -839,7 +839,7 @@ fn name_arg(marker: &str, value: &str) -> (ArgSpec, Value) {
     )
 }
 
-impl<W: Write> TraceWriter for DltWriter<W> {
+impl<W: Write + Send> TraceWriter for DltWriter<W> {
     fn write_item(&mut self, item: &Item) -> Result<()> {
         match item {
             Item::EventType(t) => {

@@ -5,7 +5,7 @@ use super::dataset::{sanity_flags, Dataset, Kind};
 use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
 use super::truncated::{is_truncated_duplicate, Follow};
 use crate::model::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// An open ACT or IRQ group: values collect until END.
 #[derive(Debug)]
@@ -14,16 +14,28 @@ struct Open {
     raw: Option<u64>,
     group: u64,
     act: Vec<(i64, [i64; 5])>,
-    irq: Vec<(String, Vec<(u32, u64)>)>,
+    /// IRQ instance and count, in dataset order.
+    irq: Vec<(InstId, u64)>,
 }
+
+/// The value lists of a closed group, kept for the next one.
+type GroupBuffers = (Vec<(i64, [i64; 5])>, Vec<(InstId, u64)>);
+
+/// Items given back by the writer wait here to be filled again: a
+/// conversion allocates its items' buffers once, not per dataset.
+const POOL: usize = 1024;
 
 #[derive(Debug, Default)]
 pub struct Assembler {
     defs_sent: bool,
     open: HashMap<Kind, Open>,
-    /// Current `kpi.proc` membership: pid → command line.
-    procs: HashMap<i64, Vec<u8>>,
-    irq_ids: HashMap<(String, u32), InstId>,
+    /// Current `kpi.proc` membership.
+    procs: HashSet<i64>,
+    /// Instance names of recycled updates, to be written again.
+    spare_names: Vec<String>,
+    /// IRQ row name → instance per CPU.
+    irq_ids: HashMap<String, HashMap<u32, InstId>>,
+    irq_count: usize,
     next_group: u64,
     counts: BTreeMap<String, u64>,
     truncated: u64,
@@ -33,6 +45,61 @@ pub struct Assembler {
     flags: BTreeMap<&'static str, (u64, String)>,
     /// Problems in the data (bad datasets, sanity flags); not fatal.
     pub warnings: Vec<String>,
+    spare_events: Vec<Event>,
+    spare_texts: Vec<Vec<u8>>,
+    spare_samples: Vec<Sample>,
+    spare_indoms: Vec<IndomUpdate>,
+    spare_groups: Vec<GroupBuffers>,
+    /// Scratch of `message` kept between calls (their allocations reused).
+    parsed: Vec<Dataset<'static>>,
+    events: Vec<Item>,
+}
+
+/// An empty vector of datasets of another lifetime, keeping `v`'s
+/// allocation (the in-place collect of the standard library reuses it).
+fn relend<'b>(mut v: Vec<Dataset<'_>>) -> Vec<Dataset<'b>> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("empty")).collect()
+}
+
+/// The text buffer of the first text or bytes value of `fields`, emptied.
+fn take_buf(fields: &mut [Value]) -> Vec<u8> {
+    for v in fields.iter_mut() {
+        match std::mem::replace(v, Value::I64(0)) {
+            Value::Str(s) => return s.into_bytes(),
+            Value::Bytes(b) => return b,
+            _ => {}
+        }
+    }
+    Vec::new()
+}
+
+/// `b` as a text value, in `buf`'s allocation.
+fn text_in(b: &[u8], mut buf: Vec<u8>) -> Value {
+    buf.clear();
+    buf.extend_from_slice(b);
+    text_owned(buf)
+}
+
+/// Make `metrics` hold one empty value list per id of `ids`, reusing the
+/// lists it has.
+fn columns(metrics: &mut Vec<MetricValues>, ids: &[MetricId]) {
+    metrics.truncate(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        match metrics.get_mut(i) {
+            Some(m) => {
+                m.metric = *id;
+                match &mut m.values {
+                    Ok(v) => v.clear(),
+                    Err(_) => m.values = Ok(Vec::new()),
+                }
+            }
+            None => metrics.push(MetricValues {
+                metric: *id,
+                values: Ok(Vec::new()),
+            }),
+        }
+    }
 }
 
 impl Assembler {
@@ -50,6 +117,53 @@ impl Assembler {
         self.truncated
     }
 
+    /// An item the writer is done with: its buffers serve a later item.
+    pub fn recycle(&mut self, item: Item) {
+        match item {
+            Item::Event(mut e) if self.spare_events.len() < POOL => {
+                // Text buffers apart: an event of another type may need them.
+                while self.spare_texts.len() < POOL {
+                    let b = take_buf(&mut e.fields);
+                    if b.capacity() == 0 {
+                        break;
+                    }
+                    self.spare_texts.push(b);
+                }
+                e.fields.clear();
+                self.spare_events.push(e);
+            }
+            Item::Sample(s) if self.spare_samples.len() < POOL => self.spare_samples.push(s),
+            Item::Indom(u) if self.spare_indoms.len() < POOL => self.spare_indoms.push(u),
+            _ => {}
+        }
+    }
+
+    fn indom(&mut self, time: Timestamp, id: IndomId, kind: IndomKind) -> IndomUpdate {
+        match self.spare_indoms.pop() {
+            Some(mut u) => {
+                u.time = time;
+                u.id = id;
+                u.kind = kind;
+                if self.spare_names.len() < POOL {
+                    self.spare_names
+                        .extend(u.instances.drain(..).map(|i| i.name).take(POOL));
+                }
+                u.instances.clear();
+                u.removed.clear();
+                u.extras.clear();
+                u
+            }
+            None => IndomUpdate {
+                time,
+                id,
+                kind,
+                instances: vec![],
+                removed: vec![],
+                extras: Extras::default(),
+            },
+        }
+    }
+
     fn defs(&mut self, time: Timestamp, out: &mut Vec<Item>) {
         if self.defs_sent {
             return;
@@ -57,22 +171,64 @@ impl Assembler {
         self.defs_sent = true;
         out.extend(schema::definitions());
         for id in [schema::PROC_INDOM, schema::IRQ_INDOM] {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id,
-                kind: IndomKind::Full,
-                instances: vec![],
-                removed: vec![],
-                extras: Extras::default(),
-            }));
+            out.push(Item::Indom(self.indom(time, id, IndomKind::Full)));
         }
     }
 
-    fn group_extras(kind: Kind, group: u64) -> Extras {
-        let mut x = Extras::default();
-        x.set(X_KIND, ExtraValue::Str(kind.name().into()));
+    /// The group's extras (`kpi.kind`, `kpi.group`, where the group began)
+    /// in `x`, reusing its entries.
+    fn group_extras(
+        x: &mut Extras,
+        kind: Kind,
+        group: u64,
+        beg_time: Option<i64>,
+        beg_raw: Option<u64>,
+    ) {
+        x.retain(|k, _| k == X_KIND);
+        x.set_str(X_KIND, kind.name());
         x.set(X_GROUP, ExtraValue::U64(group));
-        x
+        if let Some(t) = beg_time {
+            x.set(X_BEG_TIME, ExtraValue::I64(t));
+        }
+        if let Some(r) = beg_raw {
+            x.set(X_BEG_RAW, ExtraValue::U64(r));
+        }
+    }
+
+    /// A KPI event; `fill` puts its values into the (reused) field list,
+    /// given a reused text buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn event(
+        &mut self,
+        type_id: EventTypeId,
+        time: Timestamp,
+        raw_clock: Option<u64>,
+        kind: Kind,
+        group: u64,
+        beg: (Timestamp, Option<u64>),
+        fill: impl FnOnce(&mut Vec<Value>, Vec<u8>),
+    ) -> Item {
+        let mut e = self.spare_events.pop().unwrap_or_else(|| Event {
+            time,
+            raw_clock,
+            type_id,
+            cpu: None,
+            stream: None,
+            fields: Vec::with_capacity(3),
+            extras: Extras::with_capacity(5),
+        });
+        e.time = time;
+        e.raw_clock = raw_clock;
+        e.type_id = type_id;
+        e.cpu = None;
+        e.stream = None;
+        e.fields.clear();
+        let buf = self.spare_texts.pop().unwrap_or_default();
+        fill(&mut e.fields, buf);
+        let beg_time = (beg.0 != time).then_some(beg.0 .0);
+        let beg_raw = if beg.1 != raw_clock { beg.1 } else { None };
+        Self::group_extras(&mut e.extras, kind, group, beg_time, beg_raw);
+        Item::Event(e)
     }
 
     /// One KPI message; `args[0]` is the type, sync messages are
@@ -120,14 +276,20 @@ impl Assembler {
             self.warnings.push(w);
         }
         // Parse every dataset first so a bad one leaves no half-applied state.
-        let mut parsed = Vec::with_capacity(args.len() - 1);
+        let mut parsed = relend(std::mem::take(&mut self.parsed));
         let mut truncated = 0;
         for arg in &args[1..] {
             if is_truncated_duplicate(arg) {
                 truncated += 1;
                 continue;
             }
-            parsed.push(Dataset::parse(kind, arg)?);
+            match Dataset::parse(kind, arg) {
+                Ok(d) => parsed.push(d),
+                Err(e) => {
+                    self.parsed = relend(parsed);
+                    return Err(e);
+                }
+            }
         }
         self.truncated += truncated;
         // Data outside a group (bare lines without sync messages) forms a
@@ -140,11 +302,12 @@ impl Assembler {
             let o = &self.open[&kind];
             (o.group, o.time, o.raw)
         };
-        let mut adds: Vec<Instance> = Vec::new();
-        let mut irq_adds: Vec<Instance> = Vec::new();
-        let mut removed: Vec<InstId> = Vec::new();
-        let mut events: Vec<Item> = Vec::new();
-        for ds in parsed {
+        let beg = (beg_time, beg_raw);
+        let mut adds: Option<IndomUpdate> = None;
+        let mut irq_adds: Option<IndomUpdate> = None;
+        let mut removed: Option<IndomUpdate> = None;
+        let mut events = std::mem::take(&mut self.events);
+        for ds in parsed.drain(..) {
             match self.counts.get_mut(kind.name()) {
                 Some(n) => *n += 1,
                 None => {
@@ -160,110 +323,125 @@ impl Assembler {
                 });
                 e.0 += 1;
             }
-            let ev = |type_id, fields| {
-                let mut extras = Self::group_extras(kind, group);
-                if beg_time != time {
-                    extras.set(X_BEG_TIME, ExtraValue::I64(beg_time.0));
-                }
-                if beg_raw != raw_clock {
-                    if let Some(r) = beg_raw {
-                        extras.set(X_BEG_RAW, ExtraValue::U64(r));
-                    }
-                }
-                Item::Event(Event {
-                    time,
-                    raw_clock,
-                    type_id,
-                    cpu: None,
-                    stream: None,
-                    fields,
-                    extras,
-                })
-            };
             match ds {
                 Dataset::New { pid, ppid, cmdline } => {
-                    self.add_proc(pid, &cmdline, &mut adds);
-                    events.push(ev(
+                    self.add_proc(pid, &cmdline, time, &mut adds);
+                    let ev = self.event(
                         schema::NEW_TYPE,
-                        vec![Value::I64(pid), Value::I64(ppid), text_owned(cmdline)],
-                    ));
+                        time,
+                        raw_clock,
+                        kind,
+                        group,
+                        beg,
+                        |f, buf| {
+                            f.push(Value::I64(pid));
+                            f.push(Value::I64(ppid));
+                            f.push(text_in(&cmdline, buf));
+                        },
+                    );
+                    events.push(ev);
                 }
                 Dataset::Stp { pid } => {
-                    if self.procs.remove(&pid).is_some() {
+                    if self.procs.remove(&pid) {
                         if let Ok(id) = InstId::try_from(pid) {
-                            removed.push(id);
+                            removed
+                                .get_or_insert_with(|| {
+                                    self.indom(time, schema::PROC_INDOM, IndomKind::Delta)
+                                })
+                                .removed
+                                .push(id);
                         }
                     }
-                    events.push(ev(schema::STP_TYPE, vec![Value::I64(pid)]));
+                    let ev = self.event(
+                        schema::STP_TYPE,
+                        time,
+                        raw_clock,
+                        kind,
+                        group,
+                        beg,
+                        |f, _| f.push(Value::I64(pid)),
+                    );
+                    events.push(ev);
                 }
                 Dataset::Chk { pid, cmdline } => {
-                    if !self.procs.contains_key(&pid) {
-                        self.add_proc(pid, &cmdline, &mut adds);
+                    if !self.procs.contains(&pid) {
+                        self.add_proc(pid, &cmdline, time, &mut adds);
                     }
-                    events.push(ev(
+                    let ev = self.event(
                         schema::CHK_TYPE,
-                        vec![Value::I64(pid), text_owned(cmdline)],
-                    ));
+                        time,
+                        raw_clock,
+                        kind,
+                        group,
+                        beg,
+                        |f, buf| {
+                            f.push(Value::I64(pid));
+                            f.push(text_in(&cmdline, buf));
+                        },
+                    );
+                    events.push(ev);
                 }
                 Dataset::Act { pid, values } => {
-                    if !self.procs.contains_key(&pid) {
+                    if !self.procs.contains(&pid) {
                         // ACT for a process whose NEW we never saw.
-                        self.add_proc(pid, b"", &mut adds);
+                        self.add_proc(pid, b"", time, &mut adds);
                     }
                     if let Some(o) = self.open.get_mut(&kind) {
                         o.act.push((pid, values));
                     }
                 }
                 Dataset::Irq { name, counts } => {
-                    for (cpu, _) in &counts {
-                        let key = (name.clone(), *cpu);
-                        if !self.irq_ids.contains_key(&key) {
-                            let id = self.irq_ids.len() as InstId;
-                            self.irq_ids.insert(key, id);
-                            irq_adds.push(Instance {
-                                id,
-                                name: schema::irq_instance_name(&name, *cpu),
-                            });
-                        }
+                    if !self.irq_ids.contains_key(name.as_ref()) {
+                        self.irq_ids.insert(name.to_string(), HashMap::new());
                     }
-                    if let Some(o) = self.open.get_mut(&kind) {
-                        o.irq.push((name, counts));
+                    let Some(ids) = self.irq_ids.get_mut(name.as_ref()) else {
+                        continue;
+                    };
+                    let mut o = self.open.get_mut(&kind);
+                    for (cpu, n) in counts.iter() {
+                        let id = match ids.get(&cpu) {
+                            Some(id) => *id,
+                            None => {
+                                let id = self.irq_count as InstId;
+                                self.irq_count += 1;
+                                ids.insert(cpu, id);
+                                irq_adds
+                                    .get_or_insert_with(|| IndomUpdate {
+                                        time,
+                                        id: schema::IRQ_INDOM,
+                                        kind: IndomKind::Delta,
+                                        instances: vec![],
+                                        removed: vec![],
+                                        extras: Extras::default(),
+                                    })
+                                    .instances
+                                    .push(Instance {
+                                        id,
+                                        name: schema::irq_instance_name(&name, cpu),
+                                    });
+                                id
+                            }
+                        };
+                        if let Some(o) = o.as_deref_mut() {
+                            o.irq.push((id, n));
+                        }
                     }
                 }
             }
         }
+        self.parsed = relend(parsed);
         // One update per indom and message: PCP wants no two records for
         // one indom at one time.
-        if !irq_adds.is_empty() {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: schema::IRQ_INDOM,
-                kind: IndomKind::Delta,
-                instances: irq_adds,
-                removed: vec![],
-                extras: Extras::default(),
-            }));
+        if let Some(u) = irq_adds {
+            out.push(Item::Indom(u));
         }
-        if !adds.is_empty() {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: schema::PROC_INDOM,
-                kind: IndomKind::Delta,
-                instances: adds,
-                removed: vec![],
-                extras: Extras::default(),
-            }));
+        if let Some(u) = adds {
+            out.push(Item::Indom(u));
         }
-        out.extend(events);
-        if !removed.is_empty() {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: schema::PROC_INDOM,
-                kind: IndomKind::Delta,
-                instances: vec![],
-                removed,
-                extras: Extras::default(),
-            }));
+        out.append(&mut events);
+        self.events = events;
+        if let Some(u) = removed {
+            out.push(Item::Indom(u));
         }
         if implicit {
             self.close(kind, out);
@@ -275,96 +453,86 @@ impl Assembler {
     fn open_group(&mut self, kind: Kind, time: Timestamp, raw: Option<u64>) {
         let group = self.next_group;
         self.next_group += 1;
+        let (act, irq) = self.spare_groups.pop().unwrap_or_default();
         self.open.insert(
             kind,
             Open {
                 time,
                 raw,
                 group,
-                act: vec![],
-                irq: vec![],
+                act,
+                irq,
             },
         );
     }
 
-    fn add_proc(&mut self, pid: i64, cmdline: &[u8], adds: &mut Vec<Instance>) {
+    fn add_proc(
+        &mut self,
+        pid: i64,
+        cmdline: &[u8],
+        time: Timestamp,
+        adds: &mut Option<IndomUpdate>,
+    ) {
         let Ok(id) = InstId::try_from(pid) else {
             self.warnings.push(format!("pid {pid} out of range"));
             return;
         };
-        self.procs.insert(pid, cmdline.to_vec());
-        adds.retain(|i| i.id != id);
-        adds.push(Instance {
-            id,
-            name: schema::proc_instance_name(pid, &String::from_utf8_lossy(cmdline)),
-        });
+        self.procs.insert(pid);
+        let mut name = self.spare_names.pop().unwrap_or_default();
+        schema::proc_instance_name_into(&mut name, pid, cmdline);
+        let u = adds.get_or_insert_with(|| self.indom(time, schema::PROC_INDOM, IndomKind::Delta));
+        if let Some(i) = u.instances.iter().position(|i| i.id == id) {
+            let old = u.instances.remove(i);
+            self.spare_names.push(old.name);
+        }
+        u.instances.push(Instance { id, name });
     }
 
     /// Close the open group of `kind`, emitting its sample (ACT, IRQ).
     fn close(&mut self, kind: Kind, out: &mut Vec<Item>) {
-        let Some(o) = self.open.remove(&kind) else {
+        let Some(mut o) = self.open.remove(&kind) else {
             return;
         };
-        let metrics = match kind {
-            Kind::Act => {
-                let mut cols: Vec<Vec<(InstId, Value)>> = vec![Vec::new(); 5];
-                for (pid, v) in &o.act {
-                    let inst = *pid as InstId;
-                    for (c, col) in cols.iter_mut().enumerate() {
+        let wanted = match kind {
+            Kind::Act => !o.act.is_empty(),
+            Kind::Irq => !o.irq.is_empty(),
+            _ => false,
+        };
+        if wanted {
+            let mut s = self.spare_samples.pop().unwrap_or_else(|| Sample {
+                time: o.time,
+                raw_clock: o.raw,
+                metrics: Vec::new(),
+                extras: Extras::with_capacity(3),
+            });
+            s.time = o.time;
+            s.raw_clock = o.raw;
+            if kind == Kind::Act {
+                columns(&mut s.metrics, &schema::ACT_METRICS);
+                for (c, m) in s.metrics.iter_mut().enumerate() {
+                    let Ok(col) = &mut m.values else { continue };
+                    for (pid, v) in &o.act {
                         // cpu, io_bytes, io_wait are unsigned in dlt-kpi (%lu).
                         let val = if c == 1 || c == 2 {
                             Value::I64(v[c])
                         } else {
                             Value::U64(v[c] as u64)
                         };
-                        col.push((inst, val));
+                        col.push((*pid as InstId, val));
                     }
                 }
-                if o.act.is_empty() {
-                    vec![]
-                } else {
-                    schema::ACT_METRICS
-                        .iter()
-                        .zip(cols)
-                        .map(|(m, vals)| MetricValues {
-                            metric: *m,
-                            values: Ok(vals),
-                        })
-                        .collect()
+            } else {
+                columns(&mut s.metrics, &[schema::IRQ_COUNT]);
+                if let Some(Ok(col)) = s.metrics.first_mut().map(|m| &mut m.values) {
+                    col.extend(o.irq.iter().map(|&(id, n)| (id, Value::U64(n))));
                 }
             }
-            Kind::Irq => {
-                let vals: Vec<(InstId, Value)> = o
-                    .irq
-                    .iter()
-                    .flat_map(|(name, counts)| {
-                        counts.iter().filter_map(|(cpu, n)| {
-                            self.irq_ids
-                                .get(&(name.clone(), *cpu))
-                                .map(|id| (*id, Value::U64(*n)))
-                        })
-                    })
-                    .collect();
-                if vals.is_empty() {
-                    vec![]
-                } else {
-                    vec![MetricValues {
-                        metric: schema::IRQ_COUNT,
-                        values: Ok(vals),
-                    }]
-                }
-            }
-            _ => return,
-        };
-        if metrics.is_empty() {
-            return;
+            Self::group_extras(&mut s.extras, kind, o.group, None, None);
+            out.push(Item::Sample(s));
         }
-        out.push(Item::Sample(Sample {
-            time: o.time,
-            raw_clock: o.raw,
-            metrics,
-            extras: Self::group_extras(kind, o.group),
-        }));
+        o.act.clear();
+        o.irq.clear();
+        self.spare_groups.push((o.act, o.irq));
     }
 
     /// End of input: close groups left open (a cut capture).

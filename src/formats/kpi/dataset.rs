@@ -1,6 +1,8 @@
 //! One KPI dataset (one DLT string argument) and its parsing rules
 //! (specs/kpi-dlt.md §3.2, §3.8, §9.1).
 
+use std::borrow::Cow;
+
 /// The five KPI message types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -37,12 +39,14 @@ impl Kind {
 /// The marker libdlt ≥ 2.18.4 puts after a cut-off copy of a dataset.
 pub const TRUNCATED_MARKER: &[u8] = b"... <<Message truncated, too long>>";
 
+/// Parsed datasets borrow their text from the message (no copy while a
+/// conversion runs); those built from other data own it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Dataset {
+pub enum Dataset<'a> {
     New {
         pid: i64,
         ppid: i64,
-        cmdline: Vec<u8>,
+        cmdline: Cow<'a, [u8]>,
     },
     Stp {
         pid: i64,
@@ -54,13 +58,58 @@ pub enum Dataset {
     },
     Chk {
         pid: i64,
-        cmdline: Vec<u8>,
+        cmdline: Cow<'a, [u8]>,
     },
     /// Row name and (cpu, count) pairs; rows may be shorter than the CPU count.
     Irq {
-        name: String,
-        counts: Vec<(u32, u64)>,
+        name: Cow<'a, str>,
+        counts: IrqCounts<'a>,
     },
+}
+
+/// The (cpu, count) pairs of an IRQ row: the checked columns of a parsed
+/// dataset (read again when used, so parsing allocates nothing), or pairs
+/// built from other data.
+#[derive(Debug, Clone)]
+pub enum IrqCounts<'a> {
+    /// `cpuN:count` columns separated by `;`, every one valid.
+    Text(&'a [u8]),
+    Pairs(Vec<(u32, u64)>),
+}
+
+impl IrqCounts<'_> {
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let (text, pairs) = match self {
+            IrqCounts::Text(t) => (Some(*t), None),
+            IrqCounts::Pairs(p) => (None, Some(p)),
+        };
+        let from_text = text
+            .into_iter()
+            .flat_map(|t| t.split(|&b| b == b';'))
+            .filter_map(irq_column);
+        from_text.chain(pairs.into_iter().flatten().copied())
+    }
+}
+
+impl From<Vec<(u32, u64)>> for IrqCounts<'_> {
+    fn from(v: Vec<(u32, u64)>) -> Self {
+        IrqCounts::Pairs(v)
+    }
+}
+
+impl PartialEq for IrqCounts<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        self.iter().eq(o.iter())
+    }
+}
+
+/// One `cpuN:count` column; None when it is not one.
+fn irq_column(p: &[u8]) -> Option<(u32, u64)> {
+    let rest = p.strip_prefix(b"cpu")?;
+    let colon = rest.iter().position(|&b| b == b':')?;
+    let cpu = int(&rest[..colon]).and_then(|c| u32::try_from(c).ok())?;
+    let n = int(&rest[colon + 1..]).and_then(|c| u64::try_from(c).ok())?;
+    Some((cpu, n))
 }
 
 fn int(s: &[u8]) -> Option<i64> {
@@ -71,9 +120,9 @@ fn int(s: &[u8]) -> Option<i64> {
     s.parse().ok()
 }
 
-impl Dataset {
+impl<'a> Dataset<'a> {
     /// Parse the text of one dataset of `kind`.
-    pub fn parse(kind: Kind, text: &[u8]) -> Result<Dataset, String> {
+    pub fn parse(kind: Kind, text: &'a [u8]) -> Result<Dataset<'a>, String> {
         let show = || String::from_utf8_lossy(text).into_owned();
         match kind {
             Kind::New => {
@@ -83,7 +132,7 @@ impl Dataset {
                     (Some(pid), Some(ppid), Some(cmd)) => Ok(Dataset::New {
                         pid,
                         ppid,
-                        cmdline: cmd.to_vec(),
+                        cmdline: Cow::Borrowed(cmd),
                     }),
                     _ => Err(format!(
                         "bad NEW dataset {:?} (want pid;ppid;cmdline)",
@@ -99,20 +148,33 @@ impl Dataset {
                 match (it.next().and_then(int), it.next()) {
                     (Some(pid), Some(cmd)) => Ok(Dataset::Chk {
                         pid,
-                        cmdline: cmd.to_vec(),
+                        cmdline: Cow::Borrowed(cmd),
                     }),
                     _ => Err(format!("bad CHK dataset {:?} (want pid;cmdline)", show())),
                 }
             }
             Kind::Act => {
-                let parts: Vec<&[u8]> = text.split(|&b| b == b';').collect();
-                let nums: Option<Vec<i64>> = parts.iter().map(|p| int(p)).collect();
-                match nums {
-                    Some(n) if n.len() == 6 => Ok(Dataset::Act {
+                // Six integers, no more, no less (no collecting: this runs
+                // for every ACT dataset).
+                let mut n = [0i64; 6];
+                let mut count = 0;
+                let mut ok = true;
+                for p in text.split(|&b| b == b';') {
+                    match (n.get_mut(count), int(p)) {
+                        (Some(slot), Some(v)) => *slot = v,
+                        _ => {
+                            ok = false;
+                            break;
+                        }
+                    }
+                    count += 1;
+                }
+                match ok && count == 6 {
+                    true => Ok(Dataset::Act {
                         pid: n[0],
                         values: [n[1], n[2], n[3], n[4], n[5]],
                     }),
-                    _ => Err(format!(
+                    false => Err(format!(
                         "bad ACT dataset {:?} (want 6 integers pid;cpu;rss;ctx;io;iowait)",
                         show()
                     )),
@@ -122,32 +184,32 @@ impl Dataset {
                 let body = text
                     .strip_suffix(b";")
                     .ok_or_else(|| format!("bad IRQ dataset {:?} (no trailing ';')", show()))?;
-                let mut parts = body.split(|&b| b == b';');
-                let name = parts
-                    .next()
+                let (first, columns) = match body.iter().position(|&b| b == b';') {
+                    Some(i) => (&body[..i], &body[i + 1..]),
+                    None => (body, &body[body.len()..]),
+                };
+                let name = Some(first)
                     .filter(|n| !n.is_empty())
                     .and_then(|n| std::str::from_utf8(n).ok())
                     .ok_or_else(|| format!("bad IRQ dataset {:?} (no row name)", show()))?
-                    .to_string();
-                let mut counts = Vec::new();
-                for p in parts {
-                    let bad = || {
-                        format!(
-                            "bad IRQ column {:?} in {:?}",
-                            String::from_utf8_lossy(p),
-                            show()
-                        )
-                    };
-                    let rest = p.strip_prefix(b"cpu").ok_or_else(bad)?;
-                    let colon = rest.iter().position(|&b| b == b':').ok_or_else(bad)?;
-                    let cpu = int(&rest[..colon])
-                        .and_then(|c| u32::try_from(c).ok())
-                        .ok_or_else(bad)?;
-                    let n = int(&rest[colon + 1..])
-                        .and_then(|c| u64::try_from(c).ok())
-                        .ok_or_else(bad)?;
-                    counts.push((cpu, n));
+                    .into();
+                // A row with a name only has no columns (not one empty one).
+                if first.len() < body.len() {
+                    for p in columns.split(|&b| b == b';') {
+                        if irq_column(p).is_none() {
+                            return Err(format!(
+                                "bad IRQ column {:?} in {:?}",
+                                String::from_utf8_lossy(p),
+                                show()
+                            ));
+                        }
+                    }
                 }
+                let counts = if first.len() < body.len() {
+                    IrqCounts::Text(columns)
+                } else {
+                    IrqCounts::Pairs(Vec::new())
+                };
                 Ok(Dataset::Irq { name, counts })
             }
         }
@@ -172,7 +234,7 @@ impl Dataset {
             }
             Dataset::Irq { name, counts } => {
                 let mut s = format!("{name};");
-                for (cpu, n) in counts {
+                for (cpu, n) in counts.iter() {
                     s.push_str(&format!("cpu{cpu}:{n};"));
                 }
                 s.into_bytes()
@@ -199,11 +261,11 @@ pub fn sanity_flags(d: &Dataset) -> Vec<&'static str> {
             if *ppid == 0 && *pid != 1 && *pid != 2 {
                 f.push("ppid 0 (comm with a space, or the process vanished)");
             }
-            if cmdline == b"(null)" {
+            if **cmdline == *b"(null)" {
                 f.push("cmdline (null): the process vanished before it was read");
             }
         }
-        Dataset::Chk { cmdline, .. } if cmdline == b"(null)" => {
+        Dataset::Chk { cmdline, .. } if **cmdline == *b"(null)" => {
             f.push("cmdline (null): the process vanished before it was read");
         }
         _ => {}
@@ -223,7 +285,7 @@ mod tests {
             Dataset::New {
                 pid: 14466,
                 ppid: 0,
-                cmdline: b"perl-title; with spaces;and;semis 1".to_vec()
+                cmdline: b"perl-title; with spaces;and;semis 1"[..].into()
             }
         );
         assert_eq!(d.render(), b"14466;0;perl-title; with spaces;and;semis 1");
@@ -236,7 +298,7 @@ mod tests {
             d,
             Dataset::Irq {
                 name: "ERR".into(),
-                counts: vec![(0, 0)]
+                counts: vec![(0, 0)].into()
             }
         );
         assert!(Dataset::parse(Kind::Irq, b"ERR;cpu0:0").is_err());
@@ -258,7 +320,7 @@ mod tests {
             d,
             Dataset::Chk {
                 pid: 2,
-                cmdline: b"(kthreadd)".to_vec()
+                cmdline: b"(kthreadd)"[..].into()
             }
         );
         let n = Dataset::parse(Kind::New, b"14862;0;(null)").unwrap();

@@ -217,15 +217,21 @@ impl Grouper {
                         let ds = match (kind, pid) {
                             (Kind::New, Some(pid)) => {
                                 match (int_of(e.fields.get(1)), bytes_of(e.fields.get(2))) {
-                                    (Some(ppid), Some(cmdline)) => {
-                                        Some(Dataset::New { pid, ppid, cmdline })
-                                    }
+                                    (Some(ppid), Some(cmdline)) => Some(Dataset::New {
+                                        pid,
+                                        ppid,
+                                        cmdline: cmdline.into(),
+                                    }),
                                     _ => None,
                                 }
                             }
                             (Kind::Stp, Some(pid)) => Some(Dataset::Stp { pid }),
-                            (Kind::Chk, Some(pid)) => bytes_of(e.fields.get(1))
-                                .map(|cmdline| Dataset::Chk { pid, cmdline }),
+                            (Kind::Chk, Some(pid)) => {
+                                bytes_of(e.fields.get(1)).map(|cmdline| Dataset::Chk {
+                                    pid,
+                                    cmdline: cmdline.into(),
+                                })
+                            }
                             _ => None,
                         };
                         match ds {
@@ -343,7 +349,10 @@ impl Grouper {
             self.push_dataset(Kind::Act, group, s.time, s.raw_clock, d.render(), out);
         }
         for (name, counts) in irq {
-            let d = Dataset::Irq { name, counts };
+            let d = Dataset::Irq {
+                name: name.into(),
+                counts: counts.into(),
+            };
             self.push_dataset(Kind::Irq, group, s.time, s.raw_clock, d.render(), out);
         }
     }

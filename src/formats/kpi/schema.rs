@@ -151,6 +151,20 @@ pub fn proc_instance_name(pid: i64, cmdline: &str) -> String {
     format!("{pid} {cmdline}")
 }
 
+/// [`proc_instance_name`] into `out` (its buffer reused), from the
+/// command line's bytes (invalid UTF-8 replaced, as `from_utf8_lossy`).
+pub fn proc_instance_name_into(out: &mut String, pid: i64, cmdline: &[u8]) {
+    use std::fmt::Write as _;
+    out.clear();
+    let _ = write!(out, "{pid} ");
+    for chunk in cmdline.utf8_chunks() {
+        out.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            out.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+}
+
 /// Instance name of an IRQ row/CPU pair in `kpi.irq`.
 pub fn irq_instance_name(irq: &str, cpu: u32) -> String {
     format!("{irq}:cpu{cpu}")

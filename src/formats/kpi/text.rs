@@ -582,6 +582,10 @@ impl TraceReader for KpiTextReader {
     fn diagnostics(&self) -> &[Diagnostic] {
         &self.diags
     }
+    fn recycle(&mut self, item: Item) {
+        self.asm.recycle(item);
+    }
+
     fn native_counts(&self) -> Vec<(String, u64)> {
         Kind::ALL
             .iter()
@@ -768,7 +772,7 @@ impl<W: Write> KpiTextWriter<W> {
     }
 }
 
-impl<W: Write> TraceWriter for KpiTextWriter<W> {
+impl<W: Write + Send> TraceWriter for KpiTextWriter<W> {
     fn write_item(&mut self, item: &Item) -> Result<()> {
         self.write(item)
     }

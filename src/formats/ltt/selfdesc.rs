@@ -705,13 +705,13 @@ impl Restore {
         if let Some(J::Object(ch)) = p("x") {
             for (k, v) in ch {
                 if let Ok(v) = codec::extra_from_json(v) {
-                    x.0.insert(k.clone(), v);
+                    x.set(k.clone(), v);
                 }
             }
         }
         if let Some(J::Array(rm)) = p("x-") {
             for k in rm.iter().filter_map(J::as_str) {
-                x.0.remove(k);
+                x.remove(k);
             }
         }
         let fields = match p("f").map(codec::values_from_json) {

@@ -238,10 +238,19 @@ pub struct EventEncoder {
     indom_time: Option<i64>,
     stream_names: HashSet<String>,
     instances: Vec<Instance>,
-    extras: HashMap<(String, XKind), MetricId>,
+    /// Parameter per extras key and kind (looked up by `&str`: no key is
+    /// built per event).
+    extras: HashMap<XKind, HashMap<String, MetricId>>,
+    /// How many extras parameters exist (their item numbers).
+    extras_count: usize,
     /// The parameters of the last event's extras, in order: events of one
-    /// source mostly carry the same keys, found here without a lookup.
+    /// source mostly carry the same keys, found here without a lookup or
+    /// an allocation.
     last_extras: Vec<(String, XKind, Option<MetricId>)>,
+    /// Buffers of written results, for the next ones.
+    spare_payloads: Vec<Vec<u8>>,
+    spare_lists: Vec<Vec<(InstId, u32, Vec<u8>)>>,
+    spare_sets: Vec<Sets>,
     extra_ids: Vec<Option<MetricId>>,
     extra_nodes: HashSet<String>,
     raw_clock: bool,
@@ -283,7 +292,11 @@ impl EventEncoder {
             stream_names: HashSet::new(),
             instances: Vec::new(),
             extras: HashMap::new(),
+            extras_count: 0,
             last_extras: Vec::new(),
+            spare_payloads: Vec::new(),
+            spare_lists: Vec::new(),
+            spare_sets: Vec::new(),
             extra_ids: Vec::new(),
             extra_nodes: HashSet::new(),
             raw_clock: false,
@@ -484,7 +497,7 @@ impl EventEncoder {
         help: String,
         out: &mut Vec<Item>,
     ) -> MetricId {
-        let item = self.extras.len() as u32 + 1;
+        let item = self.extras_count as u32 + 1;
         let id = if what.get("raw_clock").is_some() {
             RAW_CLOCK_PMID
         } else {
@@ -498,11 +511,11 @@ impl EventEncoder {
     }
 
     fn extra_param(&mut self, key: &str, kind: XKind, out: &mut Vec<Item>) -> Option<MetricId> {
-        if let Some(&id) = self.extras.get(&(key.to_string(), kind)) {
+        if let Some(&id) = self.extras.get(&kind).and_then(|m| m.get(key)) {
             return Some(id);
         }
         // Items 1..1023 of the shared cluster.
-        if self.extras.len() >= MAX_FIELDS {
+        if self.extras_count >= MAX_FIELDS {
             self.loss
                 .drop_item("event extras", "more than 1023 extras keys in one archive");
             return None;
@@ -517,7 +530,11 @@ impl EventEncoder {
             format!("extra {key} of the events ({})", kind.name()),
             out,
         );
-        self.extras.insert((key.to_string(), kind), id);
+        self.extras
+            .entry(kind)
+            .or_default()
+            .insert(key.to_string(), id);
+        self.extras_count += 1;
         Some(id)
     }
 
@@ -561,14 +578,24 @@ impl EventEncoder {
         }
         let mut ids = std::mem::take(&mut self.extra_ids);
         ids.clear();
-        for (n, (k, v)) in e.extras.0.iter().enumerate() {
+        for (n, (k, v)) in e.extras.iter().enumerate() {
             let kind = XKind::of(v);
+            // An entry maps a key to its parameter, whichever event left
+            // it: a match is right even past the last event's keys.
             let id = match self.last_extras.get(n) {
                 Some((lk, lkind, id)) if lk == k && *lkind == kind => *id,
                 _ => {
                     let id = self.extra_param(k, kind, out);
-                    self.last_extras.truncate(n);
-                    self.last_extras.push((k.to_string(), kind, id));
+                    // Overwrite entry n in place: its key text keeps its buffer.
+                    match self.last_extras.get_mut(n) {
+                        Some(slot) => {
+                            slot.0.clear();
+                            slot.0.push_str(k);
+                            slot.1 = kind;
+                            slot.2 = id;
+                        }
+                        None => self.last_extras.push((k.to_string(), kind, id)),
+                    }
                     id
                 }
             };
@@ -617,7 +644,7 @@ impl EventEncoder {
             put_param(&mut rec, RAW_CLOCK_PMID, 3, &r.to_be_bytes(), false);
             np += 1;
         }
-        for (id, v) in ids.iter().zip(e.extras.0.values()) {
+        for (id, v) in ids.iter().zip(e.extras.values()) {
             if let Some(id) = id {
                 put_extra(&mut rec, *id, v);
                 np += 1;
@@ -641,7 +668,8 @@ impl EventEncoder {
         let set = match b.sets.iter_mut().position(|(p, _)| *p == record) {
             Some(k) => &mut b.sets[k].1,
             None => {
-                b.sets.push((record, Vec::new()));
+                let list = self.spare_lists.pop().unwrap_or_default();
+                b.sets.push((record, list));
                 &mut b.sets.last_mut().expect("just pushed").1
             }
         };
@@ -652,7 +680,10 @@ impl EventEncoder {
             }
             None => {
                 // Room for the record count, filled in by `take`.
-                let mut v = Vec::with_capacity(4 + rec.len() * 8);
+                let mut v = self
+                    .spare_payloads
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(4 + rec.len() * 8));
                 v.extend_from_slice(&[0u8; 4]);
                 v.extend_from_slice(&rec);
                 set.push((inst, 1, v));
@@ -663,9 +694,35 @@ impl EventEncoder {
         done
     }
 
+    /// A result the writer has written: its buffers serve later results.
+    pub fn recycle(&mut self, r: EventResult) {
+        let mut sets = r.sets;
+        for (_, mut list) in sets.drain(..) {
+            for (_, mut v) in list.drain(..) {
+                if self.spare_payloads.len() < 64 {
+                    v.clear();
+                    self.spare_payloads.push(v);
+                }
+            }
+            if self.spare_lists.len() < 64 {
+                // Same layout: the in-place collect keeps the allocation.
+                self.spare_lists
+                    .push(list.into_iter().map(|_| unreachable!("empty")).collect());
+            }
+        }
+        if self.spare_sets.len() < 4 {
+            self.spare_sets
+                .push(sets.into_iter().map(|_| unreachable!("empty")).collect());
+        }
+    }
+
     /// Close the current result, if any.
     pub fn take(&mut self) -> Option<EventResult> {
-        let b = std::mem::take(&mut self.batch);
+        let next = Batch {
+            sets: self.spare_sets.pop().unwrap_or_default(),
+            ..Batch::default()
+        };
+        let b = std::mem::replace(&mut self.batch, next);
         let (_, _, mut time) = b.last?;
         self.results += 1;
         let mut meta = Vec::new();
@@ -1046,7 +1103,7 @@ impl EventDecoder {
                     }
                     Some(Role::Extra(key, kind)) => {
                         if let Some(x) = extra_of(v, *kind) {
-                            extras.set(key, x);
+                            extras.set(key.clone(), x);
                         }
                     }
                     _ => {}

@@ -22,11 +22,11 @@ use super::layout::{put_stamp, Stamp, Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYP
 use crate::model::{IndomKind, IndomUpdate};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Names are shared between the membership and the states kept for the
 /// next records: one allocation per instance added, none per record.
-type Name = Rc<str>;
+type Name = Arc<str>;
 type Orig = HashMap<i32, Option<Name>, BuildHasherDefault<IntHasher>>;
 
 #[derive(Default)]
@@ -154,8 +154,15 @@ impl Tracker {
         let after = after.map(|a| self.quantize(a));
         let t = t.map(|t| self.quantize(t));
         let mut wrote = false;
-        let ids: Vec<u32> = self.doms.keys().copied().collect();
-        for id in ids {
+        // Walk the ids with a cursor (no list of them per result).
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut cursor = self.doms.keys().next().copied();
+        while let Some(id) = cursor {
+            cursor = self
+                .doms
+                .range((Excluded(id), Unbounded))
+                .next()
+                .map(|(k, _)| *k);
             if self.doms[&id].dirty {
                 wrote |= self.stage(id, after, out);
             }

@@ -104,8 +104,8 @@ pub fn extra_from(j: &J) -> Option<ExtraValue> {
 
 pub fn extras_json(x: &Extras) -> J {
     J::Object(
-        x.0.iter()
-            .map(|(k, v)| (k.clone(), extra_json(v)))
+        x.iter()
+            .map(|(k, v)| (k.to_string(), extra_json(v)))
             .collect(),
     )
 }
@@ -113,7 +113,7 @@ pub fn extras_json(x: &Extras) -> J {
 pub fn extras_from(j: &J) -> Option<Extras> {
     let mut x = Extras::default();
     for (k, v) in j.as_object()? {
-        x.set(k, extra_from(v)?);
+        x.set(k.clone(), extra_from(v)?);
     }
     Some(x)
 }
@@ -301,12 +301,11 @@ pub fn header_json(h: &Header) -> J {
         );
     }
     // The archive's own facts (label, volumes) are the archive's to say.
-    let own = Extras(
-        x.0.iter()
-            .filter(|(k, _)| !k.starts_with("pcp."))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-    );
+    let own: Extras = x
+        .iter()
+        .filter(|(k, _)| !k.starts_with("pcp."))
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     if !own.is_empty() {
         o.insert("extras".into(), extras_json(&own));
     }
@@ -326,9 +325,9 @@ pub fn apply_header(j: &J, h: &mut Header) -> Option<()> {
             .collect::<Option<Vec<_>>>()?;
     }
     if let Some(x) = j.get("extras") {
-        for (k, v) in extras_from(x)?.0 {
+        for (k, v) in extras_from(x)? {
             if !k.starts_with("pcp.") {
-                h.extras.set(&k, v);
+                h.extras.set(k, v);
             }
         }
     }

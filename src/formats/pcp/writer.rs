@@ -497,6 +497,7 @@ impl PcpWriter {
     fn flush_events(&mut self, next: Option<Timestamp>) -> Result<()> {
         if let Some(r) = self.events.take() {
             self.write_events(&r, next)?;
+            self.events.recycle(r);
         }
         Ok(())
     }
@@ -1008,6 +1009,7 @@ impl TraceWriter for PcpWriter {
                 let mut meta = Vec::new();
                 if let Some(r) = self.events.event(e, &mut meta) {
                     self.write_events(&r, Some(e.time))?;
+                    self.events.recycle(r);
                 }
                 for it in &meta {
                     self.write_item(it)?;

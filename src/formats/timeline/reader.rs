@@ -106,7 +106,7 @@ fn read_desc(
         if let Some(tb) = j.get("tb") {
             header.time_base = codec::time_base_from_json(tb)?;
         }
-        header.extras.0.remove(crate::model::keys::RAW_CLOCK);
+        header.extras.remove(crate::model::keys::RAW_CLOCK);
         header.system.retain(|(k, _)| k != "time");
     }
     if let Some(src) = j.get("source").and_then(|v| v.as_str()) {

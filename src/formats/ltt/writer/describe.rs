@@ -317,16 +317,14 @@ impl LttWriter {
         if *last != e.extras {
             let ch: Map<String, J> = e
                 .extras
-                .0
                 .iter()
                 .filter(|(k, v)| last.get(k) != Some(v))
-                .map(|(k, v)| (k.clone(), codec::extra_to_json(v)))
+                .map(|(k, v)| (k.to_string(), codec::extra_to_json(v)))
                 .collect();
             let gone: Vec<J> = last
-                .0
                 .keys()
                 .filter(|k| e.extras.get(k).is_none())
-                .map(|k| J::from(k.as_str()))
+                .map(J::from)
                 .collect();
             if !ch.is_empty() {
                 set(&mut p, "x", J::Object(ch));
