@@ -231,13 +231,6 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
         let mut read_err = None;
         let mut writer_gone = false;
         loop {
-            // Give back what the writer is done with.
-            while let Ok(mut b) = spent_rx.try_recv() {
-                for item in b.drain(..) {
-                    reader.recycle(item);
-                }
-                spare.push(b);
-            }
             let item = match reader.next_item() {
                 Ok(Some(item)) => item,
                 Ok(None) => break,
@@ -250,6 +243,14 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
             values += weight(&item);
             batch.push(item);
             if batch.len() >= BATCH_ITEMS || values >= BATCH_VALUES {
+                // Give back what the writer is done with (once per batch:
+                // a channel operation per item would cost more than it saves).
+                while let Ok(mut b) = spent_rx.try_recv() {
+                    for item in b.drain(..) {
+                        reader.recycle(item);
+                    }
+                    spare.push(b);
+                }
                 let next = spare
                     .pop()
                     .unwrap_or_else(|| Vec::with_capacity(BATCH_ITEMS));

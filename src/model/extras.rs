@@ -60,19 +60,23 @@ impl Extras {
         self.0.len()
     }
     fn find(&self, key: &str) -> Result<usize, usize> {
+        // Keys are mostly a format's constants, passed as the same
+        // constant: the same address is the same key, without comparing.
+        if let Some(i) = self
+            .0
+            .iter()
+            .position(|(k, _)| std::ptr::eq(k.as_ptr(), key.as_ptr()) && k.len() == key.len())
+        {
+            return Ok(i);
+        }
         self.0.binary_search_by(|(k, _)| k.as_ref().cmp(key))
     }
     /// Set `key` (a `&'static str` constant or an owned `String`).
     pub fn set(&mut self, key: impl Into<ExtraKey>, v: ExtraValue) {
         let key = key.into();
-        // Keys are mostly set in order: try the end first.
-        match self.0.last() {
-            Some((k, _)) if k.as_ref() < key.as_ref() => self.0.push((key, v)),
-            None => self.0.push((key, v)),
-            _ => match self.find(&key) {
-                Ok(i) => self.0[i].1 = v,
-                Err(i) => self.0.insert(i, (key, v)),
-            },
+        match self.find(&key) {
+            Ok(i) => self.0[i].1 = v,
+            Err(i) => self.0.insert(i, (key, v)),
         }
     }
     /// Set `key` to text `v`, in the text buffer it has if it has one

@@ -4,11 +4,10 @@
 
 use crate::error::{Diagnostic, Result};
 use crate::model::{EventTypeId, Header, Item, TraceReader};
-use std::collections::HashSet;
-
 pub struct Unframe {
     inner: Box<dyn TraceReader>,
-    framing: HashSet<EventTypeId>,
+    /// Framing types are a handful: a list beats hashing every event.
+    framing: Vec<EventTypeId>,
     dropped: u64,
 }
 
@@ -16,7 +15,7 @@ impl Unframe {
     pub fn wrap(inner: Box<dyn TraceReader>) -> Unframe {
         Unframe {
             inner,
-            framing: HashSet::new(),
+            framing: Vec::new(),
             dropped: 0,
         }
     }
@@ -37,12 +36,14 @@ impl TraceReader for Unframe {
             };
             match &item {
                 Item::EventType(t) if t.framing => {
-                    self.framing.insert(t.id);
+                    if !self.framing.contains(&t.id) {
+                        self.framing.push(t.id);
+                    }
                     continue;
                 }
                 Item::EventType(t) => {
                     // A later definition may reuse an id for real data.
-                    self.framing.remove(&t.id);
+                    self.framing.retain(|&id| id != t.id);
                 }
                 Item::Event(e) if self.framing.contains(&e.type_id) => {
                     self.dropped += 1;
