@@ -298,3 +298,79 @@ fn instance_names_survive_in_an_ltt_trace() {
         "no indom event for pid 14466"
     );
 }
+
+/// The writer's own thread changes nothing: every source into a few
+/// writers gives the same files with `POLYTRACE_WRITER_THREAD=0`, apart
+/// from the PCP label's process id.
+#[test]
+fn the_writer_thread_writes_the_same_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, src) in sources() {
+        // (DLT is left out: its session id is the writer's process id.)
+        for to in ["pcp", "ltt", "timeline"] {
+            let mut outs = Vec::new();
+            for threads in ["1", "0"] {
+                let out = dir.path().join(format!("{name}-{to}-{threads}.out"));
+                let (code, err) = run(Command::new(common::bin())
+                    .env("POLYTRACE_WRITER_THREAD", threads)
+                    .args(["convert", "-q", "--time-origin", "2020-01-01T00:00:00Z"])
+                    .args(["--tsc-hz", "2000000000"])
+                    .arg(&src)
+                    .args(["--to", to, "-o"])
+                    .arg(&out));
+                assert!(code <= 1, "{name} -> {to}: exit {code}: {err}");
+                outs.push(out);
+            }
+            let files = |p: &Path| -> Vec<(String, Vec<u8>)> {
+                let mut v: Vec<(String, Vec<u8>)> = if p.is_dir() {
+                    walkdir::WalkDir::new(p)
+                        .sort_by_file_name()
+                        .into_iter()
+                        .filter_map(|e| e.ok())
+                        .filter(|e| e.file_type().is_file())
+                        .map(|e| {
+                            let rel = e.path().strip_prefix(p).unwrap().display().to_string();
+                            (rel, std::fs::read(e.path()).unwrap())
+                        })
+                        .collect()
+                } else if p.exists() {
+                    vec![(String::new(), std::fs::read(p).unwrap())]
+                } else {
+                    // A PCP archive: base.0, base.meta, base.index.
+                    let base = p.file_name().unwrap().to_string_lossy().into_owned();
+                    let mut m: Vec<(String, Vec<u8>)> = std::fs::read_dir(p.parent().unwrap())
+                        .unwrap()
+                        .filter_map(|e| e.ok())
+                        .filter(|e| {
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            n.starts_with(&format!("{base}."))
+                        })
+                        .map(|e| {
+                            let n = e.file_name().to_string_lossy().into_owned();
+                            let mut b = std::fs::read(e.path()).unwrap();
+                            // The label's pid (bytes 8..12) is the writer's own.
+                            if b.len() >= 12 {
+                                b[8..12].fill(0);
+                            }
+                            (n[base.len()..].to_string(), b)
+                        })
+                        .collect();
+                    m.sort();
+                    m
+                };
+                v.sort_by(|a, b| a.0.cmp(&b.0));
+                v
+            };
+            let (a, b) = (files(&outs[0]), files(&outs[1]));
+            assert!(!a.is_empty(), "{name} -> {to}: no output");
+            assert_eq!(a.len(), b.len(), "{name} -> {to}: file lists differ");
+            for (x, y) in a.iter().zip(&b) {
+                assert!(
+                    x == y,
+                    "{name} -> {to}: {} differs between the two runs",
+                    x.0
+                );
+            }
+        }
+    }
+}
