@@ -478,18 +478,23 @@ impl State {
     /// for samples (the assembler emits them at END).
     fn mark_storage(&self, it: &mut Item, event_storage: Option<i64>) {
         match it {
-            Item::Event(e) => {
-                if let Some(t) = event_storage {
-                    e.extras.set(X_STORAGE, ExtraValue::I64(t));
+            // Recycled items may hold an earlier storage time: set or drop.
+            Item::Event(e) => match event_storage {
+                Some(t) => e.extras.set(X_STORAGE, ExtraValue::I64(t)),
+                None => {
+                    e.extras.remove(X_STORAGE);
                 }
-            }
+            },
             Item::Sample(s) => {
                 let beg = s
                     .extras
                     .str(crate::formats::kpi::schema::X_KIND)
                     .and_then(|k| self.beg_storage.get(k));
-                if let Some(t) = beg {
-                    s.extras.set(X_STORAGE, ExtraValue::I64(*t));
+                match beg.copied() {
+                    Some(t) => s.extras.set(X_STORAGE, ExtraValue::I64(t)),
+                    None => {
+                        s.extras.remove(X_STORAGE);
+                    }
                 }
             }
             _ => {}
