@@ -756,6 +756,41 @@ impl LttWriter {
         Ok((counter, counter != time))
     }
 
+    /// Append events to tracefile `fkey` at `time`, as `put` does one by
+    /// one: event `spans[i].0` with the payload `bytes[spans[i-1].1..spans[i].1]`.
+    fn put_all(
+        &mut self,
+        fkey: &FileKey,
+        time: u64,
+        bytes: &[u8],
+        spans: &[(u16, usize)],
+    ) -> Result<()> {
+        if spans.is_empty() {
+            return Ok(());
+        }
+        if let FileKey::Cpu(n) = *fkey {
+            self.max_cpu = Some(self.max_cpu.map_or(n, |m| m.max(n)));
+        }
+        let counter = self.counter_for(fkey, time);
+        self.ensure_file(fkey)?;
+        let Some(f) = self.files.get_mut(fkey) else {
+            return Err(werr(&self.target, "internal: tracefile missing"));
+        };
+        let mut start = 0;
+        for &(id, end) in spans {
+            if append(f, &bytes[start..end], counter, id, self.bo, &self.cfg)? {
+                self.loss.degrade(
+                    "events",
+                    "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)",
+                );
+            }
+            start = end;
+        }
+        self.min_time = Some(self.min_time.map_or(counter, |m| m.min(counter)));
+        self.loss.wrote("events", spans.len() as u64);
+        Ok(())
+    }
+
     fn write_sample(&mut self, s: &crate::model::Sample) -> Result<()> {
         self.seal()?;
         for mv in &s.metrics {

@@ -9,11 +9,13 @@
 //! can never hand out an event before its definition.
 
 use super::*;
+use crate::formats::pcp::dump::IntHasher;
 use crate::model::codec;
 use crate::model::{Event, IndomUpdate, Item, Sample};
 use selfdesc::{Defaults, EV_DATA, EV_DEFINE, EV_EVENT, EV_HEADER, EV_SAMPLE};
 use serde_json::{Map, Value as J};
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -40,6 +42,13 @@ pub(super) struct Describe {
     /// Extras of the last event per (tracefile, LTT id).
     last_x: HashMap<(FileKey, u16), crate::model::Extras>,
     scratch: Vec<u8>,
+    /// Per metric, what its sample values need (see `Slot`).
+    slots: HashMap<u32, Slot, BuildHasherDefault<IntHasher>>,
+    /// A sample's record text, its values' payloads one after another, and
+    /// per value its LTT id and end offset in `vals`.
+    text: String,
+    vals: Vec<u8>,
+    spans: Vec<(u16, usize)>,
 }
 
 fn set(j: &mut Map<String, J>, k: &str, v: J) {
@@ -74,6 +83,10 @@ impl LttWriter {
             defaults: None,
             last_x: HashMap::new(),
             scratch: Vec::new(),
+            slots: HashMap::default(),
+            text: String::new(),
+            vals: Vec::new(),
+            spans: Vec::new(),
         });
         Ok(())
     }
@@ -83,6 +96,9 @@ impl LttWriter {
         let Some(sd) = &mut self.sd else { return };
         let n = sd.next_serial;
         sd.next_serial += 1;
+        if let Key::Metric(m) = key {
+            sd.slots.remove(&m);
+        }
         sd.latest.insert(key, (n, def.clone()));
         sd.queue.push(Queued::Def(key, n, def));
     }
@@ -382,7 +398,7 @@ impl LttWriter {
     }
 
     fn describe_sample(&mut self, s: &Sample) -> Result<()> {
-        use std::borrow::Cow;
+        use std::collections::hash_map::Entry;
         use std::fmt::Write as _;
         self.seal()?;
         if !in_range(s.time.0) {
@@ -394,37 +410,60 @@ impl LttWriter {
         let fkey = FileKey::Cpu(0);
         self.flush_queue(&fkey, time)?;
         let c0 = self.counter_for(&fkey, time);
-        // The record's text is written directly: this runs once per sample.
-        let mut text = String::with_capacity(16 + 24 * s.metrics.len());
+        let Some(sd) = &mut self.sd else {
+            return Ok(());
+        };
+        // Scratch space kept in the writer (this runs once per sample, its
+        // loops once per value): taken out here, put back at the end.
+        let mut text = std::mem::take(&mut sd.text);
+        let mut vals = std::mem::take(&mut sd.vals);
+        let mut spans = std::mem::take(&mut sd.spans);
+        let mut slots = std::mem::take(&mut sd.slots);
+        text.clear();
+        vals.clear();
+        spans.clear();
+        // The record's text is written directly.
         text.push_str("{\"m\":[");
         let mut overrides = Map::new();
-        // Per metric: its LTT id, the value's layout, (instance, value as written).
-        let mut writes: Vec<MetricWrites<'_>> = Vec::new();
         let mut index = 0usize;
         // A merged stream's `source` field follows each value.
-        let tag_len = if self.tag_source {
-            s.extras.str(crate::model::keys::SOURCE).map_or(0, str::len) + 1
-        } else {
-            0
-        };
+        let tag = self
+            .tag_source
+            .then(|| s.extras.str(crate::model::keys::SOURCE).unwrap_or(""));
+        let tag_len = tag.map_or(0, |t| t.len() + 1);
+        let (bo, block) = (self.bo, self.cfg.block_size as usize);
         for mv in &s.metrics {
-            let key = Key::Metric(mv.metric);
-            let (id, vty) = match self.map.get(&key) {
-                Some(Target::Event {
-                    id,
-                    ty: Some(Ty::Struct(f)),
-                    ..
-                }) if f.len() == 2 || (self.tag_source && f.len() == 3) => (*id, f[1].1.clone()),
-                _ => {
-                    self.loss.drop_item("sample values", "metric never defined");
-                    continue;
+            let slot = match slots.entry(mv.metric) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(e) => {
+                    let key = Key::Metric(mv.metric);
+                    let (id, vty) = match self.map.get(&key) {
+                        Some(Target::Event {
+                            id,
+                            ty: Some(Ty::Struct(f)),
+                            ..
+                        }) if f.len() == 2 || (self.tag_source && f.len() == 3) => {
+                            (*id, f[1].1.clone())
+                        }
+                        _ => {
+                            self.loss.drop_item("sample values", "metric never defined");
+                            continue;
+                        }
+                    };
+                    let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
+                        self.loss.drop_item("sample values", "metric never defined");
+                        continue;
+                    };
+                    // Cached only once the definition is in this tracefile.
+                    self.ensure_def(&fkey, c0, key)?;
+                    e.insert(Slot {
+                        id,
+                        fast: Fast::of(vt, &vty),
+                        vty,
+                        vt,
+                    })
                 }
             };
-            let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
-                self.loss.drop_item("sample values", "metric never defined");
-                continue;
-            };
-            self.ensure_def(&fkey, c0, key)?;
             if !text.ends_with('[') {
                 text.push(',');
             }
@@ -432,32 +471,26 @@ impl LttWriter {
                 Err(code) => {
                     let _ = write!(text, "[{},null,{code}]", mv.metric);
                 }
-                Ok(vals) => {
-                    let _ = write!(text, "[{},{}]", mv.metric, vals.len());
-                    let ft = selfdesc::metric_field(vt);
-                    let mut out = Vec::with_capacity(vals.len());
-                    for (inst, v) in vals {
-                        let wire = match selfdesc::metric_wire(vt, v) {
-                            Some(w) => Cow::Owned(w),
-                            None => Cow::Borrowed(v),
-                        };
-                        let (exact, fits) = self.metric_exact(&vty, vt, &wire, v, tag_len);
-                        if !fits {
-                            self.loss.degrade(
-                                "sample values",
-                                "larger than an LTT block: kept in the polytrace record, empty in the metric event",
-                            );
+                Ok(vs) => {
+                    let _ = write!(text, "[{},{}]", mv.metric, vs.len());
+                    for (inst, v) in vs {
+                        let start = vals.len();
+                        bo.put_uint(&mut vals, *inst as u32 as u64, 4);
+                        // instance (4 bytes) + value + source
+                        let ok = slot.fast.encode(v, bo, &mut vals)
+                            && HDR + (vals.len() - start) + tag_len + 2 * FRAME + 4 <= block;
+                        if !ok {
+                            vals.truncate(start + 4);
+                            if !self.general_value(slot, v, tag_len, &mut vals)? {
+                                set(&mut overrides, &index.to_string(), codec::value_to_json(v));
+                            }
                         }
-                        let written = if exact && fits {
-                            wire
-                        } else {
-                            set(&mut overrides, &index.to_string(), codec::value_to_json(v));
-                            Cow::Owned(placeholder(&ft))
-                        };
-                        out.push((*inst, written));
+                        if let Some(t) = tag {
+                            put_str(&mut vals, t);
+                        }
+                        spans.push((slot.id, vals.len()));
                         index += 1;
                     }
-                    writes.push((id, vty, out));
                 }
             }
         }
@@ -477,34 +510,51 @@ impl LttWriter {
         }
         text.push('}');
         self.record(&fkey, EV_SAMPLE, c, &text)?;
-        let tag = self.tag_source.then(|| {
-            Value::Str(
-                s.extras
-                    .str(crate::model::keys::SOURCE)
-                    .unwrap_or("")
-                    .into(),
-            )
-        });
-        for (id, vty, vals) in writes {
-            for (inst, v) in vals {
-                self.payload.clear();
-                self.bo.put_uint(&mut self.payload, inst as u32 as u64, 4);
-                if layout::encode(&vty, &v, self.bo, &mut self.payload).is_err()
-                    || tag.as_ref().is_some_and(|t| {
-                        layout::encode(&Ty::Str, t, self.bo, &mut self.payload).is_err()
-                    })
-                {
-                    return Err(werr(
-                        &self.target,
-                        "internal: placeholder value not encodable",
-                    ));
-                }
-                self.put(&fkey, id, c)?;
-                self.loss.wrote("events", 1);
-            }
-        }
+        self.put_all(&fkey, c, &vals, &spans)?;
         self.loss.wrote("samples", 1);
+        if let Some(sd) = &mut self.sd {
+            sd.text = text;
+            sd.vals = vals;
+            sd.spans = spans;
+            sd.slots = slots;
+        }
         Ok(())
+    }
+
+    /// Encode `v` by the general rule: as written when it comes back
+    /// exactly and its event fits in a block (true), else the field's
+    /// placeholder (false: the value travels in the record).
+    fn general_value(
+        &mut self,
+        slot: &Slot,
+        v: &Value,
+        tag_len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let wire = selfdesc::metric_wire(slot.vt, v);
+        let (exact, fits) =
+            self.metric_exact(&slot.vty, slot.vt, wire.as_ref().unwrap_or(v), v, tag_len);
+        if !fits {
+            self.loss.degrade(
+                "sample values",
+                "larger than an LTT block: kept in the polytrace record, empty in the metric event",
+            );
+        }
+        if exact && fits {
+            // The scratch buffer holds the value as encoded.
+            if let Some(sd) = &self.sd {
+                out.extend_from_slice(&sd.scratch);
+            }
+            return Ok(true);
+        }
+        let ph = placeholder(&selfdesc::metric_field(slot.vt));
+        if layout::encode(&slot.vty, &ph, self.bo, out).is_err() {
+            return Err(werr(
+                &self.target,
+                "internal: placeholder value not encodable",
+            ));
+        }
+        Ok(false)
     }
 
     /// Does an event of `len` payload bytes fit in a block?
@@ -648,8 +698,68 @@ impl LttWriter {
     }
 }
 
-/// A metric's LTT id, its value layout, and (instance, value as written).
-type MetricWrites<'a> = (u16, Ty, Vec<(i32, std::borrow::Cow<'a, Value>)>);
+/// What a sample's values of one metric need, kept per metric until the
+/// metric is defined again.
+struct Slot {
+    /// LTT id of its `metric.*` events.
+    id: u16,
+    /// Layout of the value field.
+    vty: Ty,
+    vt: ValueType,
+    fast: Fast,
+}
+
+/// Values whose exact return shows without a decode: a number of the
+/// metric's own type that its field holds whole, a string without a NUL.
+/// Anything else takes the general check (`metric_exact`).
+#[derive(Clone, Copy)]
+enum Fast {
+    Int(u8),
+    Uint(u8),
+    F32,
+    F64,
+    Str,
+    No,
+}
+
+impl Fast {
+    fn of(vt: ValueType, vty: &Ty) -> Fast {
+        match (vt, vty) {
+            (ValueType::I32, Ty::Int(4)) => Fast::Int(4),
+            (ValueType::I64, Ty::Int(8)) => Fast::Int(8),
+            (ValueType::U32, Ty::Uint(4)) => Fast::Uint(4),
+            (ValueType::U64, Ty::Uint(8)) => Fast::Uint(8),
+            (ValueType::F32, Ty::Float(4)) => Fast::F32,
+            (ValueType::F64, Ty::Float(8)) => Fast::F64,
+            (ValueType::String, Ty::Str) => Fast::Str,
+            _ => Fast::No,
+        }
+    }
+
+    /// Append `v` as `layout::encode` would, if it comes back exactly.
+    fn encode(self, v: &Value, bo: Bo, out: &mut Vec<u8>) -> bool {
+        match (self, v) {
+            (Fast::Int(n), Value::I64(x)) if n == 8 || *x as i32 as i64 == *x => {
+                bo.put_uint(out, *x as u64, n)
+            }
+            (Fast::Uint(n), Value::U64(x)) if n == 8 || *x <= u32::MAX as u64 => {
+                bo.put_uint(out, *x, n)
+            }
+            (Fast::F32, Value::F32(x)) => bo.put_uint(out, x.to_bits() as u64, 4),
+            (Fast::F64, Value::F64(x)) => bo.put_uint(out, x.to_bits(), 8),
+            (Fast::Str, Value::Str(x)) if !x.as_bytes().contains(&0) => put_str(out, x),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// A string as `layout::encode` writes it: cut at a NUL, NUL-terminated.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    let b = s.as_bytes();
+    out.extend_from_slice(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]);
+    out.push(0);
+}
 
 fn in_range(t: i64) -> bool {
     t >= 0 && t / 1_000_000_000 <= u32::MAX as i64
