@@ -4,13 +4,13 @@
 
 use super::archive::{self, Members, Rec, RecordReader};
 use super::data::{self, FlatVal, FlatVset, RawResult};
+use super::dump::IntHasher;
 use super::events::EventDecoder;
 use super::layout::*;
 use super::meta::{self, MetaRec};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::model::*;
 use crate::options::ReadOptions;
-use super::dump::IntHasher;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
