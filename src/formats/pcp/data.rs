@@ -202,22 +202,22 @@ pub fn decode_typed(t: i32, p: &[u8]) -> Value {
     match t {
         0 => bei32(p, 0)
             .map(|v| Value::I64(v as i64))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         1 => be32(p, 0)
             .map(|v| Value::U64(v as u64))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         2 => u64_of(p)
             .map(|v| Value::I64(v as i64))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         3 => u64_of(p)
             .map(Value::U64)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         4 => f32_of(p)
             .map(Value::F32)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         5 => u64_of(p)
             .map(|v| Value::F64(f64::from_bits(v)))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         6 => {
             // Strings normally end in a NUL, but not always (value-test).
             let s = p.strip_suffix(&[0]).unwrap_or(p);
@@ -228,10 +228,10 @@ pub fn decode_typed(t: i32, p: &[u8]) -> Value {
         }
         9 => decode_events(p, false)
             .map(Value::Events)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         10 => decode_events(p, true)
             .map(Value::Events)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         _ => Value::Bytes(p.to_vec()),
     }
 }
