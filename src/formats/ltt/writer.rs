@@ -252,6 +252,8 @@ pub struct LttWriter {
     min_time: Option<u64>,
     max_cpu: Option<u32>,
     payload: Vec<u8>,
+    /// Payload buffer of the self-description records.
+    rec_payload: Vec<u8>,
     /// Self-description of a non-LTT stream (the `polytrace` facility).
     sd: Option<describe::Describe>,
     /// A merged stream: each event type gets a last string field `source`
@@ -311,6 +313,7 @@ impl LttWriter {
             min_time: None,
             max_cpu: None,
             payload: Vec::new(),
+            rec_payload: Vec::new(),
             sd: None,
             tag_source: header
                 .extras

@@ -139,7 +139,8 @@ impl LttWriter {
         let Some(sd) = &self.sd else { return Ok(()) };
         let id = sd.base + kind;
         let max = chunk_max(self.cfg.block_size);
-        let saved = std::mem::take(&mut self.payload);
+        // The record's events are built in a buffer kept for it.
+        let saved = std::mem::replace(&mut self.payload, std::mem::take(&mut self.rec_payload));
         let mut rest = text;
         loop {
             let mut cut = rest.len().min(max);
@@ -158,7 +159,7 @@ impl LttWriter {
             }
             rest = tail;
         }
-        self.payload = saved;
+        self.rec_payload = std::mem::replace(&mut self.payload, saved);
         Ok(())
     }
 
@@ -472,7 +473,13 @@ impl LttWriter {
                     let _ = write!(text, "[{},null,{code}]", mv.metric);
                 }
                 Ok(vs) => {
-                    let _ = write!(text, "[{},{}]", mv.metric, vs.len());
+                    // `[metric,count]`, without the formatting machinery.
+                    let mut num = itoa::Buffer::new();
+                    text.push('[');
+                    text.push_str(num.format(mv.metric));
+                    text.push(',');
+                    text.push_str(num.format(vs.len()));
+                    text.push(']');
                     for (inst, v) in vs {
                         let start = vals.len();
                         bo.put_uint(&mut vals, *inst as u32 as u64, 4);
@@ -642,8 +649,15 @@ impl LttWriter {
         }
         self.record(&fkey, EV_DEFINE, c, &j.to_string())?;
         let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
+        // One set of fields, its name buffer reused for every instance.
+        let mut f = [Value::I64(0), Value::U64(1), Value::Str(String::new())];
         for i in &u.instances {
-            let mut name = i.name.replace('\0', "");
+            f[0] = Value::I64(i.id as i64);
+            let Value::Str(name) = &mut f[2] else {
+                continue;
+            };
+            name.clear();
+            name.extend(i.name.split('\0'));
             if name.len() > max {
                 let mut cut = max;
                 while !name.is_char_boundary(cut) {
@@ -655,7 +669,6 @@ impl LttWriter {
                     "longer than an LTT block: kept in the polytrace record, cut in the indom event",
                 );
             }
-            let f = [Value::I64(i.id as i64), Value::U64(1), Value::Str(name)];
             self.write_event(key, c as i64, None, Some(0), &f, None)?;
         }
         for r in &u.removed {
@@ -737,6 +750,7 @@ impl Fast {
     }
 
     /// Append `v` as `layout::encode` would, if it comes back exactly.
+    #[inline]
     fn encode(self, v: &Value, bo: Bo, out: &mut Vec<u8>) -> bool {
         match (self, v) {
             (Fast::Int(n), Value::I64(x)) if n == 8 || *x as i32 as i64 == *x => {
