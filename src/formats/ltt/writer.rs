@@ -948,7 +948,40 @@ fn close_block(f: &mut FileW, bo: Bo, cfg: &Config) -> Result<()> {
 /// by one heartbeat carrying the event's full counter (spec 5.5 rule 3), so
 /// the bytes written stay bounded by the events, not by the time they span.
 /// Returns true when such a resync heartbeat was written.
+#[inline]
 fn append(
+    f: &mut FileW,
+    payload: &[u8],
+    counter: u64,
+    id: u16,
+    bo: Bo,
+    cfg: &Config,
+) -> Result<bool> {
+    // The common case, inline: another event at the counter of the
+    // previous one, with room in the open block (what `append_any` does then).
+    let b = cfg.block_size as usize;
+    if f.open && counter == f.cur && f.block.len() + HDR + payload.len() + FRAME + 4 <= b {
+        put_event(f, payload, counter, id, bo, b);
+        return Ok(false);
+    }
+    append_any(f, payload, counter, id, bo, cfg)
+}
+
+/// The event header and payload, into the open block.
+#[inline]
+fn put_event(f: &mut FileW, payload: &[u8], counter: u64, id: u16, bo: Bo, b: usize) {
+    bo.put_uint(&mut f.block, id as u64, 2);
+    bo.put_uint(&mut f.block, counter & 0xFFFF_FFFF, 4);
+    f.block.extend_from_slice(payload);
+    f.cur = counter;
+    f.hb_budget = f
+        .hb_budget
+        .saturating_add((HDR + payload.len()) as u64)
+        .min(HB_ALLOWANCE.max(b as u64));
+}
+
+/// [`append`] in every case.
+fn append_any(
     f: &mut FileW,
     payload: &[u8],
     counter: u64,
@@ -988,14 +1021,7 @@ fn append(
         close_block(f, bo, cfg)?;
         start_block(f, counter, bo);
     }
-    bo.put_uint(&mut f.block, id as u64, 2);
-    bo.put_uint(&mut f.block, counter & 0xFFFF_FFFF, 4);
-    f.block.extend_from_slice(payload);
-    f.cur = counter;
-    f.hb_budget = f
-        .hb_budget
-        .saturating_add((HDR + payload.len()) as u64)
-        .min(HB_ALLOWANCE.max(b as u64));
+    put_event(f, payload, counter, id, bo, b);
     Ok(resync)
 }
 

@@ -130,11 +130,11 @@ pub fn parse_result_flat(
             }
             vals.reserve(numval as usize);
             // The pairs were checked to fit above: read them directly.
-            let word = |o: usize| u32::from_be_bytes([rec[o], rec[o + 1], rec[o + 2], rec[o + 3]]);
-            for _ in 0..numval {
-                let inst = word(o) as i32;
-                let w = word(o + 4);
-                o += 8;
+            let pairs = &rec[o..o + 8 * numval as usize];
+            o += pairs.len();
+            for pair in pairs.chunks_exact(8) {
+                let inst = i32::from_be_bytes([pair[0], pair[1], pair[2], pair[3]]);
+                let w = u32::from_be_bytes([pair[4], pair[5], pair[6], pair[7]]);
                 if valfmt == VALFMT_INSITU {
                     vals.push((inst, FlatVal::Insitu(w)));
                 } else {

@@ -598,48 +598,46 @@ impl PcpReader {
         let types = &self.types;
         // Old v1-converted archives have value blocks typed 0 whatever the
         // descriptor says; note them so a rewrite keeps the bytes as PCP sees them.
-        let odd: Vec<ExtraValue> = sets
-            .iter()
-            .filter(|vs| {
-                set_vals(vs, vals).iter().any(|(_, v)| {
-                    matches!(v, FlatVal::Block(0, _, _))
-                        && types.get(&vs.pmid).is_some_and(|&t| t != 0)
-                })
-            })
-            .map(|vs| ExtraValue::U64(vs.pmid as u64))
-            .collect();
+        let mut odd: Vec<ExtraValue> = Vec::new();
+        let mut ptypes: Vec<(u32, i32)> = Vec::new();
+        let mut metrics = Vec::with_capacity(sets.len());
+        for vs in sets.iter() {
+            if vs.numval < 0 {
+                metrics.push(MetricValues {
+                    metric: vs.pmid,
+                    values: Err(vs.numval),
+                });
+                continue;
+            }
+            let t = types.get(&vs.pmid).copied();
+            let (ev, hr) = (matches!(t, Some(9) | Some(10)), t == Some(10));
+            let sv = set_vals(vs, vals);
+            let mut out = Vec::with_capacity(sv.len());
+            let mut typed0 = false;
+            for (i, v) in sv {
+                typed0 |= matches!(v, FlatVal::Block(0, _, _));
+                let val = match (ev, v.raw(buf)) {
+                    (true, data::RawVal::Block(_, p)) => {
+                        data::decode_events_typed(p, hr, &mut ptypes)
+                            .map(Value::Events)
+                            .unwrap_or_else(|| Value::Bytes(p.to_vec()))
+                    }
+                    (_, raw) => data::decode(t, raw),
+                };
+                out.push((*i, val));
+            }
+            if typed0 && t.is_some_and(|t| t != 0) {
+                odd.push(ExtraValue::U64(vs.pmid as u64));
+            }
+            metrics.push(MetricValues {
+                metric: vs.pmid,
+                values: Ok(out),
+            });
+        }
         let mut extras = Extras::default();
         if !odd.is_empty() {
             extras.set(X_VTYPE0, ExtraValue::List(odd));
         }
-        let mut ptypes: Vec<(u32, i32)> = Vec::new();
-        let metrics = sets
-            .iter()
-            .map(|vs| MetricValues {
-                metric: vs.pmid,
-                values: if vs.numval < 0 {
-                    Err(vs.numval)
-                } else {
-                    let t = types.get(&vs.pmid).copied();
-                    Ok(set_vals(vs, vals)
-                        .iter()
-                        .map(|(i, v)| {
-                            let ev = matches!(t, Some(9) | Some(10));
-                            match (ev, v.raw(buf)) {
-                                (true, data::RawVal::Block(_, p)) => {
-                                    let hr = t == Some(10);
-                                    let val = data::decode_events_typed(p, hr, &mut ptypes)
-                                        .map(Value::Events)
-                                        .unwrap_or_else(|| Value::Bytes(p.to_vec()));
-                                    (*i, val)
-                                }
-                                (_, raw) => (*i, data::decode(t, raw)),
-                            }
-                        })
-                        .collect())
-                },
-            })
-            .collect();
         if !ptypes.is_empty() {
             ptypes.sort();
             ptypes.dedup();

@@ -761,7 +761,10 @@ impl Fast {
             }
             (Fast::F32, Value::F32(x)) => bo.put_uint(out, x.to_bits() as u64, 4),
             (Fast::F64, Value::F64(x)) => bo.put_uint(out, x.to_bits(), 8),
-            (Fast::Str, Value::Str(x)) if !x.as_bytes().contains(&0) => put_str(out, x),
+            (Fast::Str, Value::Str(x)) if !x.as_bytes().contains(&0) => {
+                out.extend_from_slice(x.as_bytes());
+                out.push(0);
+            }
             _ => return false,
         }
         true
