@@ -591,15 +591,7 @@ impl LttWriter {
         }
         // instance (4 bytes) + value
         let fits = HDR + 4 + buf.len() + extra + 2 * FRAME + 4 <= b;
-        let mut at = 0;
-        let Ok(got) = layout::decode(vty, buf, &mut at, bo) else {
-            return (false, fits);
-        };
-        if at != buf.len() {
-            return (false, fits);
-        }
-        let exact = selfdesc::metric_unwire(vt, got).is_ok_and(|b| codec::same_value(&b, orig));
-        (exact, fits)
+        (decodes_back(vty, vt, buf, orig, bo), fits)
     }
 
     fn describe_indom(&mut self, u: &IndomUpdate) -> Result<()> {
@@ -771,6 +763,17 @@ impl Fast {
     }
 }
 
+/// Does the encoded value `buf` decode whole, and restore to `orig`?
+fn decodes_back(vty: &Ty, vt: ValueType, buf: &[u8], orig: &Value, bo: Bo) -> bool {
+    let mut at = 0;
+    match layout::decode(vty, buf, &mut at, bo) {
+        Ok(got) if at == buf.len() => {
+            selfdesc::metric_unwire(vt, got).is_ok_and(|b| codec::same_value(&b, orig))
+        }
+        _ => false,
+    }
+}
+
 /// A string as `layout::encode` writes it: cut at a NUL, NUL-terminated.
 fn put_str(out: &mut Vec<u8>, s: &str) {
     let b = s.as_bytes();
@@ -814,5 +817,79 @@ fn placeholder(t: &FieldType) -> Value {
             Value::U64(0),
             fs.first().map_or(Value::U64(0), |f| placeholder(&f.ty)),
         ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast rule agrees with the general one (encode, decode, restore,
+    /// compare) on edge values of every type it covers, and writes the
+    /// same bytes; it takes every common value, so it is really used.
+    #[test]
+    fn fast_exactness_agrees_with_decoding() {
+        let s = |x: &str| Value::Str(x.to_string());
+        let values = [
+            Value::I64(0),
+            Value::I64(-1),
+            Value::I64(i32::MIN as i64),
+            Value::I64(i32::MAX as i64),
+            Value::I64(i32::MIN as i64 - 1),
+            Value::I64(i32::MAX as i64 + 1),
+            Value::I64(i64::MIN),
+            Value::I64(i64::MAX),
+            Value::U64(0),
+            Value::U64(u32::MAX as u64),
+            Value::U64(u32::MAX as u64 + 1),
+            Value::U64(u64::MAX),
+            Value::F32(1.5),
+            Value::F32(-0.0),
+            Value::F32(f32::NAN),
+            Value::F64(0.1),
+            Value::F64(-0.0),
+            Value::F64(f64::from_bits(0x7ff8_0000_0000_0001)),
+            Value::Enum(3),
+            s(""),
+            s("cmd --flag é"),
+            s("a\0b"),
+            Value::Bytes(vec![0xff, 0xfe]),
+        ];
+        let types = [
+            (ValueType::I32, Ty::Int(4)),
+            (ValueType::U32, Ty::Uint(4)),
+            (ValueType::I64, Ty::Int(8)),
+            (ValueType::U64, Ty::Uint(8)),
+            (ValueType::F32, Ty::Float(4)),
+            (ValueType::F64, Ty::Float(8)),
+            (ValueType::String, Ty::Str),
+        ];
+        for big in [false, true] {
+            let bo = Bo { big };
+            for (vt, vty) in &types {
+                let fast = Fast::of(*vt, vty);
+                assert!(!matches!(fast, Fast::No), "{vt:?}");
+                for v in &values {
+                    let mut general = Vec::new();
+                    let exact = layout::encode(vty, v, bo, &mut general).is_ok()
+                        && decodes_back(vty, *vt, &general, v, bo);
+                    let mut out = Vec::new();
+                    let took = fast.encode(v, bo, &mut out);
+                    if took {
+                        assert!(exact, "{vt:?} {v:?}: fast rule took an inexact value");
+                        assert_eq!(out, general, "{vt:?} {v:?}");
+                    } else {
+                        assert!(out.is_empty(), "{vt:?} {v:?}: wrote without taking");
+                    }
+                    // Only non-UTF-8 bytes may be exact yet left to the decode.
+                    if !matches!(v, Value::Bytes(_)) {
+                        assert_eq!(took, exact, "{vt:?} {v:?}");
+                    }
+                }
+            }
+        }
+        // Types the rule does not know go the general way.
+        assert!(matches!(Fast::of(ValueType::Aggregate, &Ty::Str), Fast::No));
+        assert!(matches!(Fast::of(ValueType::I32, &Ty::Int(8)), Fast::No));
     }
 }
