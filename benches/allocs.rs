@@ -24,6 +24,8 @@ struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 static REALLOCS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
+/// Allocations made while the reader (and its stages) produced an item.
+static READER: AtomicU64 = AtomicU64::new(0);
 
 // SAFETY: every call is passed to the system allocator unchanged; the
 // counters are plain atomics.
@@ -63,7 +65,9 @@ impl TraceReader for Count {
         self.inner.header()
     }
     fn next_item(&mut self) -> polytrace::Result<Option<Item>> {
+        let a0 = ALLOCS.load(Ordering::Relaxed);
         let it = self.inner.next_item()?;
+        READER.fetch_add(ALLOCS.load(Ordering::Relaxed) - a0, Ordering::Relaxed);
         if let Some(i) = &it {
             self.items.set(self.items.get() + 1);
             let v = match i {
@@ -101,6 +105,7 @@ fn convert(what: &str, src: &Path, to: polytrace::model::FormatId, out: &Path) {
     let a0 = ALLOCS.load(Ordering::Relaxed);
     let r0 = REALLOCS.load(Ordering::Relaxed);
     let b0 = BYTES.load(Ordering::Relaxed);
+    let rd0 = READER.load(Ordering::Relaxed);
     let reader = from
         .open(&input, &ReadOptions::default())
         .expect("open input");
@@ -125,15 +130,18 @@ fn convert(what: &str, src: &Path, to: polytrace::model::FormatId, out: &Path) {
     let allocs = ALLOCS.load(Ordering::Relaxed) - a0;
     let reallocs = REALLOCS.load(Ordering::Relaxed) - r0;
     let bytes = BYTES.load(Ordering::Relaxed) - b0;
+    let reader = READER.load(Ordering::Relaxed) - rd0;
     let (n, v) = (items.get().max(1) as f64, values.get().max(1) as f64);
     println!(
         "{what:<10} {:>10} items {:>11} values  {:>6.2} allocs/item ({:.2} with reallocs)  \
-         {:>6.3} allocs/value  {:>7.0} bytes/item  {:.2} s",
+         {:>6.3} allocs/value (reading {:.3}, the rest {:.3})  {:>7.0} bytes/item  {:.2} s",
         items.get(),
         values.get(),
         allocs as f64 / n,
         (allocs + reallocs) as f64 / n,
         allocs as f64 / v,
+        reader as f64 / v,
+        (allocs - reader) as f64 / v,
         bytes as f64 / n,
         t0.elapsed().as_secs_f64()
     );

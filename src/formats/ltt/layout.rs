@@ -94,6 +94,7 @@ impl Bo {
             _ => None,
         }
     }
+    #[inline]
     pub fn put_uint(self, out: &mut Vec<u8>, v: u64, n: u8) {
         let bytes = if self.big {
             v.to_be_bytes()

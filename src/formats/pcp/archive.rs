@@ -215,17 +215,20 @@ impl RecordReader {
         if len < 12 {
             return Err(self.err(start, format!("corrupted record: bad length {len}")));
         }
-        buf.clear();
-        buf.extend_from_slice(&hdr);
         let want = len as u64 - 4;
         let got = if want <= 1 << 20 {
+            // Only bytes the buffer never held are zeroed: the read
+            // overwrites the rest (this runs once per record).
             buf.resize(len as usize, 0);
+            buf[..4].copy_from_slice(&hdr);
             let n = self.read_full(&mut buf[4..])?;
             buf.truncate(4 + n);
             n as u64
         } else {
             // take() + read_to_end grows the buffer only with data really
             // present, so a huge bogus length cannot drive a huge allocation.
+            buf.clear();
+            buf.extend_from_slice(&hdr);
             (&mut self.inner)
                 .take(want)
                 .read_to_end(buf)

@@ -130,11 +130,11 @@ pub fn parse_result_flat(
             }
             vals.reserve(numval as usize);
             // The pairs were checked to fit above: read them directly.
-            let word = |o: usize| u32::from_be_bytes([rec[o], rec[o + 1], rec[o + 2], rec[o + 3]]);
-            for _ in 0..numval {
-                let inst = word(o) as i32;
-                let w = word(o + 4);
-                o += 8;
+            let pairs = &rec[o..o + 8 * numval as usize];
+            o += pairs.len();
+            for pair in pairs.chunks_exact(8) {
+                let inst = i32::from_be_bytes([pair[0], pair[1], pair[2], pair[3]]);
+                let w = u32::from_be_bytes([pair[4], pair[5], pair[6], pair[7]]);
                 if valfmt == VALFMT_INSITU {
                     vals.push((inst, FlatVal::Insitu(w)));
                 } else {
@@ -202,22 +202,22 @@ pub fn decode_typed(t: i32, p: &[u8]) -> Value {
     match t {
         0 => bei32(p, 0)
             .map(|v| Value::I64(v as i64))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         1 => be32(p, 0)
             .map(|v| Value::U64(v as u64))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         2 => u64_of(p)
             .map(|v| Value::I64(v as i64))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         3 => u64_of(p)
             .map(Value::U64)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         4 => f32_of(p)
             .map(Value::F32)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         5 => u64_of(p)
             .map(|v| Value::F64(f64::from_bits(v)))
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         6 => {
             // Strings normally end in a NUL, but not always (value-test).
             let s = p.strip_suffix(&[0]).unwrap_or(p);
@@ -228,10 +228,10 @@ pub fn decode_typed(t: i32, p: &[u8]) -> Value {
         }
         9 => decode_events(p, false)
             .map(Value::Events)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         10 => decode_events(p, true)
             .map(Value::Events)
-            .unwrap_or(Value::Bytes(p.to_vec())),
+            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
         _ => Value::Bytes(p.to_vec()),
     }
 }

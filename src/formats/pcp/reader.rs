@@ -3,7 +3,8 @@
 //! domains, label sets) before the first result at or after their time.
 
 use super::archive::{self, Members, Rec, RecordReader};
-use super::data::{self, RawResult};
+use super::data::{self, FlatVal, FlatVset, RawResult};
+use super::dump::IntHasher;
 use super::events::EventDecoder;
 use super::layout::*;
 use super::meta::{self, MetaRec};
@@ -11,6 +12,7 @@ use crate::error::{Diagnostic, Error, Position, Result};
 use crate::model::*;
 use crate::options::ReadOptions;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 /// Everything in `.meta`, in file order, plus positions.
@@ -325,7 +327,8 @@ impl VolumeWalker {
 /// The TraceReader.
 pub struct PcpReader {
     header: Header,
-    types: HashMap<u32, i32>,
+    /// PM_TYPE of each metric (looked up per value set).
+    types: HashMap<u32, i32, BuildHasherDefault<IntHasher>>,
     pending: VecDeque<Item>,
     timed: VecDeque<(i64, Item)>,
     held: Option<Item>,
@@ -334,6 +337,8 @@ pub struct PcpReader {
     /// Data items of the current result not handed out yet.
     ready: VecDeque<Item>,
     scratch: Vec<Event>,
+    /// The value sets and values of the current result (kept for reuse).
+    flat: (Vec<FlatVset>, Vec<(i32, FlatVal)>),
     walker: VolumeWalker,
     diags: Vec<Diagnostic>,
     salvage: bool,
@@ -373,7 +378,7 @@ impl PcpReader {
         if let Some(d) = &events {
             d.apply_header(&mut header);
         }
-        let mut types = HashMap::new();
+        let mut types = HashMap::default();
         for (_, r) in &mf.recs {
             if let MetaRec::Desc(d) = r {
                 types.insert(d.pmid, d.vtype);
@@ -392,6 +397,7 @@ impl PcpReader {
             events,
             ready: VecDeque::new(),
             scratch: Vec::new(),
+            flat: (Vec::new(), Vec::new()),
             walker: VolumeWalker::new(m, mf.label),
             diags,
             salvage: opts.salvage,
@@ -492,24 +498,30 @@ impl PcpReader {
     }
 
     /// Turn the event records of a result back into events (into `ready`,
-    /// in time order); false when no value set of `r` is one.
-    fn take_events(&mut self, r: &mut RawResult<'_>) -> Result<bool> {
+    /// in time order) and take their value sets out of `sets`; false when
+    /// no value set is one.
+    fn take_events(
+        &mut self,
+        rec: &[u8],
+        sets: &mut Vec<FlatVset>,
+        vals: &[(i32, FlatVal)],
+    ) -> Result<bool> {
         let Some(dec) = &self.events else {
             return Ok(false);
         };
-        if !r.vsets.iter().any(|vs| dec.is_record(vs.pmid)) {
+        if !sets.iter().any(|vs| dec.is_record(vs.pmid)) {
             return Ok(false);
         }
         let mut evs = std::mem::take(&mut self.scratch);
         evs.clear();
         let mut err = None;
-        r.vsets.retain(|vs| {
+        sets.retain(|vs| {
             if !dec.is_record(vs.pmid) {
                 return true;
             }
             let vt = self.types.get(&vs.pmid).copied().unwrap_or(10);
-            for (inst, v) in &vs.vals {
-                if let data::RawVal::Block(_, p) = v {
+            for (inst, v) in set_vals(vs, vals) {
+                if let data::RawVal::Block(_, p) = v.raw(rec) {
                     if let Err(e) = dec.decode(vs.pmid, vt, *inst, p, &mut evs) {
                         err.get_or_insert(format!("metric {}: {e}", pmid_str(vs.pmid)));
                     }
@@ -544,32 +556,40 @@ impl PcpReader {
             Ok(true) => {}
             Err(e) => return self.damage(e),
         }
-        // The record is parsed from the walker's buffer; take it out so
-        // the events can be decoded while `self` is borrowed mutably.
+        // The record is parsed from the walker's buffer into the reader's
+        // lists; take them out so the events can be decoded while `self`
+        // is borrowed mutably.
         let buf = std::mem::take(&mut self.walker.buf);
-        let out = self.record_items(&buf);
+        let (mut sets, mut vals) = std::mem::take(&mut self.flat);
+        let out = self.record_items(&buf, &mut sets, &mut vals);
         self.walker.buf = buf;
+        self.flat = (sets, vals);
         out
     }
 
-    fn record_items(&mut self, buf: &[u8]) -> Result<Option<Item>> {
-        let mut r = match data::parse_result(self.walker.version, buf) {
-            Ok(r) => r,
+    fn record_items(
+        &mut self,
+        buf: &[u8],
+        sets: &mut Vec<FlatVset>,
+        vals: &mut Vec<(i32, FlatVal)>,
+    ) -> Result<Option<Item>> {
+        let stamp = match data::parse_result_flat(self.walker.version, buf, sets, vals) {
+            Ok(s) => s,
             Err(m) => {
                 let at = self.walker.at;
                 let e = Error::format(Position::at(self.walker.path(), at.0, Some(at.2)), m);
                 return self.damage(e);
             }
         };
-        let time = Timestamp(r.stamp.ns());
-        let had_events = match self.take_events(&mut r) {
+        let time = Timestamp(stamp.ns());
+        let had_events = match self.take_events(buf, sets, vals) {
             Ok(b) => b,
             Err(e) => return self.damage(e),
         };
-        if had_events && r.vsets.is_empty() {
+        if had_events && sets.is_empty() {
             return Ok(None);
         }
-        if r.vsets.is_empty() {
+        if sets.is_empty() {
             return Ok(Some(Item::Mark(Mark {
                 time,
                 extras: Extras::default(),
@@ -578,51 +598,46 @@ impl PcpReader {
         let types = &self.types;
         // Old v1-converted archives have value blocks typed 0 whatever the
         // descriptor says; note them so a rewrite keeps the bytes as PCP sees them.
-        let odd: Vec<ExtraValue> = r
-            .vsets
-            .iter()
-            .filter(|vs| {
-                vs.vals.iter().any(|(_, v)| {
-                    matches!(v, data::RawVal::Block(0, _))
-                        && types.get(&vs.pmid).is_some_and(|&t| t != 0)
-                })
-            })
-            .map(|vs| ExtraValue::U64(vs.pmid as u64))
-            .collect();
+        let mut odd: Vec<ExtraValue> = Vec::new();
+        let mut ptypes: Vec<(u32, i32)> = Vec::new();
+        let mut metrics = Vec::with_capacity(sets.len());
+        for vs in sets.iter() {
+            if vs.numval < 0 {
+                metrics.push(MetricValues {
+                    metric: vs.pmid,
+                    values: Err(vs.numval),
+                });
+                continue;
+            }
+            let t = types.get(&vs.pmid).copied();
+            let (ev, hr) = (matches!(t, Some(9) | Some(10)), t == Some(10));
+            let sv = set_vals(vs, vals);
+            let mut out = Vec::with_capacity(sv.len());
+            let mut typed0 = false;
+            for (i, v) in sv {
+                typed0 |= matches!(v, FlatVal::Block(0, _, _));
+                let val = match (ev, v.raw(buf)) {
+                    (true, data::RawVal::Block(_, p)) => {
+                        data::decode_events_typed(p, hr, &mut ptypes)
+                            .map(Value::Events)
+                            .unwrap_or_else(|| Value::Bytes(p.to_vec()))
+                    }
+                    (_, raw) => data::decode(t, raw),
+                };
+                out.push((*i, val));
+            }
+            if typed0 && t.is_some_and(|t| t != 0) {
+                odd.push(ExtraValue::U64(vs.pmid as u64));
+            }
+            metrics.push(MetricValues {
+                metric: vs.pmid,
+                values: Ok(out),
+            });
+        }
         let mut extras = Extras::default();
         if !odd.is_empty() {
             extras.set(X_VTYPE0, ExtraValue::List(odd));
         }
-        let mut ptypes: Vec<(u32, i32)> = Vec::new();
-        let metrics = r
-            .vsets
-            .iter()
-            .map(|vs| MetricValues {
-                metric: vs.pmid,
-                values: if vs.numval < 0 {
-                    Err(vs.numval)
-                } else {
-                    let t = types.get(&vs.pmid).copied();
-                    Ok(vs
-                        .vals
-                        .iter()
-                        .map(|(i, v)| {
-                            let ev = matches!(t, Some(9) | Some(10));
-                            match (ev, v) {
-                                (true, data::RawVal::Block(_, p)) => {
-                                    let hr = t == Some(10);
-                                    let val = data::decode_events_typed(p, hr, &mut ptypes)
-                                        .map(Value::Events)
-                                        .unwrap_or_else(|| Value::Bytes(p.to_vec()));
-                                    (*i, val)
-                                }
-                                _ => (*i, data::decode(t, *v)),
-                            }
-                        })
-                        .collect())
-                },
-            })
-            .collect();
         if !ptypes.is_empty() {
             ptypes.sort();
             ptypes.dedup();
@@ -697,6 +712,11 @@ impl TraceReader for PcpReader {
     fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
         (!self.started).then_some(self as &mut dyn std::any::Any)
     }
+}
+
+/// The values of one value set of a flat result.
+fn set_vals<'a>(vs: &FlatVset, vals: &'a [(i32, FlatVal)]) -> &'a [(i32, FlatVal)] {
+    &vals[vs.first..vs.first + vs.numval.max(0) as usize]
 }
 
 /// Open an archive named by any member or its base name.

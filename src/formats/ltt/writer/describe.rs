@@ -9,11 +9,13 @@
 //! can never hand out an event before its definition.
 
 use super::*;
+use crate::formats::pcp::dump::IntHasher;
 use crate::model::codec;
 use crate::model::{Event, IndomUpdate, Item, Sample};
 use selfdesc::{Defaults, EV_DATA, EV_DEFINE, EV_EVENT, EV_HEADER, EV_SAMPLE};
 use serde_json::{Map, Value as J};
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -40,6 +42,13 @@ pub(super) struct Describe {
     /// Extras of the last event per (tracefile, LTT id).
     last_x: HashMap<(FileKey, u16), crate::model::Extras>,
     scratch: Vec<u8>,
+    /// Per metric, what its sample values need (see `Slot`).
+    slots: HashMap<u32, Slot, BuildHasherDefault<IntHasher>>,
+    /// A sample's record text, its values' payloads one after another, and
+    /// per value its LTT id and end offset in `vals`.
+    text: String,
+    vals: Vec<u8>,
+    spans: Vec<(u16, usize)>,
 }
 
 fn set(j: &mut Map<String, J>, k: &str, v: J) {
@@ -74,6 +83,10 @@ impl LttWriter {
             defaults: None,
             last_x: HashMap::new(),
             scratch: Vec::new(),
+            slots: HashMap::default(),
+            text: String::new(),
+            vals: Vec::new(),
+            spans: Vec::new(),
         });
         Ok(())
     }
@@ -83,6 +96,9 @@ impl LttWriter {
         let Some(sd) = &mut self.sd else { return };
         let n = sd.next_serial;
         sd.next_serial += 1;
+        if let Key::Metric(m) = key {
+            sd.slots.remove(&m);
+        }
         sd.latest.insert(key, (n, def.clone()));
         sd.queue.push(Queued::Def(key, n, def));
     }
@@ -123,7 +139,8 @@ impl LttWriter {
         let Some(sd) = &self.sd else { return Ok(()) };
         let id = sd.base + kind;
         let max = chunk_max(self.cfg.block_size);
-        let saved = std::mem::take(&mut self.payload);
+        // The record's events are built in a buffer kept for it.
+        let saved = std::mem::replace(&mut self.payload, std::mem::take(&mut self.rec_payload));
         let mut rest = text;
         loop {
             let mut cut = rest.len().min(max);
@@ -142,7 +159,7 @@ impl LttWriter {
             }
             rest = tail;
         }
-        self.payload = saved;
+        self.rec_payload = std::mem::replace(&mut self.payload, saved);
         Ok(())
     }
 
@@ -380,7 +397,7 @@ impl LttWriter {
     }
 
     fn describe_sample(&mut self, s: &Sample) -> Result<()> {
-        use std::borrow::Cow;
+        use std::collections::hash_map::Entry;
         use std::fmt::Write as _;
         self.seal()?;
         if !in_range(s.time.0) {
@@ -392,37 +409,60 @@ impl LttWriter {
         let fkey = FileKey::Cpu(0);
         self.flush_queue(&fkey, time)?;
         let c0 = self.counter_for(&fkey, time);
-        // The record's text is written directly: this runs once per sample.
-        let mut text = String::with_capacity(16 + 24 * s.metrics.len());
+        let Some(sd) = &mut self.sd else {
+            return Ok(());
+        };
+        // Scratch space kept in the writer (this runs once per sample, its
+        // loops once per value): taken out here, put back at the end.
+        let mut text = std::mem::take(&mut sd.text);
+        let mut vals = std::mem::take(&mut sd.vals);
+        let mut spans = std::mem::take(&mut sd.spans);
+        let mut slots = std::mem::take(&mut sd.slots);
+        text.clear();
+        vals.clear();
+        spans.clear();
+        // The record's text is written directly.
         text.push_str("{\"m\":[");
         let mut overrides = Map::new();
-        // Per metric: its LTT id, the value's layout, (instance, value as written).
-        let mut writes: Vec<MetricWrites<'_>> = Vec::new();
         let mut index = 0usize;
         // A merged stream's `source` field follows each value.
-        let tag_len = if self.tag_source {
-            s.extras.str(crate::model::keys::SOURCE).map_or(0, str::len) + 1
-        } else {
-            0
-        };
+        let tag = self
+            .tag_source
+            .then(|| s.extras.str(crate::model::keys::SOURCE).unwrap_or(""));
+        let tag_len = tag.map_or(0, |t| t.len() + 1);
+        let (bo, block) = (self.bo, self.cfg.block_size as usize);
         for mv in &s.metrics {
-            let key = Key::Metric(mv.metric);
-            let (id, vty) = match self.map.get(&key) {
-                Some(Target::Event {
-                    id,
-                    ty: Some(Ty::Struct(f)),
-                    ..
-                }) if f.len() == 2 || (self.tag_source && f.len() == 3) => (*id, f[1].1.clone()),
-                _ => {
-                    self.loss.drop_item("sample values", "metric never defined");
-                    continue;
+            let slot = match slots.entry(mv.metric) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(e) => {
+                    let key = Key::Metric(mv.metric);
+                    let (id, vty) = match self.map.get(&key) {
+                        Some(Target::Event {
+                            id,
+                            ty: Some(Ty::Struct(f)),
+                            ..
+                        }) if f.len() == 2 || (self.tag_source && f.len() == 3) => {
+                            (*id, f[1].1.clone())
+                        }
+                        _ => {
+                            self.loss.drop_item("sample values", "metric never defined");
+                            continue;
+                        }
+                    };
+                    let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
+                        self.loss.drop_item("sample values", "metric never defined");
+                        continue;
+                    };
+                    // Cached only once the definition is in this tracefile.
+                    self.ensure_def(&fkey, c0, key)?;
+                    e.insert(Slot {
+                        id,
+                        fast: Fast::of(vt, &vty),
+                        vty,
+                        vt,
+                    })
                 }
             };
-            let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
-                self.loss.drop_item("sample values", "metric never defined");
-                continue;
-            };
-            self.ensure_def(&fkey, c0, key)?;
             if !text.ends_with('[') {
                 text.push(',');
             }
@@ -430,32 +470,32 @@ impl LttWriter {
                 Err(code) => {
                     let _ = write!(text, "[{},null,{code}]", mv.metric);
                 }
-                Ok(vals) => {
-                    let _ = write!(text, "[{},{}]", mv.metric, vals.len());
-                    let ft = selfdesc::metric_field(vt);
-                    let mut out = Vec::with_capacity(vals.len());
-                    for (inst, v) in vals {
-                        let wire = match selfdesc::metric_wire(vt, v) {
-                            Some(w) => Cow::Owned(w),
-                            None => Cow::Borrowed(v),
-                        };
-                        let (exact, fits) = self.metric_exact(&vty, vt, &wire, v, tag_len);
-                        if !fits {
-                            self.loss.degrade(
-                                "sample values",
-                                "larger than an LTT block: kept in the polytrace record, empty in the metric event",
-                            );
+                Ok(vs) => {
+                    // `[metric,count]`, without the formatting machinery.
+                    let mut num = itoa::Buffer::new();
+                    text.push('[');
+                    text.push_str(num.format(mv.metric));
+                    text.push(',');
+                    text.push_str(num.format(vs.len()));
+                    text.push(']');
+                    for (inst, v) in vs {
+                        let start = vals.len();
+                        bo.put_uint(&mut vals, *inst as u32 as u64, 4);
+                        // instance (4 bytes) + value + source
+                        let ok = slot.fast.encode(v, bo, &mut vals)
+                            && HDR + (vals.len() - start) + tag_len + 2 * FRAME + 4 <= block;
+                        if !ok {
+                            vals.truncate(start + 4);
+                            if !self.general_value(slot, v, tag_len, &mut vals)? {
+                                set(&mut overrides, &index.to_string(), codec::value_to_json(v));
+                            }
                         }
-                        let written = if exact && fits {
-                            wire
-                        } else {
-                            set(&mut overrides, &index.to_string(), codec::value_to_json(v));
-                            Cow::Owned(placeholder(&ft))
-                        };
-                        out.push((*inst, written));
+                        if let Some(t) = tag {
+                            put_str(&mut vals, t);
+                        }
+                        spans.push((slot.id, vals.len()));
                         index += 1;
                     }
-                    writes.push((id, vty, out));
                 }
             }
         }
@@ -475,34 +515,51 @@ impl LttWriter {
         }
         text.push('}');
         self.record(&fkey, EV_SAMPLE, c, &text)?;
-        let tag = self.tag_source.then(|| {
-            Value::Str(
-                s.extras
-                    .str(crate::model::keys::SOURCE)
-                    .unwrap_or("")
-                    .into(),
-            )
-        });
-        for (id, vty, vals) in writes {
-            for (inst, v) in vals {
-                self.payload.clear();
-                self.bo.put_uint(&mut self.payload, inst as u32 as u64, 4);
-                if layout::encode(&vty, &v, self.bo, &mut self.payload).is_err()
-                    || tag.as_ref().is_some_and(|t| {
-                        layout::encode(&Ty::Str, t, self.bo, &mut self.payload).is_err()
-                    })
-                {
-                    return Err(werr(
-                        &self.target,
-                        "internal: placeholder value not encodable",
-                    ));
-                }
-                self.put(&fkey, id, c)?;
-                self.loss.wrote("events", 1);
-            }
-        }
+        self.put_all(&fkey, c, &vals, &spans)?;
         self.loss.wrote("samples", 1);
+        if let Some(sd) = &mut self.sd {
+            sd.text = text;
+            sd.vals = vals;
+            sd.spans = spans;
+            sd.slots = slots;
+        }
         Ok(())
+    }
+
+    /// Encode `v` by the general rule: as written when it comes back
+    /// exactly and its event fits in a block (true), else the field's
+    /// placeholder (false: the value travels in the record).
+    fn general_value(
+        &mut self,
+        slot: &Slot,
+        v: &Value,
+        tag_len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let wire = selfdesc::metric_wire(slot.vt, v);
+        let (exact, fits) =
+            self.metric_exact(&slot.vty, slot.vt, wire.as_ref().unwrap_or(v), v, tag_len);
+        if !fits {
+            self.loss.degrade(
+                "sample values",
+                "larger than an LTT block: kept in the polytrace record, empty in the metric event",
+            );
+        }
+        if exact && fits {
+            // The scratch buffer holds the value as encoded.
+            if let Some(sd) = &self.sd {
+                out.extend_from_slice(&sd.scratch);
+            }
+            return Ok(true);
+        }
+        let ph = placeholder(&selfdesc::metric_field(slot.vt));
+        if layout::encode(&slot.vty, &ph, self.bo, out).is_err() {
+            return Err(werr(
+                &self.target,
+                "internal: placeholder value not encodable",
+            ));
+        }
+        Ok(false)
     }
 
     /// Does an event of `len` payload bytes fit in a block?
@@ -532,15 +589,7 @@ impl LttWriter {
         }
         // instance (4 bytes) + value
         let fits = HDR + 4 + buf.len() + extra + 2 * FRAME + 4 <= b;
-        let mut at = 0;
-        let Ok(got) = layout::decode(vty, buf, &mut at, bo) else {
-            return (false, fits);
-        };
-        if at != buf.len() {
-            return (false, fits);
-        }
-        let exact = selfdesc::metric_unwire(vt, got).is_ok_and(|b| codec::same_value(&b, orig));
-        (exact, fits)
+        (decodes_back(vty, vt, buf, orig, bo), fits)
     }
 
     fn describe_indom(&mut self, u: &IndomUpdate) -> Result<()> {
@@ -590,8 +639,15 @@ impl LttWriter {
         }
         self.record(&fkey, EV_DEFINE, c, &j.to_string())?;
         let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
+        // One set of fields, its name buffer reused for every instance.
+        let mut f = [Value::I64(0), Value::U64(1), Value::Str(String::new())];
         for i in &u.instances {
-            let mut name = i.name.replace('\0', "");
+            f[0] = Value::I64(i.id as i64);
+            let Value::Str(name) = &mut f[2] else {
+                continue;
+            };
+            name.clear();
+            name.extend(i.name.split('\0'));
             if name.len() > max {
                 let mut cut = max;
                 while !name.is_char_boundary(cut) {
@@ -603,7 +659,6 @@ impl LttWriter {
                     "longer than an LTT block: kept in the polytrace record, cut in the indom event",
                 );
             }
-            let f = [Value::I64(i.id as i64), Value::U64(1), Value::Str(name)];
             self.write_event(key, c as i64, None, Some(0), &f, None)?;
         }
         for r in &u.removed {
@@ -646,8 +701,83 @@ impl LttWriter {
     }
 }
 
-/// A metric's LTT id, its value layout, and (instance, value as written).
-type MetricWrites<'a> = (u16, Ty, Vec<(i32, std::borrow::Cow<'a, Value>)>);
+/// What a sample's values of one metric need, kept per metric until the
+/// metric is defined again.
+struct Slot {
+    /// LTT id of its `metric.*` events.
+    id: u16,
+    /// Layout of the value field.
+    vty: Ty,
+    vt: ValueType,
+    fast: Fast,
+}
+
+/// Values whose exact return shows without a decode: a number of the
+/// metric's own type that its field holds whole, a string without a NUL.
+/// Anything else takes the general check (`metric_exact`).
+#[derive(Clone, Copy)]
+enum Fast {
+    Int(u8),
+    Uint(u8),
+    F32,
+    F64,
+    Str,
+    No,
+}
+
+impl Fast {
+    fn of(vt: ValueType, vty: &Ty) -> Fast {
+        match (vt, vty) {
+            (ValueType::I32, Ty::Int(4)) => Fast::Int(4),
+            (ValueType::I64, Ty::Int(8)) => Fast::Int(8),
+            (ValueType::U32, Ty::Uint(4)) => Fast::Uint(4),
+            (ValueType::U64, Ty::Uint(8)) => Fast::Uint(8),
+            (ValueType::F32, Ty::Float(4)) => Fast::F32,
+            (ValueType::F64, Ty::Float(8)) => Fast::F64,
+            (ValueType::String, Ty::Str) => Fast::Str,
+            _ => Fast::No,
+        }
+    }
+
+    /// Append `v` as `layout::encode` would, if it comes back exactly.
+    #[inline]
+    fn encode(self, v: &Value, bo: Bo, out: &mut Vec<u8>) -> bool {
+        match (self, v) {
+            (Fast::Int(n), Value::I64(x)) if n == 8 || *x as i32 as i64 == *x => {
+                bo.put_uint(out, *x as u64, n)
+            }
+            (Fast::Uint(n), Value::U64(x)) if n == 8 || *x <= u32::MAX as u64 => {
+                bo.put_uint(out, *x, n)
+            }
+            (Fast::F32, Value::F32(x)) => bo.put_uint(out, x.to_bits() as u64, 4),
+            (Fast::F64, Value::F64(x)) => bo.put_uint(out, x.to_bits(), 8),
+            (Fast::Str, Value::Str(x)) if !x.as_bytes().contains(&0) => {
+                out.extend_from_slice(x.as_bytes());
+                out.push(0);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Does the encoded value `buf` decode whole, and restore to `orig`?
+fn decodes_back(vty: &Ty, vt: ValueType, buf: &[u8], orig: &Value, bo: Bo) -> bool {
+    let mut at = 0;
+    match layout::decode(vty, buf, &mut at, bo) {
+        Ok(got) if at == buf.len() => {
+            selfdesc::metric_unwire(vt, got).is_ok_and(|b| codec::same_value(&b, orig))
+        }
+        _ => false,
+    }
+}
+
+/// A string as `layout::encode` writes it: cut at a NUL, NUL-terminated.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    let b = s.as_bytes();
+    out.extend_from_slice(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]);
+    out.push(0);
+}
 
 fn in_range(t: i64) -> bool {
     t >= 0 && t / 1_000_000_000 <= u32::MAX as i64
@@ -685,5 +815,79 @@ fn placeholder(t: &FieldType) -> Value {
             Value::U64(0),
             fs.first().map_or(Value::U64(0), |f| placeholder(&f.ty)),
         ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast rule agrees with the general one (encode, decode, restore,
+    /// compare) on edge values of every type it covers, and writes the
+    /// same bytes; it takes every common value, so it is really used.
+    #[test]
+    fn fast_exactness_agrees_with_decoding() {
+        let s = |x: &str| Value::Str(x.to_string());
+        let values = [
+            Value::I64(0),
+            Value::I64(-1),
+            Value::I64(i32::MIN as i64),
+            Value::I64(i32::MAX as i64),
+            Value::I64(i32::MIN as i64 - 1),
+            Value::I64(i32::MAX as i64 + 1),
+            Value::I64(i64::MIN),
+            Value::I64(i64::MAX),
+            Value::U64(0),
+            Value::U64(u32::MAX as u64),
+            Value::U64(u32::MAX as u64 + 1),
+            Value::U64(u64::MAX),
+            Value::F32(1.5),
+            Value::F32(-0.0),
+            Value::F32(f32::NAN),
+            Value::F64(0.1),
+            Value::F64(-0.0),
+            Value::F64(f64::from_bits(0x7ff8_0000_0000_0001)),
+            Value::Enum(3),
+            s(""),
+            s("cmd --flag é"),
+            s("a\0b"),
+            Value::Bytes(vec![0xff, 0xfe]),
+        ];
+        let types = [
+            (ValueType::I32, Ty::Int(4)),
+            (ValueType::U32, Ty::Uint(4)),
+            (ValueType::I64, Ty::Int(8)),
+            (ValueType::U64, Ty::Uint(8)),
+            (ValueType::F32, Ty::Float(4)),
+            (ValueType::F64, Ty::Float(8)),
+            (ValueType::String, Ty::Str),
+        ];
+        for big in [false, true] {
+            let bo = Bo { big };
+            for (vt, vty) in &types {
+                let fast = Fast::of(*vt, vty);
+                assert!(!matches!(fast, Fast::No), "{vt:?}");
+                for v in &values {
+                    let mut general = Vec::new();
+                    let exact = layout::encode(vty, v, bo, &mut general).is_ok()
+                        && decodes_back(vty, *vt, &general, v, bo);
+                    let mut out = Vec::new();
+                    let took = fast.encode(v, bo, &mut out);
+                    if took {
+                        assert!(exact, "{vt:?} {v:?}: fast rule took an inexact value");
+                        assert_eq!(out, general, "{vt:?} {v:?}");
+                    } else {
+                        assert!(out.is_empty(), "{vt:?} {v:?}: wrote without taking");
+                    }
+                    // Only non-UTF-8 bytes may be exact yet left to the decode.
+                    if !matches!(v, Value::Bytes(_)) {
+                        assert_eq!(took, exact, "{vt:?} {v:?}");
+                    }
+                }
+            }
+        }
+        // Types the rule does not know go the general way.
+        assert!(matches!(Fast::of(ValueType::Aggregate, &Ty::Str), Fast::No));
+        assert!(matches!(Fast::of(ValueType::I32, &Ty::Int(8)), Fast::No));
     }
 }
