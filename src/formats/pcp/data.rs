@@ -197,6 +197,26 @@ pub fn decode(dtype: Option<i32>, raw: RawVal<'_>) -> Value {
     }
 }
 
+/// [`decode`], a string value in one of `spare`'s buffers when it has one
+/// (a reader refilling recycled samples allocates no string per value).
+pub fn decode_reusing(dtype: Option<i32>, raw: RawVal<'_>, spare: &mut Vec<String>) -> Value {
+    if let RawVal::Block(vt, p) = raw {
+        let t = match dtype {
+            Some(t) if t >= 0 => t,
+            _ => vt as i32,
+        };
+        if t == 6 {
+            let s = p.strip_suffix(&[0]).unwrap_or(p);
+            if let (Ok(s), Some(mut buf)) = (std::str::from_utf8(s), spare.pop()) {
+                buf.clear();
+                buf.push_str(s);
+                return Value::Str(buf);
+            }
+        }
+    }
+    decode(dtype, raw)
+}
+
 /// Decode a payload of PM_TYPE `t`.
 pub fn decode_typed(t: i32, p: &[u8]) -> Value {
     match t {

@@ -339,6 +339,9 @@ pub struct PcpReader {
     scratch: Vec<Event>,
     /// The value sets and values of the current result (kept for reuse).
     flat: (Vec<FlatVset>, Vec<(i32, FlatVal)>),
+    /// Parts of samples the writer is done with (`recycle`), refilled by
+    /// later results instead of allocated again.
+    spare: Spare,
     walker: VolumeWalker,
     diags: Vec<Diagnostic>,
     salvage: bool,
@@ -398,6 +401,7 @@ impl PcpReader {
             ready: VecDeque::new(),
             scratch: Vec::new(),
             flat: (Vec::new(), Vec::new()),
+            spare: Spare::default(),
             walker: VolumeWalker::new(m, mf.label),
             diags,
             salvage: opts.salvage,
@@ -595,12 +599,14 @@ impl PcpReader {
                 extras: Extras::default(),
             })));
         }
+        let mut spare = std::mem::take(&mut self.spare);
         let types = &self.types;
         // Old v1-converted archives have value blocks typed 0 whatever the
         // descriptor says; note them so a rewrite keeps the bytes as PCP sees them.
         let mut odd: Vec<ExtraValue> = Vec::new();
         let mut ptypes: Vec<(u32, i32)> = Vec::new();
-        let mut metrics = Vec::with_capacity(sets.len());
+        let mut metrics = spare.metrics.pop().unwrap_or_default();
+        metrics.reserve(sets.len());
         for vs in sets.iter() {
             if vs.numval < 0 {
                 metrics.push(MetricValues {
@@ -612,7 +618,8 @@ impl PcpReader {
             let t = types.get(&vs.pmid).copied();
             let (ev, hr) = (matches!(t, Some(9) | Some(10)), t == Some(10));
             let sv = set_vals(vs, vals);
-            let mut out = Vec::with_capacity(sv.len());
+            let mut out = spare.lists.pop().unwrap_or_default();
+            out.reserve(sv.len());
             let mut typed0 = false;
             for (i, v) in sv {
                 typed0 |= matches!(v, FlatVal::Block(0, _, _));
@@ -622,7 +629,7 @@ impl PcpReader {
                             .map(Value::Events)
                             .unwrap_or_else(|| Value::Bytes(p.to_vec()))
                     }
-                    (_, raw) => data::decode(t, raw),
+                    (_, raw) => data::decode_reusing(t, raw, &mut spare.strings),
                 };
                 out.push((*i, val));
             }
@@ -634,6 +641,7 @@ impl PcpReader {
                 values: Ok(out),
             });
         }
+        self.spare = spare;
         let mut extras = Extras::default();
         if !odd.is_empty() {
             extras.set(X_VTYPE0, ExtraValue::List(odd));
@@ -711,6 +719,45 @@ impl TraceReader for PcpReader {
     }
     fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
         (!self.started).then_some(self as &mut dyn std::any::Any)
+    }
+    fn recycle(&mut self, item: Item) {
+        if let Item::Sample(s) = item {
+            self.spare.keep(s);
+        }
+    }
+}
+
+/// Buffers of recycled samples: metric lists, value lists, strings.
+#[derive(Default)]
+struct Spare {
+    metrics: Vec<Vec<MetricValues>>,
+    lists: Vec<Vec<(InstId, Value)>>,
+    strings: Vec<String>,
+}
+
+impl Spare {
+    /// At most this many of each are kept (a sample of pidstat has ~700
+    /// value lists and ~1,700 strings; more would only hold memory).
+    const LISTS: usize = 16_384;
+    const STRINGS: usize = 65_536;
+
+    fn keep(&mut self, mut s: Sample) {
+        for m in s.metrics.drain(..) {
+            let Ok(mut vals) = m.values else { continue };
+            for (_, v) in vals.drain(..) {
+                if let Value::Str(st) = v {
+                    if self.strings.len() < Self::STRINGS {
+                        self.strings.push(st);
+                    }
+                }
+            }
+            if self.lists.len() < Self::LISTS {
+                self.lists.push(vals);
+            }
+        }
+        if self.metrics.len() < 64 {
+            self.metrics.push(s.metrics);
+        }
     }
 }
 
