@@ -37,6 +37,9 @@ pub struct EvInfo {
     /// The payload's size when the type has a fixed one (no strings or
     /// sequences): the walk steps over it without visiting its fields.
     pub size: Option<usize>,
+    /// The field types when the payload is only plain numbers
+    /// (`layout::scalar_fields`).
+    pub scalars: Option<Vec<Ty>>,
     pub builtin: bool,
 }
 
@@ -368,6 +371,7 @@ impl Trace {
             name: layout::builtin_name(id).unwrap_or("").into(),
             description: None,
             size: layout::builtin_type(id).and_then(|t| t.fixed_size()),
+            scalars: layout::builtin_type(id).and_then(|t| layout::scalar_fields(&t)),
             ty: layout::builtin_type(id),
             builtin: true,
         });
@@ -536,6 +540,7 @@ impl Trace {
                     name: ev.name.clone(),
                     description: ev.description.clone(),
                     size: ty.as_ref().and_then(Ty::fixed_size),
+                    scalars: ty.as_ref().and_then(layout::scalar_fields),
                     ty,
                     builtin,
                 });
