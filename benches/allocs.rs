@@ -2,8 +2,8 @@
 //! wraps the system one (only in this bench binary, never in polytrace).
 //!
 //! `cargo bench --bench allocs -- [DLT_FILE] [PCP_ARCHIVE]`: converts
-//! DLT → PCP and PCP → LTT (into a temporary directory) as `polytrace
-//! convert` does, and prints per conversion the items read, the values they
+//! DLT → PCP, PCP → LTT and the corpus `smp_example` LTT → timeline (into a
+//! temporary directory) as `polytrace convert` does, and prints per conversion the items read, the values they
 //! carry, and the allocations (and bytes) per item and per value. Defaults:
 //! the corpus capture `kpi-capture.dlt` concatenated 20 times, and the PCP
 //! testsuite archive `pcp-pidstat-process-args` (else the corpus `live_v3`).
@@ -191,5 +191,13 @@ fn main() {
         &pcp,
         polytrace::model::FormatId::Ltt,
         &tmp.path().join("out.ltt"),
+    );
+    let ltt = root.join("../shared/corpus/ltt/smp_example");
+    println!("LTT -> timeline: {}", ltt.display());
+    convert(
+        "LTT->TL",
+        &ltt,
+        polytrace::model::FormatId::Timeline,
+        &tmp.path().join("out.timeline"),
     );
 }

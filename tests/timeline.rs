@@ -1038,3 +1038,67 @@ fn cli_convert_strict_and_options() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!bad.exists());
 }
+
+/// A ring smaller than the stream wraps: the writer puts entries at their
+/// slot's offset in runs, so a wrapped ring is written over itself. Each
+/// of the newest N entries must sit in slot i mod N with the bytes of entry
+/// i of an unwrapped ring of the same stream, the string table must be the
+/// same, unwritten slots zero, and the file exactly header + ring + table.
+#[test]
+fn wrapped_ring_keeps_the_newest_entries_in_their_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = common::corpus().join("ltt/smp_example");
+    let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
+    for (layout, n) in [("A2", 1024usize), ("M3", 1000), ("A2", 65536)] {
+        let conv = |name: &str, entries: Option<usize>| {
+            let out = tmp.path().join(name);
+            let mut c = Command::new(common::bin());
+            c.args([
+                "convert",
+                "-q",
+                "--to",
+                "timeline",
+                "--timeline-version",
+                layout,
+            ]);
+            if let Some(e) = entries {
+                c.args(["--entries", &e.to_string()]);
+            }
+            c.arg("-o").arg(&out).arg(&src).assert().success();
+            std::fs::read(&out).unwrap()
+        };
+        let big = conv(&format!("big-{layout}-{n}"), None);
+        let small = conv(&format!("small-{layout}-{n}"), Some(n));
+        let ring = |d: &[u8]| -> usize {
+            match layout {
+                "A2" => u64_at(d, 24) as usize + 1,
+                _ => u32::from_le_bytes(d[12..16].try_into().unwrap()) as usize / 64,
+            }
+        };
+        let (nb, ns) = (ring(&big), ring(&small));
+        assert_eq!(ns, n);
+        assert_eq!(small.len(), 64 + n * 64 + 1_000_000, "{layout} {n}");
+        let slot = |d: &[u8], i: usize| d[64 + i * 64..128 + i * 64].to_vec();
+        // The big ring is unwritten after its last entry (tsc 0 / 0.0).
+        let total = (0..nb)
+            .take_while(|&i| u64_at(&big, 64 + i * 64) != 0)
+            .count();
+        assert!(total > n, "{layout}: {total} entries");
+        assert!((total..nb).all(|i| slot(&big, i).iter().all(|&b| b == 0)));
+        for i in total - n..total {
+            assert!(
+                slot(&small, i % n) == slot(&big, i),
+                "{layout} {n}: entry {i} is not in slot {}",
+                i % n
+            );
+        }
+        assert_eq!(
+            &small[64 + n * 64..],
+            &big[64 + nb * 64..],
+            "{layout}: string table"
+        );
+        if layout == "A2" {
+            assert_eq!(u64_at(&small, 16) as usize, total % n, "next");
+        }
+    }
+}

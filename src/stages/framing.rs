@@ -4,18 +4,71 @@
 
 use crate::error::{Diagnostic, Result};
 use crate::model::{EventTypeId, Header, Item, TraceReader};
+use std::collections::HashSet;
+
 pub struct Unframe {
     inner: Box<dyn TraceReader>,
-    /// Framing types are a handful: a list beats hashing every event.
-    framing: Vec<EventTypeId>,
+    framing: IdSet,
     dropped: u64,
+}
+
+/// Event type ids: a bit per id for the usual small ones (one load per
+/// event), a hash set for the rest.
+#[derive(Default)]
+struct IdSet {
+    bits: Vec<u64>,
+    large: HashSet<EventTypeId>,
+    /// No framing type seen (yet): events pass without a lookup.
+    empty: bool,
+}
+
+const SMALL_IDS: EventTypeId = 1 << 16;
+
+impl IdSet {
+    fn insert(&mut self, id: EventTypeId) {
+        self.empty = false;
+        if id < SMALL_IDS {
+            let w = (id / 64) as usize;
+            if self.bits.len() <= w {
+                self.bits.resize(w + 1, 0);
+            }
+            self.bits[w] |= 1 << (id % 64);
+        } else {
+            self.large.insert(id);
+        }
+    }
+    fn remove(&mut self, id: EventTypeId) {
+        if id < SMALL_IDS {
+            if let Some(w) = self.bits.get_mut((id / 64) as usize) {
+                *w &= !(1 << (id % 64));
+            }
+        } else {
+            self.large.remove(&id);
+        }
+    }
+    #[inline]
+    fn contains(&self, id: EventTypeId) -> bool {
+        if self.empty {
+            return false;
+        }
+        if id < SMALL_IDS {
+            self.bits
+                .get((id / 64) as usize)
+                .is_some_and(|w| w & (1 << (id % 64)) != 0)
+        } else {
+            self.large.contains(&id)
+        }
+    }
 }
 
 impl Unframe {
     pub fn wrap(inner: Box<dyn TraceReader>) -> Unframe {
         Unframe {
             inner,
-            framing: Vec::new(),
+            framing: IdSet {
+                empty: true,
+                ..IdSet::default()
+            },
             dropped: 0,
         }
     }
@@ -36,16 +89,14 @@ impl TraceReader for Unframe {
             };
             match &item {
                 Item::EventType(t) if t.framing => {
-                    if !self.framing.contains(&t.id) {
-                        self.framing.push(t.id);
-                    }
+                    self.framing.insert(t.id);
                     continue;
                 }
                 Item::EventType(t) => {
                     // A later definition may reuse an id for real data.
-                    self.framing.retain(|&id| id != t.id);
+                    self.framing.remove(t.id);
                 }
-                Item::Event(e) if self.framing.contains(&e.type_id) => {
+                Item::Event(e) if self.framing.contains(e.type_id) => {
                     self.dropped += 1;
                     continue;
                 }
@@ -108,6 +159,53 @@ mod tests {
         assert_eq!(kept.len(), 2, "{kept:?}");
         assert!(matches!(&kept[0], Item::EventType(t) if t.id == 5));
         assert!(matches!(&kept[1], Item::Event(e) if e.type_id == 5));
+        assert_eq!(u.dropped(), 2);
+    }
+
+    #[test]
+    fn large_ids_and_redefined_ids() {
+        let ty = |id, framing| {
+            let mut t = EventType::new(id, "core", "x", vec![]);
+            t.framing = framing;
+            Item::EventType(Arc::new(t))
+        };
+        let ev = |type_id| {
+            Item::Event(Event {
+                time: Timestamp(1),
+                raw_clock: None,
+                type_id,
+                cpu: None,
+                stream: None,
+                fields: vec![],
+                extras: Extras::default(),
+            })
+        };
+        let big = 1 << 20;
+        let trace = Trace {
+            header: Header::new(FormatId::Ltt, "2.1"),
+            items: vec![
+                // Data before any framing type passes.
+                ty(3, false),
+                ev(3),
+                ty(big, true),
+                ty(64, true),
+                ev(big),
+                ev(64),
+                ev(3),
+                ev(65),
+                // A later definition turns id 64 into data.
+                ty(64, false),
+                ev(64),
+            ],
+        };
+        let mut u = Unframe::wrap(Box::new(VecReader::new(trace)));
+        let mut kept = Vec::new();
+        while let Some(it) = u.next_item().unwrap() {
+            if let Item::Event(e) = it {
+                kept.push(e.type_id);
+            }
+        }
+        assert_eq!(kept, [3, 3, 65, 64]);
         assert_eq!(u.dropped(), 2);
     }
 }

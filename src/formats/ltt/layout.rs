@@ -225,6 +225,48 @@ fn union_member(
     Ok((tag as usize, at + tagsize as usize))
 }
 
+/// A plain number of 1, 2, 4 or 8 bytes (floats: 4 or 8).
+fn is_scalar(t: &Ty) -> bool {
+    match t {
+        Ty::Int(n) | Ty::Uint(n) | Ty::Enum { size: n, .. } => matches!(n, 1 | 2 | 4 | 8),
+        Ty::Float(n) => matches!(n, 4 | 8),
+        _ => false,
+    }
+}
+
+/// The field types of a payload made only of plain numbers (a struct of
+/// them, or one alone), which `decode_scalars` reads without recursion;
+/// None for any other payload.
+pub fn scalar_fields(ty: &Ty) -> Option<Vec<Ty>> {
+    match ty {
+        Ty::Struct(f) if f.iter().all(|(_, t)| is_scalar(t)) => {
+            Some(f.iter().map(|(_, t)| t.clone()).collect())
+        }
+        t if is_scalar(t) => Some(vec![t.clone()]),
+        _ => None,
+    }
+}
+
+/// The model fields of such a payload, as `decode` gives them; None when
+/// the payload is too short (`decode` then says where).
+pub fn decode_scalars(fields: &[Ty], b: &[u8], bo: Bo) -> Option<Vec<Value>> {
+    let mut v = Vec::with_capacity(fields.len());
+    let mut at = 0;
+    for t in fields {
+        let (n, x) = match t {
+            Ty::Int(n) => (*n, Value::I64(sext(bo.uint(b, at, *n)?, *n))),
+            Ty::Uint(n) => (*n, Value::U64(bo.uint(b, at, *n)?)),
+            Ty::Enum { size, .. } => (*size, Value::Enum(bo.uint(b, at, *size)? as i64)),
+            Ty::Float(4) => (4, Value::F32(f32::from_bits(bo.u32(b, at)?))),
+            Ty::Float(n) => (*n, Value::F64(f64::from_bits(bo.uint(b, at, *n)?))),
+            _ => return None,
+        };
+        at += n as usize;
+        v.push(x);
+    }
+    Some(v)
+}
+
 /// Decode a payload into a model value. Unions become
 /// `Union([U64(tag), member value])`.
 pub fn decode(ty: &Ty, b: &[u8], at: &mut usize, bo: Bo) -> Result<Value, DecodeError> {
@@ -554,6 +596,50 @@ fn list_of(v: &Value) -> Result<std::borrow::Cow<'_, [Value]>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_number_payloads_decode_as_decode_does() {
+        let f = |n: &str, t: Ty| (n.to_string(), t);
+        let ty = Ty::Struct(vec![
+            f("a", Ty::Int(1)),
+            f("b", Ty::Int(2)),
+            f("c", Ty::Int(4)),
+            f("d", Ty::Int(8)),
+            f("e", Ty::Uint(1)),
+            f("g", Ty::Uint(2)),
+            f("h", Ty::Uint(8)),
+            f(
+                "i",
+                Ty::Enum {
+                    size: 4,
+                    labels: vec![(0, "x".into())],
+                },
+            ),
+            f("j", Ty::Float(4)),
+            f("k", Ty::Float(8)),
+        ]);
+        let flat = scalar_fields(&ty).expect("plain numbers");
+        let bytes: Vec<u8> = (0..ty.fixed_size().unwrap())
+            .map(|i| (i as u8).wrapping_mul(37) ^ 0x95)
+            .collect();
+        for big in [false, true] {
+            let bo = Bo { big };
+            let mut at = 0;
+            let Value::Struct(want) = decode(&ty, &bytes, &mut at, bo).unwrap() else {
+                panic!("a struct decodes to a struct")
+            };
+            assert!(want.iter().any(|v| matches!(v, Value::I64(x) if *x < 0)));
+            assert_eq!(decode_scalars(&flat, &bytes, bo).unwrap(), want);
+            // Cut short: no fields, so the caller asks decode where.
+            assert_eq!(decode_scalars(&flat, &bytes[..bytes.len() - 1], bo), None);
+        }
+        // One number alone is one field; strings, sequences and nested
+        // structs are not plain.
+        assert_eq!(scalar_fields(&Ty::Uint(4)).unwrap().len(), 1);
+        assert!(scalar_fields(&Ty::Struct(vec![f("s", Ty::Str)])).is_none());
+        assert!(scalar_fields(&Ty::Struct(vec![f("t", Ty::Struct(vec![]))])).is_none());
+        assert!(scalar_fields(&Ty::Int(3)).is_none());
+    }
 
     #[test]
     fn quoting() {

@@ -333,11 +333,17 @@ impl TraceReader for LttReader {
             let Some(info) = t.info(ev.id) else { continue };
             let cur = &merge.cursors[ci];
             let tf = &t.files[cur.file_idx];
-            let fields = match &info.ty {
-                None => vec![],
-                Some(ty) => {
+            let payload = &cur.buf[ev.start..ev.end];
+            let plain = info
+                .scalars
+                .as_deref()
+                .and_then(|f| layout::decode_scalars(f, payload, t.bo));
+            let fields = match (&info.ty, plain) {
+                (_, Some(v)) => v,
+                (None, None) => vec![],
+                (Some(ty), None) => {
                     let mut at = 0;
-                    let v = layout::decode(ty, &cur.buf[ev.start..ev.end], &mut at, t.bo)
+                    let v = layout::decode(ty, payload, &mut at, t.bo)
                         .map_err(|e| Error::format(crate::error::Position::new(&tf.path), e.msg))?;
                     match (ty, v) {
                         (eventdefs::Ty::Struct(_), Value::Struct(v)) => v,

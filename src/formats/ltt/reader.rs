@@ -34,6 +34,12 @@ pub struct EvInfo {
     pub name: String,
     pub description: Option<String>,
     pub ty: Option<Ty>,
+    /// The payload's size when the type has a fixed one (no strings or
+    /// sequences): the walk steps over it without visiting its fields.
+    pub size: Option<usize>,
+    /// The field types when the payload is only plain numbers
+    /// (`layout::scalar_fields`).
+    pub scalars: Option<Vec<Ty>>,
     pub builtin: bool,
 }
 
@@ -364,6 +370,8 @@ impl Trace {
             facility: "builtin".into(),
             name: layout::builtin_name(id).unwrap_or("").into(),
             description: None,
+            size: layout::builtin_type(id).and_then(|t| t.fixed_size()),
+            scalars: layout::builtin_type(id).and_then(|t| layout::scalar_fields(&t)),
             ty: layout::builtin_type(id),
             builtin: true,
         });
@@ -531,6 +539,8 @@ impl Trace {
                     facility: f.name.clone(),
                     name: ev.name.clone(),
                     description: ev.description.clone(),
+                    size: ty.as_ref().and_then(Ty::fixed_size),
+                    scalars: ty.as_ref().and_then(layout::scalar_fields),
                     ty,
                     builtin,
                 });
@@ -687,6 +697,58 @@ pub struct RawEv {
     pub seq: u64,
 }
 
+/// Where the walk through the current block stands: its events are
+/// decoded one at a time as they are asked for (a block of 1 MB holds some
+/// 100,000 events; a table of them would be several times the block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    BlockStart,
+    Events,
+    BlockEnd,
+    Done,
+}
+
+/// The current block's walk: its time reference and the position reached.
+#[derive(Debug, Clone, Copy)]
+struct Walk {
+    /// Block number and its offset in the file (for positions).
+    k: u64,
+    off: u64,
+    /// block_end's offset when `has_end`, else the end of a partial
+    /// block's last whole event.
+    e_off: usize,
+    has_end: bool,
+    t0: i64,
+    t1: i64,
+    c0: u64,
+    c1: u64,
+    /// (counts, ns) over which to interpolate.
+    dc: u64,
+    dt: u64,
+    /// Counter of the last event, and the offset of the next one.
+    cur: u64,
+    p: usize,
+    step: Step,
+    /// No event of the block was lost so far.
+    clean: bool,
+}
+
+impl Walk {
+    fn interp(&self, cur: u64) -> i64 {
+        if self.dc == 0 {
+            return self.t0;
+        }
+        let n = cur - self.c0;
+        // 64 bits when the product fits (always, within a block of a
+        // real trace): the same quotient without a 128-bit division.
+        let d = match n.checked_mul(self.dt) {
+            Some(x) => (x / self.dc) as u128,
+            None => n as u128 * self.dt as u128 / self.dc as u128,
+        };
+        i64::try_from(self.t0 as i128 + d as i128).unwrap_or(i64::MAX)
+    }
+}
+
 /// Walks one tracefile block by block; holds one block in memory.
 pub struct Cursor {
     pub file_idx: usize,
@@ -700,8 +762,9 @@ pub struct Cursor {
     /// lost its block_end.
     rate: Option<(u64, u64)>,
     pub buf: Vec<u8>,
-    evs: Vec<RawEv>,
-    next: usize,
+    walk: Option<Walk>,
+    /// The event `peek` returned, until `next` takes it.
+    head: Option<RawEv>,
     seq: u64,
     /// Trailer conventions seen, for the mixed-convention warning.
     seen: Option<Trailer>,
@@ -725,8 +788,8 @@ impl Cursor {
             block: 0,
             rate: None,
             buf: Vec::new(),
-            evs: Vec::new(),
-            next: 0,
+            walk: None,
+            head: None,
             seq: 0,
             seen: None,
             warned_mixed: false,
@@ -735,24 +798,26 @@ impl Cursor {
 
     /// Current event without advancing.
     pub fn peek(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
-        while self.next >= self.evs.len() {
-            if !self.load_block(t, diags) {
+        loop {
+            if self.head.is_some() {
+                return self.head;
+            }
+            self.head = self.step(t, diags);
+            if self.head.is_none() && !self.load_block(t, diags) {
                 return None;
             }
         }
-        self.evs.get(self.next).copied()
     }
 
     pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
         let e = self.peek(t, diags)?;
-        self.next += 1;
+        self.head = None;
         Some(e)
     }
 
     /// Read and walk the next block; false at the end of the file.
     fn load_block(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> bool {
-        self.evs.clear();
-        self.next = 0;
+        self.walk = None;
         let last = self.block == self.nblocks && self.partial > 0;
         if self.block >= self.nblocks && !last {
             // Done with this file: give its block buffer back.
@@ -895,9 +960,10 @@ impl Cursor {
         self.walk_events(t, k, off, e_off, true, diags);
     }
 
-    /// Decode the events between block_start and `e_off` (block_end's
-    /// offset when `has_end`, else the end of a partial block's last whole
-    /// event).
+    /// Check the block's time reference and start the walk over the events
+    /// between block_start and `e_off` (block_end's offset when `has_end`,
+    /// else the end of a partial block's last whole event); `step` decodes
+    /// them one by one.
     fn walk_events(
         &mut self,
         t: &Trace,
@@ -979,108 +1045,124 @@ impl Cursor {
         if has_end && dc > 0 {
             self.rate = Some((dc, dt));
         }
-        let interp = |cur: u64| -> i64 {
-            if dc == 0 {
-                return t0;
-            }
-            let d = (cur - c0) as u128 * dt as u128 / dc as u128;
-            i64::try_from(t0 as i128 + d as i128).unwrap_or(i64::MAX)
-        };
-        let push = |evs: &mut Vec<RawEv>, seq: &mut u64, time, counter, id, start, end| {
-            evs.push(RawEv {
-                time,
-                counter,
-                id,
-                start,
-                end,
-                seq: *seq,
-            });
-            *seq += 1;
-        };
-        push(
-            &mut self.evs,
-            &mut self.seq,
+        self.walk = Some(Walk {
+            k,
+            off,
+            e_off,
+            has_end,
             t0,
+            t1,
             c0,
-            ID_BLOCK_START,
-            HDR,
-            FRAME,
-        );
-        let area = &buf[..e_off];
-        let mut p = FRAME;
-        let mut cur = c0;
-        let mut clean = true;
-        while p < e_off {
-            let (Some(id), Some(ts)) = (bo.u16(area, p), bo.u32(area, p + 2)) else {
-                lost(diags, p, "event header crosses block_end".into());
-                clean = false;
-                break;
-            };
-            let Some(info) = t.info(id) else {
-                diags.push(Diagnostic::salvaged(
-                    pos(p),
-                    format!("unknown event id {id}; rest of block {k} skipped"),
-                ));
-                clean = false;
-                break;
-            };
-            let end = match &info.ty {
-                Some(ty) => match layout::skip(ty, area, p + HDR, bo) {
-                    Ok(e) => e,
-                    Err(e) => {
+            c1,
+            dc,
+            dt,
+            cur: c0,
+            p: FRAME,
+            step: Step::BlockStart,
+            clean: true,
+        });
+    }
+
+    /// The next event of the current block (block_start, its events,
+    /// block_end); None when the block is done.
+    fn step(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
+        let tf = &t.files[self.file_idx];
+        let bo = t.bo;
+        let w = self.walk.as_mut()?;
+        let (k, off) = (w.k, w.off);
+        let pos = |o: usize| Position::at(&tf.path, off + o as u64, Some(k));
+        let (time, counter, id, start, end) = loop {
+            match w.step {
+                Step::BlockStart => {
+                    w.step = Step::Events;
+                    break (w.t0, w.c0, ID_BLOCK_START, HDR, FRAME);
+                }
+                Step::Events if w.p < w.e_off => {
+                    let area = &self.buf[..w.e_off];
+                    let p = w.p;
+                    let (Some(id), Some(ts)) = (bo.u16(area, p), bo.u32(area, p + 2)) else {
                         diags.push(Diagnostic::salvaged(
-                            pos(e.offset),
-                            format!(
-                                "{}.{}: {}; rest of block {k} skipped",
-                                info.facility, info.name, e.msg
-                            ),
+                            pos(p),
+                            format!("block {k} lost: event header crosses block_end"),
                         ));
-                        clean = false;
-                        break;
+                        w.clean = false;
+                        w.step = Step::BlockEnd;
+                        continue;
+                    };
+                    let Some(info) = t.info(id) else {
+                        diags.push(Diagnostic::salvaged(
+                            pos(p),
+                            format!("unknown event id {id}; rest of block {k} skipped"),
+                        ));
+                        w.clean = false;
+                        w.step = Step::BlockEnd;
+                        continue;
+                    };
+                    let fixed = info
+                        .size
+                        .and_then(|n| (p + HDR).checked_add(n))
+                        .filter(|&e| e <= area.len());
+                    let end = match (&info.ty, fixed) {
+                        (Some(_), Some(e)) => e,
+                        // Variable size, or too short (skip names where).
+                        (Some(ty), None) => match layout::skip(ty, area, p + HDR, bo) {
+                            Ok(e) => e,
+                            Err(e) => {
+                                diags.push(Diagnostic::salvaged(
+                                    pos(e.offset),
+                                    format!(
+                                        "{}.{}: {}; rest of block {k} skipped",
+                                        info.facility, info.name, e.msg
+                                    ),
+                                ));
+                                w.clean = false;
+                                w.step = Step::BlockEnd;
+                                continue;
+                            }
+                        },
+                        (None, _) => p + HDR,
+                    };
+                    let mut cand = (w.cur & !0xFFFF_FFFF) | ts as u64;
+                    if cand < w.cur {
+                        cand = cand.saturating_add(1 << 32);
                     }
-                },
-                None => p + HDR,
-            };
-            let mut cand = (cur & !0xFFFF_FFFF) | ts as u64;
-            if cand < cur {
-                cand = cand.saturating_add(1 << 32);
-            }
-            cur = cand;
-            if id == ID_HEARTBEAT {
-                if let Some(hc) = bo.u64(area, p + HDR + 8) {
-                    if hc as u32 == ts && hc >= cur {
-                        cur = hc;
+                    w.cur = cand;
+                    if id == ID_HEARTBEAT {
+                        if let Some(hc) = bo.u64(area, p + HDR + 8) {
+                            if hc as u32 == ts && hc >= w.cur {
+                                w.cur = hc;
+                            }
+                        }
+                    }
+                    w.p = end;
+                    break (w.interp(w.cur), w.cur, id, p + HDR, end);
+                }
+                Step::Events => w.step = Step::BlockEnd,
+                Step::BlockEnd => {
+                    w.step = Step::Done;
+                    if w.clean && w.has_end {
+                        if w.cur > w.c1 {
+                            diags.push(Diagnostic::warning(
+                                pos(w.e_off),
+                                "event counter beyond block_end's",
+                            ));
+                        }
+                        break (w.t1, w.c1, ID_BLOCK_END, w.e_off + HDR, w.e_off + FRAME);
                     }
                 }
+                Step::Done => return None,
             }
-            push(
-                &mut self.evs,
-                &mut self.seq,
-                interp(cur),
-                cur,
-                id,
-                p + HDR,
-                end,
-            );
-            p = end;
-        }
-        if clean && has_end {
-            if cur > c1 {
-                diags.push(Diagnostic::warning(
-                    pos(e_off),
-                    "event counter beyond block_end's",
-                ));
-            }
-            push(
-                &mut self.evs,
-                &mut self.seq,
-                t1,
-                c1,
-                ID_BLOCK_END,
-                e_off + HDR,
-                e_off + FRAME,
-            );
-        }
+        };
+        let seq = self.seq;
+        self.seq += 1;
+        Some(RawEv {
+            time,
+            counter,
+            id,
+            start,
+            end,
+            seq,
+        })
     }
 }
 
@@ -1123,12 +1205,24 @@ impl Merge {
     /// The next event: (cursor index, event). The payload lives in
     /// `self.cursors[i].buf` until the next call.
     pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<(usize, RawEv)> {
-        if let Some(i) = self.pending.take() {
-            if let Some(e) = self.cursors[i].peek(t, diags) {
-                self.heap.push(Reverse((e.time, i, e.seq)));
-            }
-        }
-        let Reverse((_, i, _)) = self.heap.pop()?;
+        let i = match self.pending.take() {
+            Some(i) => match self.cursors[i].peek(t, diags) {
+                Some(e) => {
+                    let key = Reverse((e.time, i, e.seq));
+                    match self.heap.peek_mut() {
+                        // Still the earliest (the usual case: events of
+                        // one tracefile come in runs): no heap traffic.
+                        Some(top) if key > *top => i,
+                        None => i,
+                        // Swap it in for the earliest (one sift, where a
+                        // push and a pop take two).
+                        Some(mut top) => std::mem::replace(&mut *top, key).0 .1,
+                    }
+                }
+                None => self.heap.pop()?.0 .1,
+            },
+            None => self.heap.pop()?.0 .1,
+        };
         let ev = self.cursors[i].next(t, diags)?;
         self.pending = Some(i);
         Some((i, ev))

@@ -1,6 +1,11 @@
 //! Writer for A2 (2016 prototype, readable by Snabb's `dump()`) and M3
-//! (mainline). The whole file image is built in memory (its size comes from
-//! the options, capped) and written at `finish`.
+//! (mainline). Entries go to the file at their slot's offset as they come,
+//! in runs of consecutive slots; the header and the string table (held in
+//! memory, only its used part) are written at `finish`, which sizes the
+//! file. Slots never written and the table's unused tail are never
+//! written at all: they read as zeros (holes in the file where the file
+//! system has them), so memory stays flat and a ring much larger than the
+//! data costs neither memory nor writing.
 //!
 //! A stream read from a timeline file of the same layout and ring size is
 //! written back slot for slot (string table, raw msg_ids, ip, aux, `next`,
@@ -20,6 +25,7 @@ use crate::model::{
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Write;
 
 /// Largest ring we build in memory (1 GiB of entries).
@@ -50,12 +56,96 @@ struct TypeMap {
     written: Option<(String, &'static str)>,
 }
 
+/// What an entry needs of its type (copied, so no borrow of the type map
+/// is held while the entry is written).
+#[derive(Clone, Copy)]
+struct Msg {
+    id: u64,
+    offs: (u64, u64),
+    lost_fields: usize,
+    drop: Option<&'static str>,
+}
+
+impl TypeMap {
+    fn msg(&self) -> Msg {
+        Msg {
+            id: self.id,
+            offs: self.offs,
+            lost_fields: self.lost_fields,
+            drop: self.drop,
+        }
+    }
+}
+
+/// Entries gathered before one write: consecutive slots from `first`.
+const RUN_ENTRIES: usize = 4096;
+
+/// Where the file's bytes go: a file written at offsets (the staged
+/// output), or memory for stdout.
+enum Sink {
+    File(File),
+    Mem(Vec<u8>),
+}
+
+impl Sink {
+    fn write_at(&mut self, off: u64, b: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => std::os::unix::fs::FileExt::write_all_at(f, b, off),
+            Sink::Mem(v) => {
+                let (o, e) = (off as usize, off as usize + b.len());
+                if v.len() < e {
+                    v.resize(e, 0);
+                }
+                v[o..e].copy_from_slice(b);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Event type ids are small in practice: a table indexed by id, with a map
+/// for the rare large one.
+struct TypeTable {
+    small: Vec<Option<TypeMap>>,
+    large: HashMap<EventTypeId, TypeMap>,
+}
+
+const SMALL_IDS: usize = 1 << 16;
+
+impl TypeTable {
+    fn get(&self, id: EventTypeId) -> Option<&TypeMap> {
+        match self.small.get(id as usize) {
+            Some(t) => t.as_ref(),
+            None if id as usize >= SMALL_IDS => self.large.get(&id),
+            None => None,
+        }
+    }
+    fn insert(&mut self, id: EventTypeId, tm: TypeMap) {
+        let i = id as usize;
+        if i < SMALL_IDS {
+            if self.small.len() <= i {
+                self.small.resize(i + 1, None);
+            }
+            self.small[i] = Some(tm);
+        } else {
+            self.large.insert(id, tm);
+        }
+    }
+}
+
 pub struct TimelineWriter {
     out: OutTarget,
+    sink: Sink,
+    /// Entries of consecutive slots from `run_first`, not yet written.
+    run: Vec<u8>,
+    run_first: usize,
     layout: Layout,
     n: usize,
-    img: Vec<u8>,
     strings_start: usize,
+    /// The string table's used part (the rest of its `table_cap` bytes are
+    /// zeros, never held).
+    strings: Vec<u8>,
+    table_cap: usize,
     str_used: usize,
     intern: HashMap<Vec<u8>, usize>,
     preserve: bool,
@@ -65,10 +155,10 @@ pub struct TimelineWriter {
     minor: u16,
     cursor: u64,
     used: Vec<bool>,
-    types: HashMap<EventTypeId, TypeMap>,
+    types: TypeTable,
     metrics: HashMap<MetricId, MetricDesc>,
     inst_names: HashMap<(IndomId, InstId), String>,
-    sample_types: HashMap<(MetricId, InstId), TypeMap>,
+    sample_types: HashMap<(MetricId, InstId), Msg>,
     written: u64,
     loss: LossReport,
     /// The source's raw clock counts cycles (`model::keys::RAW_CLOCK`): it
@@ -182,13 +272,20 @@ impl TimelineWriter {
         };
         let n = n as usize;
         let strings_start = HEADER_SIZE + n * ENTRY_SIZE;
-        let mut img = vec![0u8; strings_start + sbytes as usize];
+        let sink = match out {
+            OutTarget::Path(p) => Sink::File(File::create(p).map_err(|e| Error::io(p, e))?),
+            OutTarget::Stdout => Sink::Mem(Vec::new()),
+        };
         let mut w = TimelineWriter {
             out: out.clone(),
+            sink,
+            run: Vec::new(),
+            run_first: 0,
             layout,
             n,
-            img: Vec::new(),
             strings_start,
+            strings: Vec::new(),
+            table_cap: sbytes as usize,
             str_used: 0,
             intern: HashMap::new(),
             preserve,
@@ -198,7 +295,10 @@ impl TimelineWriter {
             minor: 0,
             cursor: 0,
             used: vec![false; n],
-            types: HashMap::new(),
+            types: TypeTable {
+                small: Vec::new(),
+                large: HashMap::new(),
+            },
             metrics: HashMap::new(),
             inst_names: HashMap::new(),
             sample_types: HashMap::new(),
@@ -223,10 +323,11 @@ impl TimelineWriter {
                     w.loss
                         .degrade("string table", "longer than its declared size: truncated");
                 }
-                img[strings_start..strings_start + k].copy_from_slice(&t[..k]);
+                let t = t[..k].to_vec();
                 w.str_used = k;
                 // Existing strings can be found again by content.
-                w.index_table(&img[strings_start..strings_start + k]);
+                w.index_table(&t);
+                w.strings = t;
             }
             w.header_next = hx.u64(keys::NEXT);
             if layout == Layout::A2 {
@@ -237,7 +338,6 @@ impl TimelineWriter {
             }
             w.cursor = w.header_next.unwrap_or(0) % n as u64;
         }
-        w.img = img;
         Ok(w)
     }
 
@@ -259,10 +359,6 @@ impl TimelineWriter {
         }
     }
 
-    fn table_len(&self) -> usize {
-        self.img.len() - self.strings_start
-    }
-
     /// Intern a string; None when the table is full.
     fn intern(&mut self, s: &[u8]) -> Option<usize> {
         if let Some(&o) = self.intern.get(s) {
@@ -270,22 +366,31 @@ impl TimelineWriter {
         }
         let align = if self.layout == Layout::A2 { 1 } else { 16 };
         let off = self.str_used.div_ceil(align) * align;
-        if off + s.len() + 1 > self.table_len() {
+        if off + s.len() + 1 > self.table_cap {
             return None;
         }
-        let at = self.strings_start + off;
-        self.img[at..at + s.len()].copy_from_slice(s);
-        self.img[at + s.len()] = 0;
+        // Alignment padding, then the string and its NUL.
+        self.strings.resize(off, 0);
+        self.strings.extend_from_slice(s);
+        self.strings.push(0);
         self.str_used = off + s.len() + 1;
         self.intern.insert(s.to_vec(), off);
         Some(off)
     }
 
+    /// The NUL-terminated string at `off` in the table (the zeros past
+    /// the used part included); None past the table.
     fn table_str(&self, off: usize) -> Option<&[u8]> {
-        let t = &self.img[self.strings_start..];
-        let s = t.get(off..)?;
-        let end = s.iter().position(|&b| b == 0)?;
-        Some(&s[..end])
+        if off >= self.table_cap {
+            return None;
+        }
+        let s = self.strings.get(off..).unwrap_or(&[]);
+        match s.iter().position(|&b| b == 0) {
+            Some(end) => Some(&s[..end]),
+            // Unterminated in the used part: the zeros after it end it.
+            None if self.strings.len() < self.table_cap => Some(s),
+            None => None,
+        }
     }
 
     fn numeric_fields(t: &EventType, max: usize) -> (Vec<usize>, usize) {
@@ -462,13 +567,9 @@ impl TimelineWriter {
     /// the string table moves up behind the larger entry area.
     fn grow(&mut self) {
         let n = (self.n * 2).min(self.grow_to);
-        let strings_start = HEADER_SIZE + n * ENTRY_SIZE;
-        let table = self.table_len();
-        let mut img = vec![0u8; strings_start + table];
-        img[..self.strings_start].copy_from_slice(&self.img[..self.strings_start]);
-        img[strings_start..].copy_from_slice(&self.img[self.strings_start..]);
-        self.img = img;
-        self.strings_start = strings_start;
+        // Slots sit at fixed offsets: nothing written moves (the table is
+        // written at the end).
+        self.strings_start = HEADER_SIZE + n * ENTRY_SIZE;
         self.used.resize(n, false);
         self.n = n;
     }
@@ -550,18 +651,55 @@ impl TimelineWriter {
         f
     }
 
+    /// Write the run of consecutive entries gathered so far.
+    fn flush_run(&mut self) -> Result<()> {
+        if self.run.is_empty() {
+            return Ok(());
+        }
+        let off = (HEADER_SIZE + self.run_first * ENTRY_SIZE) as u64;
+        let r = self.sink.write_at(off, &self.run);
+        self.run.clear();
+        r.map_err(|e| self.io_err(e))
+    }
+
+    fn io_err(&self, e: std::io::Error) -> Error {
+        match &self.out {
+            OutTarget::Path(p) => Error::io(p, e),
+            OutTarget::Stdout => Error::io("<stdout>", e),
+        }
+    }
+
+    /// Queue an entry for its slot: a slot that does not continue the
+    /// current run (the ring wrapped, a preserved slot) starts a new one.
+    fn push_entry(&mut self, slot: usize, e: &[u64; ENTRY_SIZE / 8]) -> Result<()> {
+        let next = self.run_first + self.run.len() / ENTRY_SIZE;
+        if !self.run.is_empty() && (slot != next || self.run.len() >= RUN_ENTRIES * ENTRY_SIZE) {
+            self.flush_run()?;
+        }
+        if self.run.is_empty() {
+            self.run_first = slot;
+            self.run.reserve(RUN_ENTRIES * ENTRY_SIZE);
+        }
+        let mut b = [0u8; ENTRY_SIZE];
+        for (d, w) in b.chunks_exact_mut(8).zip(e) {
+            d.copy_from_slice(&w.to_le_bytes());
+        }
+        self.run.extend_from_slice(&b);
+        Ok(())
+    }
+
     fn put_entry(
         &mut self,
-        tm: &TypeMap,
+        tm: Msg,
         values: &[&Value],
         ev_extras: &crate::model::Extras,
         raw_clock: Option<u64>,
         time_ns: i64,
         cpu: Option<u32>,
-    ) {
+    ) -> Result<()> {
         if let Some(why) = tm.drop {
             self.loss.drop_item("events", why);
-            return;
+            return Ok(());
         }
         if tm.lost_fields > 0 {
             self.loss.degrade(
@@ -571,16 +709,17 @@ impl TimelineWriter {
         }
         let Some(slot) = self.slot_for(ev_extras.u64(keys::SLOT)) else {
             self.loss.drop_item("events", "no free ring slot");
-            return;
+            return Ok(());
         };
         self.used[slot] = true;
-        let raw_args: Option<Vec<&ExtraValue>> = match ev_extras.get(keys::ARGS) {
-            Some(ExtraValue::List(l)) if self.preserve => Some(l.iter().collect()),
+        let raw_args: Option<&[ExtraValue]> = match ev_extras.get(keys::ARGS) {
+            Some(ExtraValue::List(l)) if self.preserve => Some(l),
             _ => None,
         };
         let max = self.layout.max_args();
         let raw_clock = raw_clock.filter(|_| self.raw_is_cycles);
-        let mut e = [0u8; ENTRY_SIZE];
+        // Both layouts are eight little-endian 64-bit words.
+        let mut e = [0u64; ENTRY_SIZE / 8];
         match self.layout {
             Layout::A2 => {
                 let mut tsc = raw_clock.unwrap_or(time_ns.max(0) as u64);
@@ -607,13 +746,12 @@ impl TimelineWriter {
                             _ => cpu.unwrap_or(0) & 0xfff,
                         }
                     });
-                e[0..8].copy_from_slice(&tsc.to_le_bytes());
-                e[8..16].copy_from_slice(&ev_extras.u64(keys::IP).unwrap_or(0).to_le_bytes());
-                e[16..20].copy_from_slice(&aux.to_le_bytes());
                 let res = ev_extras.u64(keys::RESERVED).unwrap_or(0) as u32;
-                e[20..24].copy_from_slice(&res.to_le_bytes());
-                e[24..32].copy_from_slice(&msg_id.to_le_bytes());
-                for k in 0..max {
+                e[0] = tsc;
+                e[1] = ev_extras.u64(keys::IP).unwrap_or(0);
+                e[2] = aux as u64 | (res as u64) << 32;
+                e[3] = msg_id;
+                for (k, w) in e[4..4 + max].iter_mut().enumerate() {
                     let v = match &raw_args {
                         Some(l) => match l.get(k) {
                             Some(ExtraValue::U64(x)) => *x,
@@ -624,7 +762,7 @@ impl TimelineWriter {
                             None => 0,
                         },
                     };
-                    e[32 + 8 * k..40 + 8 * k].copy_from_slice(&v.to_le_bytes());
+                    *w = v;
                 }
             }
             _ => {
@@ -661,12 +799,10 @@ impl TimelineWriter {
                             _ => (cpu.unwrap_or(0) & 0xff) as u16,
                         }
                     });
-                e[0..8].copy_from_slice(&tsc_bits.to_le_bytes());
-                e[8..10].copy_from_slice(&(tm.id as u16).to_le_bytes());
-                e[10..12].copy_from_slice(&cn.to_le_bytes());
                 let res = ev_extras.u64(keys::RESERVED).unwrap_or(0) as u32;
-                e[12..16].copy_from_slice(&res.to_le_bytes());
-                for k in 0..max {
+                e[0] = tsc_bits;
+                e[1] = tm.id as u16 as u64 | (cn as u64) << 16 | (res as u64) << 32;
+                for (k, w) in e[2..2 + max].iter_mut().enumerate() {
                     let v: f64 = match &raw_args {
                         Some(l) => match l.get(k) {
                             Some(ExtraValue::F64(x)) => *x,
@@ -678,30 +814,37 @@ impl TimelineWriter {
                             None => 0.0,
                         },
                     };
-                    e[16 + 8 * k..24 + 8 * k].copy_from_slice(&v.to_bits().to_le_bytes());
+                    *w = v.to_bits();
                 }
             }
         }
-        let o = HEADER_SIZE + slot * ENTRY_SIZE;
-        self.img[o..o + ENTRY_SIZE].copy_from_slice(&e);
+        self.push_entry(slot, &e)?;
         self.written += 1;
+        Ok(())
     }
 
-    fn write_event(&mut self, ev: &Event) {
-        let Some(tm) = self.types.get(&ev.type_id).cloned() else {
+    fn write_event(&mut self, ev: &Event) -> Result<()> {
+        let Some(tm) = self.types.get(ev.type_id) else {
             self.loss.drop_item("events", "event type never defined");
-            return;
+            return Ok(());
         };
-        let vals: Vec<&Value> = tm
-            .arg_fields
-            .iter()
-            .filter_map(|&i| ev.fields.get(i))
-            .collect();
-        self.put_entry(&tm, &vals, &ev.extras, ev.raw_clock, ev.time.0, ev.cpu);
+        // At most max_args() (≤ 6) args: gathered on the stack.
+        const NO_VALUE: Value = Value::U64(0);
+        let mut vals = [&NO_VALUE; 6];
+        let mut k = 0;
+        for v in tm.arg_fields.iter().filter_map(|&i| ev.fields.get(i)) {
+            if k == vals.len() {
+                break;
+            }
+            vals[k] = v;
+            k += 1;
+        }
+        let msg = tm.msg();
+        self.put_entry(msg, &vals[..k], &ev.extras, ev.raw_clock, ev.time.0, ev.cpu)
     }
 
     /// Samples: one message per (metric, instance) with `$value` (model §3).
-    fn write_sample(&mut self, s: &Sample) {
+    fn write_sample(&mut self, s: &Sample) -> Result<()> {
         if let Some(d) = &mut self.desc {
             d.first_time.get_or_insert(s.time.0);
         }
@@ -721,7 +864,7 @@ impl TimelineWriter {
                 }
                 let key = (mv.metric, *inst);
                 let tm = match self.sample_types.get(&key) {
-                    Some(t) => t.clone(),
+                    Some(t) => *t,
                     None => {
                         let desc = self.metrics.get(&mv.metric);
                         let mname = desc.map_or_else(
@@ -749,20 +892,21 @@ impl TimelineWriter {
                         if let (Some(d), None) = (&mut self.desc, tm.drop) {
                             d.samples.push((tm.id, mv.metric, *inst));
                         }
-                        self.sample_types.insert(key, tm.clone());
-                        tm
+                        self.sample_types.insert(key, tm.msg());
+                        tm.msg()
                     }
                 };
                 self.put_entry(
-                    &tm,
+                    tm,
                     &[v],
                     &crate::model::Extras::default(),
                     s.raw_clock,
                     s.time.0,
                     None,
-                );
+                )?;
             }
         }
+        Ok(())
     }
 
     /// Append the self-description to the string table: one string
@@ -830,13 +974,12 @@ impl TimelineWriter {
         }
     }
 
-    fn file_bytes(&mut self) -> &[u8] {
+    fn header_bytes(&self) -> [u8; HEADER_SIZE] {
         let n = self.n as u64;
+        let mut h = [0u8; HEADER_SIZE];
         match self.layout {
             Layout::A2 => {
                 let next = self.header_next.unwrap_or(self.cursor % n);
-                let h = &mut self.img[..HEADER_SIZE];
-                h.fill(0);
                 h[0..4].copy_from_slice(&self.magic32.to_le_bytes());
                 h[8..16].copy_from_slice(&self.mask.to_le_bytes());
                 h[16..24].copy_from_slice(&next.to_le_bytes());
@@ -844,18 +987,40 @@ impl TimelineWriter {
             }
             _ => {
                 let log = (n * ENTRY_SIZE as u64) as u32;
-                let sb = (self.img.len() - self.strings_start) as u32;
-                let minor = self.minor;
-                let h = &mut self.img[..HEADER_SIZE];
-                h.fill(0);
+                let sb = self.table_cap as u32;
                 h[0..8].copy_from_slice(&M_MAGIC.to_le_bytes());
                 h[8..10].copy_from_slice(&3u16.to_le_bytes());
-                h[10..12].copy_from_slice(&minor.to_le_bytes());
+                h[10..12].copy_from_slice(&self.minor.to_le_bytes());
                 h[12..16].copy_from_slice(&log.to_le_bytes());
                 h[16..20].copy_from_slice(&sb.to_le_bytes());
             }
         }
-        &self.img
+        h
+    }
+
+    /// The last entries, the header, the used part of the string table,
+    /// and the file's full length (unwritten slots and the table's unused
+    /// tail read as zeros).
+    fn write_rest(&mut self) -> Result<()> {
+        self.flush_run()?;
+        let h = self.header_bytes();
+        let strings = std::mem::take(&mut self.strings);
+        let len = (self.strings_start + self.table_cap) as u64;
+        let r = self
+            .sink
+            .write_at(0, &h)
+            .and_then(|_| self.sink.write_at(self.strings_start as u64, &strings));
+        r.map_err(|e| self.io_err(e))?;
+        match &mut self.sink {
+            Sink::File(f) => f.set_len(len).map_err(|e| self.io_err(e)),
+            Sink::Mem(v) => {
+                v.resize(len as usize, 0);
+                let mut so = std::io::stdout().lock();
+                so.write_all(v)
+                    .and_then(|_| so.flush())
+                    .map_err(|e| Error::io("<stdout>", e))
+            }
+        }
     }
 }
 
@@ -886,7 +1051,7 @@ impl TraceWriter for TimelineWriter {
                 self.types.insert(t.id, tm);
                 self.loss.wrote("event types", 1);
             }
-            Item::Event(e) => self.write_event(e),
+            Item::Event(e) => self.write_event(e)?,
             Item::Metric(m) => {
                 self.metrics.insert(m.id, (**m).clone());
             }
@@ -895,7 +1060,7 @@ impl TraceWriter for TimelineWriter {
                     self.inst_names.insert((ix.id, i.id), i.name.clone());
                 }
             }
-            Item::Sample(s) => self.write_sample(s),
+            Item::Sample(s) => self.write_sample(s)?,
             Item::Help(_) => self.loss.drop_item("help texts", "no place in a timeline"),
             Item::Labels(_) => self.loss.drop_item("label sets", "no place in a timeline"),
             Item::Mark(_) => self.loss.drop_item("marks", "no place in a timeline"),
@@ -909,17 +1074,7 @@ impl TraceWriter for TimelineWriter {
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.describe();
         let written = self.written;
-        let out = self.out.clone();
-        let bytes = self.file_bytes();
-        match &out {
-            OutTarget::Path(p) => std::fs::write(p, bytes).map_err(|e| Error::io(p, e))?,
-            OutTarget::Stdout => {
-                let mut so = std::io::stdout().lock();
-                so.write_all(bytes)
-                    .and_then(|_| so.flush())
-                    .map_err(|e| Error::io("<stdout>", e))?;
-            }
-        }
+        self.write_rest()?;
         let mut loss = std::mem::take(&mut self.loss);
         loss.wrote("events", written);
         Ok(loss)
