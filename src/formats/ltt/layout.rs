@@ -251,20 +251,29 @@ pub fn scalar_fields(ty: &Ty) -> Option<Vec<Ty>> {
 /// the payload is too short (`decode` then says where).
 pub fn decode_scalars(fields: &[Ty], b: &[u8], bo: Bo) -> Option<Vec<Value>> {
     let mut v = Vec::with_capacity(fields.len());
-    let mut at = 0;
-    for t in fields {
-        let (n, x) = match t {
-            Ty::Int(n) => (*n, Value::I64(sext(bo.uint(b, at, *n)?, *n))),
-            Ty::Uint(n) => (*n, Value::U64(bo.uint(b, at, *n)?)),
-            Ty::Enum { size, .. } => (*size, Value::Enum(bo.uint(b, at, *size)? as i64)),
-            Ty::Float(4) => (4, Value::F32(f32::from_bits(bo.u32(b, at)?))),
-            Ty::Float(n) => (*n, Value::F64(f64::from_bits(bo.uint(b, at, *n)?))),
-            _ => return None,
-        };
-        at += n as usize;
-        v.push(x);
-    }
-    Some(v)
+    decode_scalars_into(fields, b, bo, &mut v).then_some(v)
+}
+
+/// [`decode_scalars`] appending to `v` (a reused list); false, with `v`
+/// holding a part, when the payload is not plain numbers or too short.
+pub fn decode_scalars_into(fields: &[Ty], b: &[u8], bo: Bo, v: &mut Vec<Value>) -> bool {
+    let mut step = || -> Option<()> {
+        let mut at = 0;
+        for t in fields {
+            let (n, x) = match t {
+                Ty::Int(n) => (*n, Value::I64(sext(bo.uint(b, at, *n)?, *n))),
+                Ty::Uint(n) => (*n, Value::U64(bo.uint(b, at, *n)?)),
+                Ty::Enum { size, .. } => (*size, Value::Enum(bo.uint(b, at, *size)? as i64)),
+                Ty::Float(4) => (4, Value::F32(f32::from_bits(bo.u32(b, at)?))),
+                Ty::Float(n) => (*n, Value::F64(f64::from_bits(bo.uint(b, at, *n)?))),
+                _ => return None,
+            };
+            at += n as usize;
+            v.push(x);
+        }
+        Some(())
+    };
+    step().is_some()
 }
 
 /// Decode a payload into a model value. Unions become

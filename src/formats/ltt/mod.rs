@@ -244,6 +244,8 @@ pub struct LttReader {
     merge: Option<Merge>,
     diags: Vec<Diagnostic>,
     restore: Option<selfdesc::Restore>,
+    /// Events the writer is done with (`recycle`).
+    spare: Vec<crate::model::Event>,
 }
 
 impl LttReader {
@@ -268,6 +270,7 @@ impl LttReader {
             merge: None,
             diags,
             restore,
+            spare: Vec::new(),
         }
     }
 
@@ -334,35 +337,56 @@ impl TraceReader for LttReader {
             let cur = &merge.cursors[ci];
             let tf = &t.files[cur.file_idx];
             let payload = &cur.buf[ev.start..ev.end];
+            // A recycled event's field list and stream name are refilled.
+            let mut e = self.spare.pop().unwrap_or_else(|| crate::model::Event {
+                time: crate::model::Timestamp(0),
+                raw_clock: None,
+                type_id: 0,
+                cpu: None,
+                stream: None,
+                fields: Vec::new(),
+                extras: Default::default(),
+            });
+            e.fields.clear();
             let plain = info
                 .scalars
                 .as_deref()
-                .and_then(|f| layout::decode_scalars(f, payload, t.bo));
-            let fields = match (&info.ty, plain) {
-                (_, Some(v)) => v,
-                (None, None) => vec![],
-                (Some(ty), None) => {
+                .is_some_and(|f| layout::decode_scalars_into(f, payload, t.bo, &mut e.fields));
+            if !plain {
+                e.fields.clear();
+                if let Some(ty) = &info.ty {
                     let mut at = 0;
                     let v = layout::decode(ty, payload, &mut at, t.bo)
                         .map_err(|e| Error::format(crate::error::Position::new(&tf.path), e.msg))?;
                     match (ty, v) {
-                        (eventdefs::Ty::Struct(_), Value::Struct(v)) => v,
-                        (_, v) => vec![v],
+                        (eventdefs::Ty::Struct(_), Value::Struct(v)) => e.fields = v,
+                        (_, v) => e.fields.push(v),
                     }
                 }
-            };
-            return Ok(Some(Item::Event(crate::model::Event {
-                time: crate::model::Timestamp(ev.time),
-                raw_clock: Some(ev.counter),
-                type_id: ev.id as u32,
-                cpu: tf.cpu,
-                stream: Some(tf.rel.clone()),
-                fields,
-                extras: Default::default(),
-            })));
+            }
+            e.time = crate::model::Timestamp(ev.time);
+            e.raw_clock = Some(ev.counter);
+            e.type_id = ev.id as u32;
+            e.cpu = tf.cpu;
+            match &mut e.stream {
+                Some(s) => {
+                    s.clear();
+                    s.push_str(&tf.rel);
+                }
+                None => e.stream = Some(tf.rel.clone()),
+            }
+            e.extras.clear();
+            return Ok(Some(Item::Event(e)));
         }
     }
     fn diagnostics(&self) -> &[Diagnostic] {
         &self.diags
+    }
+    fn recycle(&mut self, item: Item) {
+        if let Item::Event(e) = item {
+            if self.spare.len() < 1024 {
+                self.spare.push(e);
+            }
+        }
     }
 }
