@@ -199,7 +199,7 @@ with open(dlt, "wb") as f:
 row(f"DLT → PCP, kpi-capture × 167 ({mb(os.path.getsize(dlt))})",
     [PT, "convert", "-q", dlt, "--to", "pcp", "-o", o("dp")],
     ["cat", dlt], "`cat`", cleanup=[o("dp.*")],
-    note=lambda: f"`.meta` {mb(os.path.getsize(o('dp.meta')))}")
+    note=lambda: f"`.meta` {os.path.getsize(o('dp.meta')) / 1e3:.0f} kB")
 clean([o("dp.*")])
 
 if pidstat is not None:
