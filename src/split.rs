@@ -207,6 +207,7 @@ pub fn convert_split(
             defs.note(&item);
         }
         cur.writer.write_item(&item)?;
+        reader.recycle(item);
     }
     close(cur, &mut result)?;
     result.loss.merge(&adapter_loss.borrow());
