@@ -98,6 +98,7 @@ impl TraceReader for Unframe {
                 }
                 Item::Event(e) if self.framing.contains(e.type_id) => {
                     self.dropped += 1;
+                    self.inner.recycle(item);
                     continue;
                 }
                 _ => {}

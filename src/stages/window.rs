@@ -45,6 +45,8 @@ impl TraceReader for Window {
             if self.clock.contains(t).map_err(Error::Usage)? {
                 return Ok(Some(item));
             }
+            // Outside the window: its buffers serve the next item.
+            self.inner.recycle(item);
         }
     }
     fn diagnostics(&self) -> &[Diagnostic] {
