@@ -59,7 +59,11 @@ impl Extras {
     pub fn len(&self) -> usize {
         self.0.len()
     }
+    #[inline]
     fn find(&self, key: &str) -> Result<usize, usize> {
+        if self.0.is_empty() {
+            return Err(0);
+        }
         // Keys are mostly a format's constants, passed as the same
         // constant: the same address is the same key, without comparing.
         if let Some(i) = self
@@ -108,6 +112,7 @@ impl Extras {
     pub fn values(&self) -> impl Iterator<Item = &ExtraValue> {
         self.0.iter().map(|(_, v)| v)
     }
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&ExtraValue> {
         self.find(key).ok().map(|i| &self.0[i].1)
     }

@@ -793,6 +793,9 @@ impl TraceReader for KpiFromProc {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.inner.progress()
+    }
 }
 
 #[cfg(test)]

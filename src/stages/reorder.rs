@@ -166,6 +166,9 @@ impl TraceReader for Reorder {
     fn native_counts(&self) -> Vec<(String, u64)> {
         self.inner.native_counts()
     }
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.inner.progress()
+    }
     fn recycle(&mut self, item: Item) {
         self.inner.recycle(item);
     }
