@@ -870,6 +870,56 @@ fn progress_bar_names_the_file_and_moves_on_a_terminal() {
     assert!(distinct.len() >= 2, "{moved:?}");
 }
 
+/// A PCP -> PCP conversion is a verbatim record copy, done inside the
+/// writer without items: the bar still moves (the reader's shared byte
+/// counter, read by a ticker thread).
+#[test]
+fn progress_bar_moves_during_a_verbatim_pcp_copy() {
+    let Some(ts) = common::pcp_testsuite() else {
+        return;
+    };
+    // Decompressed: the reader counts a compressed volume's bytes only at
+    // its end, and the copy must last a few of the ticker's 100 ms.
+    let dir = tempfile::tempdir().unwrap();
+    let name = "pcp-pidstat-process-args";
+    for ext in ["0", "meta", "index"] {
+        let plain = ts.join(format!("archives/{name}.{ext}"));
+        let xz = ts.join(format!("archives/{name}.{ext}.xz"));
+        let to = dir.path().join(format!("{name}.{ext}"));
+        if plain.exists() {
+            std::fs::copy(&plain, &to).unwrap();
+        } else {
+            let out = std::process::Command::new("xz")
+                .arg("-dc")
+                .arg(&xz)
+                .output()
+                .expect("xz");
+            assert!(out.status.success(), "xz -dc {}", xz.display());
+            std::fs::write(&to, out.stdout).unwrap();
+        }
+    }
+    let src = dir.path().join(name);
+    let out = dir.path().join("copy");
+    let (code, text) = stderr_on_a_terminal(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        "--to".as_ref(),
+        "pcp".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    let shown = bar_positions(&text, "pcp-pidstat-process-args");
+    let mut distinct = shown.clone();
+    distinct.dedup();
+    distinct.retain(|p| !p.starts_with("0 B"));
+    assert!(
+        !distinct.is_empty(),
+        "the bar should move during the copy: {shown:?}\n{}",
+        text.escape_debug()
+    );
+}
+
 #[test]
 fn no_progress_when_stderr_is_not_a_terminal() {
     let dir = tempfile::tempdir().unwrap();

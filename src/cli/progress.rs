@@ -84,6 +84,7 @@ impl BatchBar {
 }
 
 /// Where a [`ProgressReader`] reports.
+#[derive(Clone)]
 enum Target {
     /// `[base, base + span)` of one bar.
     Bar(ProgressBar, u64),
@@ -98,6 +99,8 @@ pub struct ProgressReader {
     target: Target,
     span: u64,
     since: u32,
+    /// Moves the bar while a writer copies the reader verbatim.
+    ticker: Option<Ticker>,
 }
 
 impl ProgressReader {
@@ -116,6 +119,7 @@ impl ProgressReader {
             target: Target::Bar(bar.clone(), base),
             span,
             since: 0,
+            ticker: None,
         })
     }
 
@@ -134,23 +138,65 @@ impl ProgressReader {
             target: Target::Batch(batch.clone(), slot),
             span,
             since: 0,
+            ticker: None,
         })
     }
 
     fn update(&self) {
         if let Some((done, total)) = self.inner.progress() {
-            let part = if total == 0 {
-                self.span
-            } else {
-                (self.span as u128 * done.min(total) as u128 / total as u128) as u64
-            };
-            match &self.target {
-                Target::Bar(bar, base) => bar.set_position(base + part),
-                Target::Batch(b, slot) => {
-                    b.parts[*slot].store(part, Ordering::Relaxed);
-                    b.show();
+            show(&self.target, self.span, done, total);
+        }
+    }
+}
+
+/// Put `done` of `total` input bytes on the bar.
+fn show(target: &Target, span: u64, done: u64, total: u64) {
+    let part = if total == 0 {
+        span
+    } else {
+        (span as u128 * done.min(total) as u128 / total as u128) as u64
+    };
+    match target {
+        Target::Bar(bar, base) => bar.set_position(base + part),
+        Target::Batch(b, slot) => {
+            b.parts[*slot].store(part, Ordering::Relaxed);
+            b.show();
+        }
+    }
+}
+
+/// A thread that reads a reader's shared byte counter ten times a second
+/// while a writer copies that reader without items; stopped (at once, not
+/// at its next look) when the [`ProgressReader`] goes.
+struct Ticker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Ticker {
+    fn start(target: Target, span: u64, counter: Arc<AtomicU64>, total: u64) -> Ticker {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                // Nothing copied yet (or no copy after all): leave the bar.
+                let done = counter.load(Ordering::Relaxed);
+                if done > 0 {
+                    show(&target, span, done, total);
                 }
+                std::thread::park_timeout(std::time::Duration::from_millis(100));
             }
+        });
+        Ticker { stop, thread }
+    }
+}
+
+impl Drop for ProgressReader {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticker.take() {
+            t.stop.store(true, Ordering::Relaxed);
+            t.thread.thread().unpark();
+            let _ = t.thread.join();
         }
     }
 }
@@ -180,7 +226,20 @@ impl TraceReader for ProgressReader {
         self.inner.progress()
     }
     fn verbatim(&mut self) -> Option<&mut dyn std::any::Any> {
-        self.inner.verbatim()
+        let shared = self.inner.progress_shared();
+        let v = self.inner.verbatim();
+        if let (true, Some((counter, total)), None) = (v.is_some(), shared, &self.ticker) {
+            self.ticker = Some(Ticker::start(
+                self.target.clone(),
+                self.span,
+                counter,
+                total,
+            ));
+        }
+        v
+    }
+    fn progress_shared(&self) -> Option<(Arc<AtomicU64>, u64)> {
+        self.inner.progress_shared()
     }
 }
 

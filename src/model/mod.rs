@@ -687,6 +687,12 @@ pub trait TraceReader {
     fn recycle(&mut self, item: Item) {
         drop(item);
     }
+    /// Input bytes done, kept up to date in a shared counter by a reader
+    /// that a writer copies without items ([`Self::verbatim`]: nobody can
+    /// ask `progress()` then), and the total; None where there is none.
+    fn progress_shared(&self) -> Option<(std::sync::Arc<std::sync::atomic::AtomicU64>, u64)> {
+        None
+    }
 }
 
 /// A stream being written. `finish` flushes and returns what was lost.

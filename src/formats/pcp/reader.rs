@@ -342,6 +342,8 @@ pub struct PcpReader {
     /// Parts of samples the writer is done with (`recycle`), refilled by
     /// later results instead of allocated again.
     spare: Spare,
+    /// Bytes done during a verbatim copy (`progress_shared`).
+    copied: std::sync::Arc<std::sync::atomic::AtomicU64>,
     walker: VolumeWalker,
     diags: Vec<Diagnostic>,
     salvage: bool,
@@ -402,6 +404,7 @@ impl PcpReader {
             scratch: Vec::new(),
             flat: (Vec::new(), Vec::new()),
             spare: Spare::default(),
+            copied: Default::default(),
             walker: VolumeWalker::new(m, mf.label),
             diags,
             salvage: opts.salvage,
@@ -470,6 +473,11 @@ impl PcpReader {
                 Ok(stamp) => {
                     sink.result_record(w.at.1, stamp, &w.buf)?;
                     n += 1;
+                    if n % 256 == 0 {
+                        let done = w.progress().0;
+                        self.copied
+                            .store(done, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
                 Err(m) => {
                     whole = false;
@@ -724,6 +732,9 @@ impl TraceReader for PcpReader {
         if let Item::Sample(s) = item {
             self.spare.keep(s);
         }
+    }
+    fn progress_shared(&self) -> Option<(std::sync::Arc<std::sync::atomic::AtomicU64>, u64)> {
+        Some((self.copied.clone(), self.walker.progress().1))
     }
 }
 
