@@ -473,7 +473,7 @@ impl PcpReader {
                 Ok(stamp) => {
                     sink.result_record(w.at.1, stamp, &w.buf)?;
                     n += 1;
-                    if n % 256 == 0 {
+                    if n.is_multiple_of(256) {
                         let done = w.progress().0;
                         self.copied
                             .store(done, std::sync::atomic::Ordering::Relaxed);
