@@ -56,9 +56,6 @@ impl Extras {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
     #[inline]
     fn find(&self, key: &str) -> Result<usize, usize> {
         if self.0.is_empty() {

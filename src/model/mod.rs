@@ -185,7 +185,7 @@ impl EventType {
 }
 
 /// One event occurrence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Event {
     pub time: Timestamp,
     /// Raw clock value the time came from (TSC cycles, LTT counter, DLT ticks).
@@ -693,6 +693,15 @@ pub trait TraceReader {
     fn progress_shared(&self) -> Option<(std::sync::Arc<std::sync::atomic::AtomicU64>, u64)> {
         None
     }
+}
+
+/// An empty vector of another element type (or lifetime) that keeps
+/// `v`'s allocation when the two have the same layout: the standard
+/// library's in-place collect reuses it. Readers keep scratch lists of
+/// borrowed data between calls this way, and writers their buffers.
+pub fn reuse_vec<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("empty")).collect()
 }
 
 /// A stream being written. `finish` flushes and returns what was lost.

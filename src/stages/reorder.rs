@@ -76,6 +76,13 @@ impl Reorder {
         }
     }
 
+    /// An item of time `t` can no longer be overtaken: the newest time seen
+    /// is `window` past it.
+    fn settled(&self, t: Timestamp) -> bool {
+        self.newest
+            .is_some_and(|n| n.0.saturating_sub(t.0) >= self.window)
+    }
+
     /// Move every waiting item that can no longer be overtaken.
     fn release(&mut self) {
         loop {
@@ -91,10 +98,7 @@ impl Reorder {
                 self.heap.peek().map(|r| &r.0)
             };
             let Some(w) = w else { break };
-            let settled = self
-                .newest
-                .is_some_and(|n| n.0.saturating_sub(w.time.0) >= self.window);
-            if !(settled || self.run.len() + self.heap.len() > self.cap || self.done) {
+            if !(self.settled(w.time) || self.run.len() + self.heap.len() > self.cap || self.done) {
                 break;
             }
             let w = if from_run {
@@ -140,9 +144,7 @@ impl TraceReader for Reorder {
                         // Settled already and earlier than all that waits:
                         // it would leave first, so it leaves now (a source
                         // that restarts its clock sends long runs of these).
-                        let settled = self
-                            .newest
-                            .is_some_and(|n| n.0.saturating_sub(t.0) >= self.window);
+                        let settled = self.settled(t);
                         let first = self.run.front().is_none_or(|r| t < r.time)
                             && self.heap.peek().is_none_or(|h| t < h.0.time);
                         if settled && first {

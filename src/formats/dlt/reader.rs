@@ -211,7 +211,7 @@ impl State {
             .ext
             .is_some_and(|e| e.apid == self.app && e.ctid == self.ctx);
         if is_kpi {
-            let mut args = relend(std::mem::take(&mut self.args));
+            let mut args = crate::model::reuse_vec(std::mem::take(&mut self.args));
             if layout::string_args(m, &mut args)
                 && args.first().is_some_and(|a| Kind::parse(a).is_some())
             {
@@ -227,7 +227,7 @@ impl State {
                 if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
                     self.warn(m.offset, idx, e);
                 }
-                self.args = relend(args);
+                self.args = crate::model::reuse_vec(args);
                 for it in &mut out {
                     self.mark_storage(it, Some(stored));
                 }
@@ -238,7 +238,7 @@ impl State {
                 }
                 return;
             }
-            self.args = relend(args);
+            self.args = crate::model::reuse_vec(args);
             self.bad_kpi += 1;
             self.warn(
                 m.offset,
@@ -699,11 +699,4 @@ impl TraceReader for DltReader {
         v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
         v
     }
-}
-
-/// An empty argument list of another lifetime, keeping `v`'s allocation
-/// (the in-place collect of the standard library reuses it).
-fn relend<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
-    v.clear();
-    v.into_iter().map(|_| unreachable!("empty")).collect()
 }

@@ -18,6 +18,17 @@ struct Open {
     irq: Vec<(InstId, u64)>,
 }
 
+/// What the events of one KPI message share.
+struct EventAt {
+    time: Timestamp,
+    raw_clock: Option<u64>,
+    kind: Kind,
+    group: u64,
+    /// Where the group began, when not at this message.
+    beg_time: Option<i64>,
+    beg_raw: Option<u64>,
+}
+
 /// The value lists of a closed group, kept for the next one.
 type GroupBuffers = (Vec<(i64, [i64; 5])>, Vec<(InstId, u64)>);
 
@@ -53,13 +64,6 @@ pub struct Assembler {
     /// Scratch of `message` kept between calls (their allocations reused).
     parsed: Vec<Dataset<'static>>,
     events: Vec<Item>,
-}
-
-/// An empty vector of datasets of another lifetime, keeping `v`'s
-/// allocation (the in-place collect of the standard library reuses it).
-fn relend<'b>(mut v: Vec<Dataset<'_>>) -> Vec<Dataset<'b>> {
-    v.clear();
-    v.into_iter().map(|_| unreachable!("empty")).collect()
 }
 
 /// The text buffer of the first text or bytes value of `fields`, emptied.
@@ -207,39 +211,24 @@ impl Assembler {
         }
     }
 
-    /// A KPI event; `fill` puts its values into the (reused) field list,
-    /// given a reused text buffer.
-    #[allow(clippy::too_many_arguments)]
+    /// A KPI event of the message `at`; `fill` puts its values into the
+    /// (reused) field list, given a reused text buffer.
     fn event(
         &mut self,
         type_id: EventTypeId,
-        time: Timestamp,
-        raw_clock: Option<u64>,
-        kind: Kind,
-        group: u64,
-        beg: (Timestamp, Option<u64>),
+        at: &EventAt,
         fill: impl FnOnce(&mut Vec<Value>, Vec<u8>),
     ) -> Item {
-        let mut e = self.spare_events.pop().unwrap_or_else(|| Event {
-            time,
-            raw_clock,
-            type_id,
-            cpu: None,
-            stream: None,
-            fields: Vec::with_capacity(3),
-            extras: Extras::with_capacity(5),
-        });
-        e.time = time;
-        e.raw_clock = raw_clock;
+        let mut e = self.spare_events.pop().unwrap_or_default();
+        e.time = at.time;
+        e.raw_clock = at.raw_clock;
         e.type_id = type_id;
         e.cpu = None;
         e.stream = None;
         e.fields.clear();
         let buf = self.spare_texts.pop().unwrap_or_default();
         fill(&mut e.fields, buf);
-        let beg_time = (beg.0 != time).then_some(beg.0 .0);
-        let beg_raw = if beg.1 != raw_clock { beg.1 } else { None };
-        Self::group_extras(&mut e.extras, kind, group, beg_time, beg_raw);
+        Self::group_extras(&mut e.extras, at.kind, at.group, at.beg_time, at.beg_raw);
         Item::Event(e)
     }
 
@@ -288,7 +277,7 @@ impl Assembler {
             self.warnings.push(w);
         }
         // Parse every dataset first so a bad one leaves no half-applied state.
-        let mut parsed = relend(std::mem::take(&mut self.parsed));
+        let mut parsed = reuse_vec(std::mem::take(&mut self.parsed));
         let mut truncated = 0;
         for arg in &args[1..] {
             if is_truncated_duplicate(arg) {
@@ -298,7 +287,7 @@ impl Assembler {
             match Dataset::parse(kind, arg) {
                 Ok(d) => parsed.push(d),
                 Err(e) => {
-                    self.parsed = relend(parsed);
+                    self.parsed = reuse_vec(parsed);
                     return Err(e);
                 }
             }
@@ -314,7 +303,16 @@ impl Assembler {
             let o = &self.open[&kind];
             (o.group, o.time, o.raw)
         };
-        let beg = (beg_time, beg_raw);
+        // What every event of this message shares; where the group began
+        // is said only when it is not the message itself.
+        let at = EventAt {
+            time,
+            raw_clock,
+            kind,
+            group,
+            beg_time: (beg_time != time).then_some(beg_time.0),
+            beg_raw: if beg_raw != raw_clock { beg_raw } else { None },
+        };
         let mut adds: Option<IndomUpdate> = None;
         let mut irq_adds: Option<IndomUpdate> = None;
         let mut removed: Option<IndomUpdate> = None;
@@ -338,19 +336,11 @@ impl Assembler {
             match ds {
                 Dataset::New { pid, ppid, cmdline } => {
                     self.add_proc(pid, &cmdline, time, &mut adds);
-                    let ev = self.event(
-                        schema::NEW_TYPE,
-                        time,
-                        raw_clock,
-                        kind,
-                        group,
-                        beg,
-                        |f, buf| {
-                            f.push(Value::I64(pid));
-                            f.push(Value::I64(ppid));
-                            f.push(text_in(&cmdline, buf));
-                        },
-                    );
+                    let ev = self.event(schema::NEW_TYPE, &at, |f, buf| {
+                        f.push(Value::I64(pid));
+                        f.push(Value::I64(ppid));
+                        f.push(text_in(&cmdline, buf));
+                    });
                     events.push(ev);
                 }
                 Dataset::Stp { pid } => {
@@ -364,33 +354,17 @@ impl Assembler {
                                 .push(id);
                         }
                     }
-                    let ev = self.event(
-                        schema::STP_TYPE,
-                        time,
-                        raw_clock,
-                        kind,
-                        group,
-                        beg,
-                        |f, _| f.push(Value::I64(pid)),
-                    );
+                    let ev = self.event(schema::STP_TYPE, &at, |f, _| f.push(Value::I64(pid)));
                     events.push(ev);
                 }
                 Dataset::Chk { pid, cmdline } => {
                     if !self.procs.contains(&pid) {
                         self.add_proc(pid, &cmdline, time, &mut adds);
                     }
-                    let ev = self.event(
-                        schema::CHK_TYPE,
-                        time,
-                        raw_clock,
-                        kind,
-                        group,
-                        beg,
-                        |f, buf| {
-                            f.push(Value::I64(pid));
-                            f.push(text_in(&cmdline, buf));
-                        },
-                    );
+                    let ev = self.event(schema::CHK_TYPE, &at, |f, buf| {
+                        f.push(Value::I64(pid));
+                        f.push(text_in(&cmdline, buf));
+                    });
                     events.push(ev);
                 }
                 Dataset::Act { pid, values } => {
@@ -441,7 +415,7 @@ impl Assembler {
                 }
             }
         }
-        self.parsed = relend(parsed);
+        self.parsed = reuse_vec(parsed);
         // One update per indom and message: PCP wants no two records for
         // one indom at one time.
         if let Some(u) = irq_adds {

@@ -338,15 +338,7 @@ impl TraceReader for LttReader {
             let tf = &t.files[cur.file_idx];
             let payload = &cur.buf[ev.start..ev.end];
             // A recycled event's field list and stream name are refilled.
-            let mut e = self.spare.pop().unwrap_or_else(|| crate::model::Event {
-                time: crate::model::Timestamp(0),
-                raw_clock: None,
-                type_id: 0,
-                cpu: None,
-                stream: None,
-                fields: Vec::new(),
-                extras: Default::default(),
-            });
+            let mut e = self.spare.pop().unwrap_or_default();
             e.fields.clear();
             let plain = info
                 .scalars

@@ -180,6 +180,12 @@ fn u64_of(b: &[u8]) -> Option<u64> {
 /// Decode a stored value by the descriptor's type (None when the metric has
 /// no descriptor: then the block's own type byte decides).
 pub fn decode(dtype: Option<i32>, raw: RawVal<'_>) -> Value {
+    decode_reusing(dtype, raw, &mut Vec::new())
+}
+
+/// [`decode`], a string value in one of `spare`'s buffers when it has one
+/// (a reader refilling recycled samples allocates no string per value).
+pub fn decode_reusing(dtype: Option<i32>, raw: RawVal<'_>, spare: &mut Vec<String>) -> Value {
     match raw {
         RawVal::Insitu(w) => match dtype {
             Some(1) => Value::U64(w as u64),
@@ -192,33 +198,18 @@ pub fn decode(dtype: Option<i32>, raw: RawVal<'_>) -> Value {
                 Some(t) if t >= 0 => t,
                 _ => vt as i32,
             };
-            decode_typed(t, p)
+            decode_typed_reusing(t, p, spare)
         }
     }
-}
-
-/// [`decode`], a string value in one of `spare`'s buffers when it has one
-/// (a reader refilling recycled samples allocates no string per value).
-pub fn decode_reusing(dtype: Option<i32>, raw: RawVal<'_>, spare: &mut Vec<String>) -> Value {
-    if let RawVal::Block(vt, p) = raw {
-        let t = match dtype {
-            Some(t) if t >= 0 => t,
-            _ => vt as i32,
-        };
-        if t == 6 {
-            let s = p.strip_suffix(&[0]).unwrap_or(p);
-            if let (Ok(s), Some(mut buf)) = (std::str::from_utf8(s), spare.pop()) {
-                buf.clear();
-                buf.push_str(s);
-                return Value::Str(buf);
-            }
-        }
-    }
-    decode(dtype, raw)
 }
 
 /// Decode a payload of PM_TYPE `t`.
 pub fn decode_typed(t: i32, p: &[u8]) -> Value {
+    decode_typed_reusing(t, p, &mut Vec::new())
+}
+
+/// [`decode_typed`], a string in one of `spare`'s buffers if it has one.
+fn decode_typed_reusing(t: i32, p: &[u8], spare: &mut Vec<String>) -> Value {
     match t {
         0 => bei32(p, 0)
             .map(|v| Value::I64(v as i64))
@@ -242,7 +233,12 @@ pub fn decode_typed(t: i32, p: &[u8]) -> Value {
             // Strings normally end in a NUL, but not always (value-test).
             let s = p.strip_suffix(&[0]).unwrap_or(p);
             match std::str::from_utf8(s) {
-                Ok(s) => Value::Str(s.to_string()),
+                Ok(s) => {
+                    let mut buf = spare.pop().unwrap_or_default();
+                    buf.clear();
+                    buf.push_str(s);
+                    Value::Str(buf)
+                }
                 Err(_) => Value::Bytes(s.to_vec()),
             }
         }

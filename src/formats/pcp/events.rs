@@ -705,14 +705,11 @@ impl EventEncoder {
                 }
             }
             if self.spare_lists.len() < 64 {
-                // Same layout: the in-place collect keeps the allocation.
-                self.spare_lists
-                    .push(list.into_iter().map(|_| unreachable!("empty")).collect());
+                self.spare_lists.push(crate::model::reuse_vec(list));
             }
         }
         if self.spare_sets.len() < 4 {
-            self.spare_sets
-                .push(sets.into_iter().map(|_| unreachable!("empty")).collect());
+            self.spare_sets.push(crate::model::reuse_vec(sets));
         }
     }
 
