@@ -17,6 +17,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// What `append` bridging a time gap costs readers (the loss report's line).
+const RESYNC_BRIDGED: &str =
+    "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)";
+
 mod describe;
 /// Largest block size the writer takes over from an LTT source (16 MiB;
 /// the era's traces used 1,000,000 at most).
@@ -743,22 +747,25 @@ impl LttWriter {
         }
     }
 
-    /// Append `self.payload` as event `id` to tracefile `fkey` at `time`;
-    /// returns the counter written and whether `time` had to be clamped.
-    fn put(&mut self, fkey: &FileKey, id: u16, time: u64) -> Result<(u64, bool)> {
+    /// The tracefile `fkey` open for events at `time`: the counter they get.
+    fn open_at(&mut self, fkey: &FileKey, time: u64) -> Result<u64> {
         if let FileKey::Cpu(n) = *fkey {
             self.max_cpu = Some(self.max_cpu.map_or(n, |m| m.max(n)));
         }
         let counter = self.counter_for(fkey, time);
         self.ensure_file(fkey)?;
+        Ok(counter)
+    }
+
+    /// Append `self.payload` as event `id` to tracefile `fkey` at `time`;
+    /// returns the counter written and whether `time` had to be clamped.
+    fn put(&mut self, fkey: &FileKey, id: u16, time: u64) -> Result<(u64, bool)> {
+        let counter = self.open_at(fkey, time)?;
         let Some(f) = self.files.get_mut(fkey) else {
             return Err(werr(&self.target, "internal: tracefile missing"));
         };
         if append(f, &self.payload, counter, id, self.bo, &self.cfg)? {
-            self.loss.degrade(
-                "events",
-                "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)",
-            );
+            self.loss.degrade("events", RESYNC_BRIDGED);
         }
         self.min_time = Some(self.min_time.map_or(counter, |m| m.min(counter)));
         Ok((counter, counter != time))
@@ -776,21 +783,14 @@ impl LttWriter {
         if spans.is_empty() {
             return Ok(());
         }
-        if let FileKey::Cpu(n) = *fkey {
-            self.max_cpu = Some(self.max_cpu.map_or(n, |m| m.max(n)));
-        }
-        let counter = self.counter_for(fkey, time);
-        self.ensure_file(fkey)?;
+        let counter = self.open_at(fkey, time)?;
         let Some(f) = self.files.get_mut(fkey) else {
             return Err(werr(&self.target, "internal: tracefile missing"));
         };
         let mut start = 0;
         for &(id, end) in spans {
             if append(f, &bytes[start..end], counter, id, self.bo, &self.cfg)? {
-                self.loss.degrade(
-                    "events",
-                    "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)",
-                );
+                self.loss.degrade("events", RESYNC_BRIDGED);
             }
             start = end;
         }

@@ -170,6 +170,22 @@ struct ACtx<'s, 'a> {
 
 const NONE: u32 = u32::MAX;
 
+impl<'s, 'a> ACtx<'s, 'a> {
+    /// A context with nothing loaded yet (one per thread that formats rows).
+    fn new(snap: &'s Snapshot<'a>, path: &'s Path) -> Self {
+        ACtx {
+            snap,
+            path,
+            cat_idx: vec![NONE; 65536],
+            msg_idx: vec![NONE; 65536],
+            cats: Vec::new(),
+            msgs: Vec::new(),
+            overflow: BTreeSet::new(),
+            tmp: Vec::with_capacity(32),
+        }
+    }
+}
+
 impl ACtx<'_, '_> {
     fn bad_string(&self, slot: usize, off: usize, what: &str) -> Error {
         Error::format(
@@ -282,16 +298,7 @@ fn dump_a(
     diags: &mut Vec<Diagnostic>,
 ) -> Result<()> {
     let n = snap.n;
-    let mut cx = ACtx {
-        snap,
-        path,
-        cat_idx: vec![NONE; 65536],
-        msg_idx: vec![NONE; 65536],
-        cats: Vec::new(),
-        msgs: Vec::new(),
-        overflow: BTreeSet::new(),
-        tmp: Vec::with_capacity(32),
-    };
+    let mut cx = ACtx::new(snap, path);
     let prev = |i: usize| snap.tsc_raw((i + n - 1) % n);
     let mut rows: u64 = 0;
     let res = (|| -> Result<()> {
@@ -382,16 +389,7 @@ fn dump_a_final(
         for _ in 0..workers {
             let (res_tx, buf_rx, next, stopped) = (res_tx.clone(), &buf_rx, &next, &stopped);
             sc.spawn(move || {
-                let mut cx = ACtx {
-                    snap,
-                    path,
-                    cat_idx: vec![NONE; 65536],
-                    msg_idx: vec![NONE; 65536],
-                    cats: Vec::new(),
-                    msgs: Vec::new(),
-                    overflow: BTreeSet::new(),
-                    tmp: Vec::with_capacity(32),
-                };
+                let mut cx = ACtx::new(snap, path);
                 loop {
                     // A free buffer first, then a piece: pieces are handed
                     // out in order, so the one the writer waits for always
