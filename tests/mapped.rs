@@ -38,6 +38,30 @@ fn big_a2(dir: &Path) -> PathBuf {
     p
 }
 
+/// Cut `path` to 64 KiB (inside the ring of `big_a2`'s file).
+fn cut_to_64k(path: &Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+}
+
+/// Wait for `child`, which must exit 2; its stderr.
+fn fails_with_2(mut child: std::process::Child) -> String {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(2), "status {st:?}, stderr: {err}");
+    err
+}
+
 fn dump(path: &Path, no_mmap: bool) -> std::process::Output {
     let mut c = Command::new(bin());
     c.arg("dump").arg(path).env_remove("POLYTRACE_NO_MMAP");
@@ -103,23 +127,10 @@ fn truncated_while_mapped_is_an_error_not_sigbus() {
     // first bytes arrive, the dump waits in the middle of the ring.
     let mut first = [0u8; 4096];
     stdout.read_exact(&mut first).unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&tl)
-        .unwrap()
-        .set_len(64 * 1024)
-        .unwrap();
+    cut_to_64k(&tl);
     let mut rest = Vec::new();
     stdout.read_to_end(&mut rest).unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let st = child.wait().unwrap();
-    assert_eq!(st.code(), Some(2), "status {st:?}, stderr: {err}");
+    let err = fails_with_2(child);
     let name = tl.display().to_string();
     assert!(
         err.starts_with(&format!("polytrace: error: {name}: byte ")),
@@ -185,22 +196,9 @@ fn truncated_while_converting_leaves_no_output() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&tl)
-        .unwrap()
-        .set_len(64 * 1024)
-        .unwrap();
+    cut_to_64k(&tl);
     drop(stdin);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let st = child.wait().unwrap();
-    assert_eq!(st.code(), Some(2), "status {st:?}, stderr: {err}");
+    let err = fails_with_2(child);
     assert!(
         err.contains("the file shrank while it was being read"),
         "{err}"
@@ -215,12 +213,7 @@ fn truncated_while_converting_leaves_no_output() {
 fn cut_before_reading_is_refused_by_the_size_check() {
     let dir = tempfile::tempdir().unwrap();
     let tl = big_a2(dir.path());
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&tl)
-        .unwrap()
-        .set_len(64 * 1024)
-        .unwrap();
+    cut_to_64k(&tl);
     let out = dir.path().join("out.ltt");
     let r = Command::new(bin())
         .args(["convert", "--from", "timeline", "--to", "ltt", "-o"])
