@@ -65,26 +65,29 @@ impl TraceReader for RawClocks {
         &self.header
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
-        let mut it = self.inner.next_item()?;
-        if it.is_none() && self.stripped > 0 {
-            let n = std::mem::take(&mut self.stripped);
-            *self
-                .loss
-                .borrow_mut()
-                .dropped
-                .entry(("raw clocks".into(), self.why.into()))
-                .or_default() += n;
-        }
+        // The result goes back as it came (not taken apart and built
+        // again): one item less to move per event on a hot path.
+        let mut it = self.inner.next_item();
         let rc = match &mut it {
-            Some(Item::Event(e)) => &mut e.raw_clock,
-            Some(Item::Sample(s)) => &mut s.raw_clock,
-            Some(Item::Annotation(a)) => &mut a.raw_clock,
-            _ => return Ok(it),
+            Ok(Some(Item::Event(e))) => &mut e.raw_clock,
+            Ok(Some(Item::Sample(s))) => &mut s.raw_clock,
+            Ok(Some(Item::Annotation(a))) => &mut a.raw_clock,
+            Ok(None) if self.stripped > 0 => {
+                let n = std::mem::take(&mut self.stripped);
+                *self
+                    .loss
+                    .borrow_mut()
+                    .dropped
+                    .entry(("raw clocks".into(), self.why.into()))
+                    .or_default() += n;
+                return it;
+            }
+            _ => return it,
         };
         if rc.take().is_some() {
             self.stripped += 1;
         }
-        Ok(it)
+        it
     }
     fn diagnostics(&self) -> &[Diagnostic] {
         self.inner.diagnostics()

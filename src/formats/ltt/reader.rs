@@ -797,22 +797,31 @@ impl Cursor {
     }
 
     /// Current event without advancing.
+    #[inline]
     pub fn peek(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
+        // Inline the usual case (the event is known); decoding the next one
+        // is a call.
+        if self.head.is_none() {
+            self.fill(t, diags);
+        }
+        self.head
+    }
+
+    /// Decode the next event into `head`, reading blocks as needed; `head`
+    /// stays None at the end of the file.
+    fn fill(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) {
         loop {
-            if self.head.is_some() {
-                return self.head;
-            }
             self.head = self.step(t, diags);
-            if self.head.is_none() && !self.load_block(t, diags) {
-                return None;
+            if self.head.is_some() || !self.load_block(t, diags) {
+                return;
             }
         }
     }
 
+    #[inline]
     pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
-        let e = self.peek(t, diags)?;
-        self.head = None;
-        Some(e)
+        self.peek(t, diags);
+        self.head.take()
     }
 
     /// Read and walk the next block; false at the end of the file.

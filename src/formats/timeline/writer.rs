@@ -707,14 +707,21 @@ impl TimelineWriter {
                 "fields that are not numeric or beyond the timeline's arg count dropped",
             );
         }
-        let Some(slot) = self.slot_for(ev_extras.u64(keys::SLOT)) else {
+        // Most events carry no extras (only a timeline source has them):
+        // no key is looked up then.
+        let none = ev_extras.is_empty();
+        let xu = |k: &str| if none { None } else { ev_extras.u64(k) };
+        let Some(slot) = self.slot_for(xu(keys::SLOT)) else {
             self.loss.drop_item("events", "no free ring slot");
             return Ok(());
         };
         self.used[slot] = true;
-        let raw_args: Option<&[ExtraValue]> = match ev_extras.get(keys::ARGS) {
-            Some(ExtraValue::List(l)) if self.preserve => Some(l),
-            _ => None,
+        let raw_args: Option<&[ExtraValue]> = match self.preserve && !none {
+            true => match ev_extras.get(keys::ARGS) {
+                Some(ExtraValue::List(l)) => Some(l),
+                _ => None,
+            },
+            false => None,
         };
         let max = self.layout.max_args();
         let raw_clock = raw_clock.filter(|_| self.raw_is_cycles);
@@ -730,25 +737,20 @@ impl TimelineWriter {
                     tsc = 1;
                 }
                 let mut msg_id = tm.id;
-                if let Some(raw) = ev_extras.u64(keys::MSG_ID) {
+                if let Some(raw) = xu(keys::MSG_ID) {
                     if self.preserve && ((raw >> 40) & 0xffff, (raw >> 16) & 0xffff) == tm.offs {
                         msg_id = raw;
                     }
                 }
-                let aux = ev_extras
-                    .u64(keys::AUX)
-                    .map(|a| a as u32)
-                    .unwrap_or_else(|| {
-                        match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
-                            (Some(c), n) => {
-                                (c as u32 & 0xfff) | ((n.unwrap_or(0) as u32 & 0xf) << 12)
-                            }
-                            _ => cpu.unwrap_or(0) & 0xfff,
-                        }
-                    });
-                let res = ev_extras.u64(keys::RESERVED).unwrap_or(0) as u32;
+                let aux = xu(keys::AUX).map(|a| a as u32).unwrap_or_else(|| {
+                    match (xu(keys::CORE), xu(keys::NUMA)) {
+                        (Some(c), n) => (c as u32 & 0xfff) | ((n.unwrap_or(0) as u32 & 0xf) << 12),
+                        _ => cpu.unwrap_or(0) & 0xfff,
+                    }
+                });
+                let res = xu(keys::RESERVED).unwrap_or(0) as u32;
                 e[0] = tsc;
-                e[1] = ev_extras.u64(keys::IP).unwrap_or(0);
+                e[1] = xu(keys::IP).unwrap_or(0);
                 e[2] = aux as u64 | (res as u64) << 32;
                 e[3] = msg_id;
                 for (k, w) in e[4..4 + max].iter_mut().enumerate() {
@@ -766,7 +768,7 @@ impl TimelineWriter {
                 }
             }
             _ => {
-                let tsc_bits = match ev_extras.u64(keys::TSC_BITS) {
+                let tsc_bits = match xu(keys::TSC_BITS) {
                     Some(b) if self.preserve => b,
                     _ => {
                         let c = raw_clock.unwrap_or(time_ns.max(0) as u64);
@@ -784,22 +786,17 @@ impl TimelineWriter {
                         }
                     }
                 };
-                if ev_extras.u64(keys::IP).is_some_and(|ip| ip != 0) {
+                if xu(keys::IP).is_some_and(|ip| ip != 0) {
                     self.loss
                         .degrade("events", "A2 ip (logger return address) has no M3 field");
                 }
-                let cn = ev_extras
-                    .u64(keys::CORE_NUMA)
-                    .map(|v| v as u16)
-                    .unwrap_or_else(|| {
-                        match (ev_extras.u64(keys::CORE), ev_extras.u64(keys::NUMA)) {
-                            (Some(c), n) => {
-                                (c as u16 & 0xff) | ((n.unwrap_or(0) as u16 & 0xf) << 12)
-                            }
-                            _ => (cpu.unwrap_or(0) & 0xff) as u16,
-                        }
-                    });
-                let res = ev_extras.u64(keys::RESERVED).unwrap_or(0) as u32;
+                let cn = xu(keys::CORE_NUMA).map(|v| v as u16).unwrap_or_else(|| {
+                    match (xu(keys::CORE), xu(keys::NUMA)) {
+                        (Some(c), n) => (c as u16 & 0xff) | ((n.unwrap_or(0) as u16 & 0xf) << 12),
+                        _ => (cpu.unwrap_or(0) & 0xff) as u16,
+                    }
+                });
+                let res = xu(keys::RESERVED).unwrap_or(0) as u32;
                 e[0] = tsc_bits;
                 e[1] = tm.id as u16 as u64 | (cn as u64) << 16 | (res as u64) << 32;
                 for (k, w) in e[2..2 + max].iter_mut().enumerate() {
