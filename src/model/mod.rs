@@ -687,6 +687,28 @@ pub trait TraceReader {
     fn recycle(&mut self, item: Item) {
         drop(item);
     }
+    /// Up to `max` next items appended to `out`, for a caller that takes
+    /// them in runs (the convert loop): one call per run through the
+    /// stages instead of one per item. False once the stream has ended
+    /// (what was appended, if anything, is its last); it may append fewer
+    /// than `max`, even none, and return true. The items are exactly those
+    /// `next_item` would give; the default calls it. On an error the items
+    /// before it are appended.
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> crate::Result<bool> {
+        for _ in 0..max {
+            match self.next_item()? {
+                Some(item) => out.push(item),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+    /// [`Self::recycle`] for every item of `items`, left empty.
+    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        for item in items.drain(..) {
+            self.recycle(item);
+        }
+    }
     /// Input bytes done, kept up to date in a shared counter by a reader
     /// that a writer copies without items ([`Self::verbatim`]: nobody can
     /// ask `progress()` then), and the total; None where there is none.

@@ -60,6 +60,21 @@ impl RawClocks {
     }
 }
 
+impl RawClocks {
+    /// At the end of the stream: the raw clocks left out, one loss line.
+    fn report(&mut self) {
+        let n = std::mem::take(&mut self.stripped);
+        if n > 0 {
+            *self
+                .loss
+                .borrow_mut()
+                .dropped
+                .entry(("raw clocks".into(), self.why.into()))
+                .or_default() += n;
+        }
+    }
+}
+
 impl TraceReader for RawClocks {
     fn header(&self) -> &Header {
         &self.header
@@ -72,14 +87,8 @@ impl TraceReader for RawClocks {
             Ok(Some(Item::Event(e))) => &mut e.raw_clock,
             Ok(Some(Item::Sample(s))) => &mut s.raw_clock,
             Ok(Some(Item::Annotation(a))) => &mut a.raw_clock,
-            Ok(None) if self.stripped > 0 => {
-                let n = std::mem::take(&mut self.stripped);
-                *self
-                    .loss
-                    .borrow_mut()
-                    .dropped
-                    .entry(("raw clocks".into(), self.why.into()))
-                    .or_default() += n;
+            Ok(None) => {
+                self.report();
                 return it;
             }
             _ => return it,
@@ -88,6 +97,23 @@ impl TraceReader for RawClocks {
             self.stripped += 1;
         }
         it
+    }
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        let start = out.len();
+        let r = self.inner.next_batch(out, max);
+        for it in &mut out[start..] {
+            let rc = match it {
+                Item::Event(e) => &mut e.raw_clock,
+                Item::Sample(s) => &mut s.raw_clock,
+                Item::Annotation(a) => &mut a.raw_clock,
+                _ => continue,
+            };
+            self.stripped += rc.take().is_some() as u64;
+        }
+        if matches!(r, Ok(false)) {
+            self.report();
+        }
+        r
     }
     fn diagnostics(&self) -> &[Diagnostic] {
         self.inner.diagnostics()
@@ -100,6 +126,9 @@ impl TraceReader for RawClocks {
     }
     fn recycle(&mut self, item: Item) {
         self.inner.recycle(item);
+    }
+    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        self.inner.recycle_batch(items);
     }
 }
 

@@ -108,6 +108,43 @@ impl TraceReader for Unframe {
             return r;
         }
     }
+    /// The inner run with the framing left out, in place.
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        let start = out.len();
+        let r = self.inner.next_batch(out, max);
+        // Kept items move down over dropped ones, in order; the dropped
+        // end up behind them.
+        let mut keep = start;
+        for i in start..out.len() {
+            let drop = match &out[i] {
+                Item::EventType(t) if t.framing => {
+                    self.framing.insert(t.id);
+                    true
+                }
+                Item::EventType(t) => {
+                    self.framing.remove(t.id);
+                    false
+                }
+                Item::Event(e) if self.framing.contains(e.type_id) => {
+                    self.dropped += 1;
+                    true
+                }
+                _ => false,
+            };
+            if !drop {
+                if keep != i {
+                    out.swap(keep, i);
+                }
+                keep += 1;
+            }
+        }
+        for item in out.drain(keep..) {
+            if let Item::Event(_) = item {
+                self.inner.recycle(item);
+            }
+        }
+        r
+    }
     fn diagnostics(&self) -> &[Diagnostic] {
         self.inner.diagnostics()
     }
@@ -116,6 +153,9 @@ impl TraceReader for Unframe {
     }
     fn recycle(&mut self, item: Item) {
         self.inner.recycle(item);
+    }
+    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        self.inner.recycle_batch(items);
     }
     fn progress(&self) -> Option<(u64, u64)> {
         self.inner.progress()

@@ -15,7 +15,7 @@ pub mod xml;
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
-use crate::model::{FormatId, Header, Item, TraceReader, TraceWriter, Value};
+use crate::model::{Event, FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
 use reader::{Merge, Trace};
@@ -245,7 +245,9 @@ pub struct LttReader {
     diags: Vec<Diagnostic>,
     restore: Option<selfdesc::Restore>,
     /// Events the writer is done with (`recycle`).
-    spare: Vec<crate::model::Event>,
+    /// Events the writer is done with (`recycle`), as items: a run of
+    /// them is refilled in place (`next_batch`).
+    spare: Vec<Item>,
 }
 
 impl LttReader {
@@ -324,21 +326,107 @@ impl TraceReader for LttReader {
         if self.restore.is_some() {
             return self.next_restored();
         }
+        let mut e = match self.spare.pop() {
+            Some(Item::Event(e)) => e,
+            _ => Event::default(),
+        };
+        Ok(match self.fill_event(&mut e)? {
+            true => Some(Item::Event(e)),
+            false => None,
+        })
+    }
+    /// Events in a run, each decoded into a recycled one in place: the
+    /// run the writer gave back (`recycle_batch`) is the next one, with
+    /// no event moved (an event is some 100 bytes; moving it right after
+    /// its fields were written costs more than decoding it).
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        if !self.pending.is_empty() || self.restore.is_some() {
+            for _ in 0..max {
+                match self.next_item()? {
+                    Some(it) => out.push(it),
+                    None => return Ok(false),
+                }
+            }
+            return Ok(true);
+        }
+        let start = out.len();
+        if start == 0 && !self.spare.is_empty() {
+            std::mem::swap(out, &mut self.spare);
+            if out.len() > max {
+                self.spare.extend(out.drain(max..));
+            }
+        }
+        let mut n = start;
+        while n - start < max {
+            if n == out.len() {
+                out.push(Item::Event(Event::default()));
+            }
+            let r = match &mut out[n] {
+                Item::Event(e) => self.fill_event(e),
+                other => {
+                    *other = Item::Event(Event::default());
+                    continue;
+                }
+            };
+            match r {
+                Ok(true) => n += 1,
+                Ok(false) | Err(_) => {
+                    // Unfilled events go back to the pool.
+                    self.spare.extend(out.drain(n..));
+                    return r.map(|_| false);
+                }
+            }
+        }
+        self.spare.extend(out.drain(n..));
+        Ok(true)
+    }
+    fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diags
+    }
+    fn recycle(&mut self, item: Item) {
+        if matches!(item, Item::Event(_)) && self.spare.len() < SPARE_EVENTS {
+            self.spare.push(item);
+        }
+    }
+    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        if self.spare.is_empty() {
+            // The whole run at once, refilled in place by `next_batch`
+            // (definitions in it are replaced there).
+            std::mem::swap(&mut self.spare, items);
+            items.clear();
+            return;
+        }
+        for item in items.drain(..) {
+            self.recycle(item);
+        }
+    }
+}
+
+/// Written events kept for reuse at most (`recycle`).
+const SPARE_EVENTS: usize = 1024;
+
+impl LttReader {
+    /// The next event of the trace (not a restored stream), merged by time,
+    /// decoded into `e` (a recycled event: its lists are refilled); false
+    /// at the end.
+    #[inline]
+    fn fill_event(&mut self, e: &mut Event) -> Result<bool> {
         let t = &self.opened.trace;
         let merge = match &mut self.merge {
             Some(m) => m,
             None => self.merge.insert(Merge::new(t, &mut self.diags)),
         };
         loop {
-            let Some((ci, ev)) = merge.next(t, &mut self.diags) else {
-                return Ok(None);
+            let Some(ci) = merge.next_index(t, &mut self.diags) else {
+                return Ok(false);
+            };
+            let cur = &merge.cursors[ci];
+            let Some(ev) = cur.head() else {
+                return Ok(false);
             };
             let Some(info) = t.info(ev.id) else { continue };
-            let cur = &merge.cursors[ci];
             let tf = &t.files[cur.file_idx];
             let payload = &cur.buf[ev.start..ev.end];
-            // A recycled event's field list and stream name are refilled.
-            let mut e = self.spare.pop().unwrap_or_default();
             e.fields.clear();
             let plain = info
                 .scalars
@@ -368,17 +456,7 @@ impl TraceReader for LttReader {
                 None => e.stream = Some(tf.rel.clone()),
             }
             e.extras.clear();
-            return Ok(Some(Item::Event(e)));
-        }
-    }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        &self.diags
-    }
-    fn recycle(&mut self, item: Item) {
-        if let Item::Event(e) = item {
-            if self.spare.len() < 1024 {
-                self.spare.push(e);
-            }
+            return Ok(true);
         }
     }
 }

@@ -811,11 +811,29 @@ impl Cursor {
     /// stays None at the end of the file.
     fn fill(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) {
         loop {
-            self.head = self.step(t, diags);
-            if self.head.is_some() || !self.load_block(t, diags) {
+            if self.step(t, diags) {
+                return;
+            }
+            self.head = None;
+            if !self.load_block(t, diags) {
                 return;
             }
         }
+    }
+
+    /// [`Self::peek`] by reference.
+    #[inline]
+    fn peek_ref(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<&RawEv> {
+        if self.head.is_none() {
+            self.fill(t, diags);
+        }
+        self.head.as_ref()
+    }
+
+    /// The event handed out last by [`Merge::next_index`] for this cursor.
+    #[inline]
+    pub fn head(&self) -> Option<&RawEv> {
+        self.head.as_ref()
     }
 
     #[inline]
@@ -1073,11 +1091,15 @@ impl Cursor {
     }
 
     /// The next event of the current block (block_start, its events,
-    /// block_end); None when the block is done.
-    fn step(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<RawEv> {
+    /// block_end) into `head`; false when the block is done. Written in
+    /// place, field by field: `head` is read right after, and a whole
+    /// struct copied out of a return value stalls on its fresh stores.
+    fn step(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> bool {
         let tf = &t.files[self.file_idx];
         let bo = t.bo;
-        let w = self.walk.as_mut()?;
+        let Some(w) = self.walk.as_mut() else {
+            return false;
+        };
         let (k, off) = (w.k, w.off);
         let pos = |o: usize| Position::at(&tf.path, off + o as u64, Some(k));
         let (time, counter, id, start, end) = loop {
@@ -1159,19 +1181,20 @@ impl Cursor {
                         break (w.t1, w.c1, ID_BLOCK_END, w.e_off + HDR, w.e_off + FRAME);
                     }
                 }
-                Step::Done => return None,
+                Step::Done => return false,
             }
         };
         let seq = self.seq;
         self.seq += 1;
-        Some(RawEv {
+        self.head = Some(RawEv {
             time,
             counter,
             id,
             start,
             end,
             seq,
-        })
+        });
+        true
     }
 }
 
@@ -1214,8 +1237,21 @@ impl Merge {
     /// The next event: (cursor index, event). The payload lives in
     /// `self.cursors[i].buf` until the next call.
     pub fn next(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<(usize, RawEv)> {
+        let i = self.next_index(t, diags)?;
+        Some((i, self.cursors[i].head?))
+    }
+
+    /// [`Self::next`] without copying the event out: it is
+    /// `self.cursors[i].head` (Some), until the next call.
+    #[inline]
+    pub fn next_index(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<usize> {
         let i = match self.pending.take() {
-            Some(i) => match self.cursors[i].peek(t, diags) {
+            Some(i) => match {
+                // The event handed out last is done with.
+                let c = &mut self.cursors[i];
+                c.head = None;
+                c.peek_ref(t, diags)
+            } {
                 Some(e) => {
                     let key = Reverse((e.time, i, e.seq));
                     match self.heap.peek_mut() {
@@ -1232,8 +1268,9 @@ impl Merge {
             },
             None => self.heap.pop()?.0 .1,
         };
-        let ev = self.cursors[i].next(t, diags)?;
+        // Peeked when it was queued: the cursor's head is its event.
+        self.cursors[i].head.as_ref()?;
         self.pending = Some(i);
-        Some((i, ev))
+        Some(i)
     }
 }
