@@ -160,6 +160,8 @@ pub struct TimelineWriter {
     inst_names: HashMap<(IndomId, InstId), String>,
     sample_types: HashMap<(MetricId, InstId), Msg>,
     written: u64,
+    /// Events written without some of their fields (one loss line).
+    lost_field_events: u64,
     loss: LossReport,
     /// The source's raw clock counts cycles (`model::keys::RAW_CLOCK`): it
     /// goes into the tsc field. Any other (DLT 0.1 ms ticks, unknown) does
@@ -303,6 +305,7 @@ impl TimelineWriter {
             inst_names: HashMap::new(),
             sample_types: HashMap::new(),
             written: 0,
+            lost_field_events: 0,
             loss: LossReport::default(),
             raw_is_cycles: hx
                 .str(crate::model::keys::RAW_CLOCK)
@@ -596,7 +599,7 @@ impl TimelineWriter {
         if self.cursor == self.n as u64 && self.n < self.grow_to {
             self.grow();
         }
-        let s = (self.cursor % self.n as u64) as usize;
+        let s = self.ring_slot(self.cursor);
         self.cursor += 1;
         if self.used[s] {
             self.loss.drop_item(
@@ -605,6 +608,18 @@ impl TimelineWriter {
             );
         }
         Some(s)
+    }
+
+    /// The slot of the `k`th entry: a mask for the usual power-of-two
+    /// ring (a division per entry shows).
+    #[inline]
+    fn ring_slot(&self, k: u64) -> usize {
+        let n = self.n as u64;
+        (if n.is_power_of_two() {
+            k & (n - 1)
+        } else {
+            k % n
+        }) as usize
     }
 
     fn arg_u64(&mut self, v: &Value) -> u64 {
@@ -680,11 +695,13 @@ impl TimelineWriter {
             self.run_first = slot;
             self.run.reserve(RUN_ENTRIES * ENTRY_SIZE);
         }
-        let mut b = [0u8; ENTRY_SIZE];
-        for (d, w) in b.chunks_exact_mut(8).zip(e) {
+        // Word by word into the run (an entry built on the stack and
+        // copied whole would be read back before its stores settle).
+        let at = self.run.len();
+        self.run.resize(at + ENTRY_SIZE, 0);
+        for (d, w) in self.run[at..].chunks_exact_mut(8).zip(e) {
             d.copy_from_slice(&w.to_le_bytes());
         }
-        self.run.extend_from_slice(&b);
         Ok(())
     }
 
@@ -701,12 +718,9 @@ impl TimelineWriter {
             self.loss.drop_item("events", why);
             return Ok(());
         }
-        if tm.lost_fields > 0 {
-            self.loss.degrade(
-                "events",
-                "fields that are not numeric or beyond the timeline's arg count dropped",
-            );
-        }
+        // Counted here, reported at `finish` (a loss line per event is a
+        // search of the report's keys).
+        self.lost_field_events += (tm.lost_fields > 0) as u64;
         // Most events carry no extras (only a timeline source has them):
         // no key is looked up then.
         let none = ev_extras.is_empty();
@@ -1073,6 +1087,15 @@ impl TraceWriter for TimelineWriter {
         let written = self.written;
         self.write_rest()?;
         let mut loss = std::mem::take(&mut self.loss);
+        if self.lost_field_events > 0 {
+            *loss
+                .degraded
+                .entry((
+                    "events".into(),
+                    "fields that are not numeric or beyond the timeline's arg count dropped".into(),
+                ))
+                .or_default() += self.lost_field_events;
+        }
         loss.wrote("events", written);
         Ok(loss)
     }
