@@ -257,23 +257,30 @@ pub fn decode_scalars(fields: &[Ty], b: &[u8], bo: Bo) -> Option<Vec<Value>> {
 /// [`decode_scalars`] appending to `v` (a reused list); false, with `v`
 /// holding a part, when the payload is not plain numbers or too short.
 pub fn decode_scalars_into(fields: &[Ty], b: &[u8], bo: Bo, v: &mut Vec<Value>) -> bool {
-    let mut step = || -> Option<()> {
-        let mut at = 0;
-        for t in fields {
-            let (n, x) = match t {
-                Ty::Int(n) => (*n, Value::I64(sext(bo.uint(b, at, *n)?, *n))),
-                Ty::Uint(n) => (*n, Value::U64(bo.uint(b, at, *n)?)),
-                Ty::Enum { size, .. } => (*size, Value::Enum(bo.uint(b, at, *size)? as i64)),
-                Ty::Float(4) => (4, Value::F32(f32::from_bits(bo.u32(b, at)?))),
-                Ty::Float(n) => (*n, Value::F64(f64::from_bits(bo.uint(b, at, *n)?))),
-                _ => return None,
-            };
-            at += n as usize;
-            v.push(x);
-        }
-        Some(())
-    };
-    step().is_some()
+    v.reserve(fields.len());
+    let mut at = 0;
+    for t in fields {
+        let (n, bits) = match *t {
+            Ty::Int(n) | Ty::Uint(n) | Ty::Float(n) | Ty::Enum { size: n, .. } => {
+                match bo.uint(b, at, n) {
+                    Some(x) => (n, x),
+                    None => return false,
+                }
+            }
+            _ => return false,
+        };
+        at += n as usize;
+        // Pushed from registers: the variant is picked by a plain switch
+        // on the type below, not built per arm and copied.
+        v.push(match *t {
+            Ty::Int(_) => Value::I64(sext(bits, n)),
+            Ty::Uint(_) => Value::U64(bits),
+            Ty::Enum { .. } => Value::Enum(bits as i64),
+            Ty::Float(4) => Value::F32(f32::from_bits(bits as u32)),
+            _ => Value::F64(f64::from_bits(bits)),
+        });
+    }
+    true
 }
 
 /// Decode a payload into a model value. Unions become

@@ -154,6 +154,7 @@ pub struct TimelineWriter {
     magic32: u32,
     minor: u16,
     cursor: u64,
+    /// Slots written, when the file is rewritten slot for slot (`preserve`).
     used: Vec<bool>,
     types: TypeTable,
     metrics: HashMap<MetricId, MetricDesc>,
@@ -296,7 +297,8 @@ impl TimelineWriter {
             magic32: 0,
             minor: 0,
             cursor: 0,
-            used: vec![false; n],
+            // Only a file rewritten slot for slot looks slots up.
+            used: if preserve { vec![false; n] } else { Vec::new() },
             types: TypeTable {
                 small: Vec::new(),
                 large: HashMap::new(),
@@ -573,7 +575,6 @@ impl TimelineWriter {
         // Slots sit at fixed offsets: nothing written moves (the table is
         // written at the end).
         self.strings_start = HEADER_SIZE + n * ENTRY_SIZE;
-        self.used.resize(n, false);
         self.n = n;
     }
 
@@ -599,9 +600,12 @@ impl TimelineWriter {
         if self.cursor == self.n as u64 && self.n < self.grow_to {
             self.grow();
         }
+        // Slots are taken in order (the ring grows only when it is full):
+        // a slot is taken again once the ring has gone round.
+        let again = self.cursor >= self.n as u64;
         let s = self.ring_slot(self.cursor);
         self.cursor += 1;
-        if self.used[s] {
+        if again {
             self.loss.drop_item(
                 "events",
                 "overwritten: the ring keeps only the newest entries",
@@ -729,7 +733,9 @@ impl TimelineWriter {
             self.loss.drop_item("events", "no free ring slot");
             return Ok(());
         };
-        self.used[slot] = true;
+        if self.preserve {
+            self.used[slot] = true;
+        }
         let raw_args: Option<&[ExtraValue]> = match self.preserve && !none {
             true => match ev_extras.get(keys::ARGS) {
                 Some(ExtraValue::List(l)) => Some(l),
