@@ -159,6 +159,72 @@ fn smp_example_structure() {
     assert_eq!(hd.host.as_deref(), Some("thales.casi.polymtl.ca"));
 }
 
+/// Every item of a stream, as text (items have no `PartialEq`).
+fn items_one_by_one(mut r: Box<dyn TraceReader>) -> Vec<String> {
+    let mut v = Vec::new();
+    while let Some(it) = r.next_item().unwrap() {
+        v.push(format!("{it:?}"));
+        r.recycle(it);
+    }
+    v
+}
+
+/// The same stream in runs of `max` (`next_batch`), each run given back
+/// (`recycle_batch`: the reader refills its events in place), with a
+/// `next_item` between runs now and then.
+fn items_in_runs(mut r: Box<dyn TraceReader>, max: usize) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut run = Vec::new();
+    for k in 0.. {
+        let more = r.next_batch(&mut run, max).unwrap();
+        assert!(run.len() <= max);
+        v.extend(run.iter().map(|it| format!("{it:?}")));
+        r.recycle_batch(&mut run);
+        assert!(run.is_empty());
+        if !more {
+            break;
+        }
+        if k % 5 == 4 {
+            match r.next_item().unwrap() {
+                Some(it) => {
+                    v.push(format!("{it:?}"));
+                    r.recycle(it);
+                }
+                None => break,
+            }
+        }
+    }
+    assert!(r.next_item().unwrap().is_none());
+    v
+}
+
+/// Runs of items are the items one by one: the LTT reader's own runs
+/// (events decoded into recycled ones in place), and through the stages a
+/// conversion into a timeline adds (framing left out, raw clocks dropped).
+#[test]
+fn runs_of_items_are_the_items_one_by_one() {
+    use polytrace::options::{ReadOptions, WriteOptions};
+    let open = || {
+        polytrace::formats::get(FormatId::Ltt)
+            .open(&Input::resolve(&smp()).unwrap(), &ReadOptions::default())
+            .unwrap()
+    };
+    let to = polytrace::formats::get(FormatId::Timeline);
+    let adapted = || polytrace::pipeline::adapt(open(), to, &WriteOptions::default()).0;
+    let one = items_one_by_one(open());
+    // 22 event types, then every event, framing included.
+    assert_eq!(one.len(), 22 + 173_157);
+    let one_adapted = items_one_by_one(adapted());
+    assert_eq!(one_adapted.len(), 18 + 173_151);
+    for max in [1, 7, 256, 1000] {
+        assert!(items_in_runs(open(), max) == one, "runs of {max} differ");
+        assert!(
+            items_in_runs(adapted(), max) == one_adapted,
+            "adapted runs of {max} differ"
+        );
+    }
+}
+
 #[test]
 fn checksum_vectors() {
     let dir = common::corpus().join("ltt/checksum-vectors");

@@ -1,6 +1,6 @@
-//! Memory-mapped inputs (timeline, MMV): the same listing whether the file
-//! is mapped or copied, and a clear error, not SIGBUS, when another program
-//! truncates the file while it is being read.
+//! Memory-mapped inputs (timeline, MMV, LTT tracefiles): the same listing
+//! whether the file is mapped or copied, and a clear error, not SIGBUS,
+//! when another program truncates the file while it is being read.
 
 mod common;
 use common::{bin, corpus};
@@ -233,4 +233,79 @@ fn cut_before_reading_is_refused_by_the_size_check() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+/// A copy of the corpus LTT trace: its two tracefiles (1 MB each) are
+/// mapped, its empty control files read.
+fn smp_copy(dir: &Path) -> PathBuf {
+    let src = corpus().join("ltt/smp_example");
+    let dst = dir.join("smp");
+    for sub in ["info", "eventdefs", "control", "cpu"] {
+        std::fs::create_dir_all(dst.join(sub)).unwrap();
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dst.join(sub).join(e.file_name())).unwrap();
+        }
+    }
+    dst
+}
+
+#[test]
+fn ltt_mapped_and_copied_list_and_convert_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let smp = smp_copy(dir.path());
+    let (mapped, copied) = (dump(&smp, false), dump(&smp, true));
+    assert!(mapped.status.success() && copied.status.success());
+    assert_eq!(mapped.stdout.len(), 14_896_841);
+    assert!(mapped.stdout == copied.stdout, "listings differ");
+    let convert = |out: &Path, no_mmap: bool| {
+        let mut c = Command::new(bin());
+        c.args(["convert", "-q", "--to", "timeline", "-o"])
+            .arg(out)
+            .arg(&smp)
+            .env_remove("POLYTRACE_NO_MMAP");
+        if no_mmap {
+            c.env("POLYTRACE_NO_MMAP", "1");
+        }
+        assert!(c.status().unwrap().success());
+        std::fs::read(out).unwrap()
+    };
+    let a = convert(&dir.path().join("a.timeline"), false);
+    let b = convert(&dir.path().join("b.timeline"), true);
+    assert!(a.len() > 11_000_000 && a == b, "timelines differ");
+}
+
+#[test]
+fn ltt_tracefile_truncated_while_mapped_is_an_error_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    let smp = smp_copy(dir.path());
+    let mut child = Command::new(bin())
+        .arg("dump")
+        .arg(&smp)
+        .env_remove("POLYTRACE_NO_MMAP")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // The 15 MB listing goes into a 64 KB pipe: once its first bytes
+    // arrive, the dump waits in the first 64 KB of each tracefile's block.
+    let mut first = [0u8; 4096];
+    stdout.read_exact(&mut first).unwrap();
+    let cpu1 = smp.join("cpu/1");
+    cut_to_64k(&cpu1);
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let err = fails_with_2(child);
+    assert!(
+        err.starts_with(&format!("polytrace: error: {}: byte ", cpu1.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("the file shrank while it was being read"),
+        "{err}"
+    );
+    // The listing stopped (173,157 lines when whole).
+    let lines = first.iter().chain(&rest).filter(|&&b| b == b'\n').count();
+    assert!(lines < 173_157, "{lines} lines");
 }

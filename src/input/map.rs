@@ -1,5 +1,7 @@
 //! Whole-file inputs as bytes: a read-only memory map of a regular file on
-//! a local file system, else a copy in memory.
+//! a local file system, else a copy in memory ([`read_file`]); or only the
+//! map, the caller reading the file itself otherwise ([`map_file`], LTT
+//! tracefiles).
 //!
 //! A mapped file that another program truncates while we read it would end
 //! the process with SIGBUS on the first page past the new end. A SIGBUS
@@ -44,6 +46,31 @@ impl Bytes {
     pub fn is_mapped(&self) -> bool {
         matches!(self, Bytes::Mapped(_))
     }
+
+    /// The pages wholly inside `range` are done with: they leave this
+    /// process's resident set (read again from the page cache if touched),
+    /// so reading a large mapped file front to back keeps memory flat.
+    /// Nothing for a copy.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        let Bytes::Mapped(m) = self else { return };
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => return,
+        };
+        // The map starts on a page boundary (offset 0 of the file).
+        let start = range.start.div_ceil(page) * page;
+        let end = range.end.min(m.map.len()) / page * page;
+        if end > start {
+            // SAFETY: a read-only shared map of a file: dropping its page
+            // table entries changes no byte anyone reads (a later access
+            // maps the file's page again). A failure is harmless.
+            let _ = unsafe {
+                m.map
+                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
 }
 
 impl From<Vec<u8>> for Bytes {
@@ -62,6 +89,18 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         unregister(self.slot);
     }
+}
+
+/// Map the open file `f` whole (`name` is what messages call it) when that
+/// is safe (a regular file of at least [`MAP_MIN`] bytes on a local file
+/// system, a free slot); None: the caller reads it instead. The map is as
+/// long as the file is now.
+pub fn map_file(f: &File, name: &Path) -> Option<Bytes> {
+    let md = f.metadata().ok()?;
+    if md.is_file() && md.len() >= MAP_MIN && mappable(f) {
+        return map(f, md.len(), name).map(Bytes::Mapped);
+    }
+    None
 }
 
 /// Read the file at `path` (`name` is what messages call it) whole: mapped

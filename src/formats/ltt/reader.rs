@@ -6,6 +6,7 @@ use super::layout::{self, Bo, FRAME, HDR, ID_BLOCK_END, ID_BLOCK_START, ID_HEART
 use super::system::{self, SystemInfo};
 use super::{keys, paths};
 use crate::error::{Diagnostic, Error, Position, Result};
+use crate::input::map::Bytes;
 use crate::model::{EventType, ExtraValue, Extras, Field, FormatId, Header};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -61,7 +62,9 @@ pub struct Trace {
     pub facilities: Vec<Facility>,
     pub bases: Vec<Option<u32>>,
     pub events: Vec<EvInfo>,
-    /// id → index into `events`, u32::MAX when unknown.
+    /// id → index into `events`, u32::MAX when unknown; as long as the
+    /// largest known id needs (a full 65,536-entry table is 256 KB to fill
+    /// at every open), ids past its end are unknown.
     pub table: Vec<u32>,
     pub files: Vec<TraceFile>,
     pub eventdefs_raw: Vec<(String, Vec<u8>)>,
@@ -339,7 +342,7 @@ impl Trace {
             bases: vec![None; facilities.len()],
             facilities,
             events: Vec::new(),
-            table: vec![NONE; 65536],
+            table: Vec::new(),
             files,
             eventdefs_raw,
             bookmarks,
@@ -356,14 +359,14 @@ impl Trace {
 
     fn set_builtins_flat(&mut self) {
         self.events.clear();
-        self.table = vec![NONE; 65536];
+        self.table.clear();
         for id in [0u16, 17, 18, 19] {
             self.push_builtin(id);
         }
     }
 
     fn push_builtin(&mut self, id: u16) {
-        self.table[id as usize] = self.events.len() as u32;
+        Self::set_index(&mut self.table, id, self.events.len() as u32);
         self.events.push(EvInfo {
             id,
             fac: None,
@@ -473,7 +476,7 @@ impl Trace {
 
     fn build_table(&mut self) -> Result<()> {
         self.events.clear();
-        self.table = vec![NONE; 65536];
+        self.table.clear();
         let arch = self.sys.arch;
         for (fi, f) in self.facilities.iter().enumerate() {
             let Some(base) = self.bases[fi] else { continue };
@@ -488,7 +491,7 @@ impl Trace {
                     break;
                 }
                 let id = id as u16;
-                if self.table[id as usize] != NONE {
+                if self.index_of(id) != NONE {
                     self.diags.push(Diagnostic::warning(
                         Position::new(&fpath),
                         format!(
@@ -532,7 +535,7 @@ impl Trace {
                         ty = flat;
                     }
                 }
-                self.table[id as usize] = self.events.len() as u32;
+                Self::set_index(&mut self.table, id, self.events.len() as u32);
                 self.events.push(EvInfo {
                     id,
                     fac: Some(fi),
@@ -547,11 +550,23 @@ impl Trace {
             }
         }
         for id in [0u16, 17, 18, 19] {
-            if self.table[id as usize] == NONE {
+            if self.index_of(id) == NONE {
                 self.push_builtin(id);
             }
         }
         Ok(())
+    }
+
+    fn index_of(&self, id: u16) -> u32 {
+        self.table.get(id as usize).copied().unwrap_or(NONE)
+    }
+
+    fn set_index(table: &mut Vec<u32>, id: u16, i: u32) {
+        let at = id as usize;
+        if table.len() <= at {
+            table.resize(at + 1, NONE);
+        }
+        table[at] = i;
     }
 
     pub fn info(&self, id: u16) -> Option<&EvInfo> {
@@ -749,7 +764,26 @@ impl Walk {
     }
 }
 
-/// Walks one tracefile block by block; holds one block in memory.
+/// The current block's bytes: a range of the tracefile mapped whole, or a
+/// copy read from it.
+pub enum Block {
+    Copy(Vec<u8>),
+    Mapped { map: Bytes, at: usize, len: usize },
+}
+
+impl std::ops::Deref for Block {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Block::Copy(v) => v,
+            Block::Mapped { map, at, len } => &map[*at..*at + *len],
+        }
+    }
+}
+
+/// Walks one tracefile block by block; holds one block in memory (a
+/// mapped file's pages are released once their block is walked).
 pub struct Cursor {
     pub file_idx: usize,
     file: Option<File>,
@@ -761,7 +795,7 @@ pub struct Cursor {
     /// (counts, ns) of the last whole block, to time a partial block that
     /// lost its block_end.
     rate: Option<(u64, u64)>,
-    pub buf: Vec<u8>,
+    pub buf: Block,
     walk: Option<Walk>,
     /// The event `peek` returned, until `next` takes it.
     head: Option<RawEv>,
@@ -787,7 +821,7 @@ impl Cursor {
             partial,
             block: 0,
             rate: None,
-            buf: Vec::new(),
+            buf: Block::Copy(Vec::new()),
             walk: None,
             head: None,
             seq: 0,
@@ -847,8 +881,8 @@ impl Cursor {
         self.walk = None;
         let last = self.block == self.nblocks && self.partial > 0;
         if self.block >= self.nblocks && !last {
-            // Done with this file: give its block buffer back.
-            self.buf = Vec::new();
+            // Done with this file: give its block buffer (or map) back.
+            self.buf = Block::Copy(Vec::new());
             self.file = None;
             return false;
         }
@@ -867,7 +901,18 @@ impl Cursor {
         let off = k * t.sys.block_size;
         if self.file.is_none() {
             match File::open(&tf.path) {
-                Ok(f) => self.file = Some(f),
+                Ok(f) => {
+                    // Mapped where that is safe (input::map): no block is
+                    // copied, no buffer zeroed; else read block by block.
+                    if let Some(m) = crate::input::map::map_file(&f, &tf.path) {
+                        self.buf = Block::Mapped {
+                            map: m,
+                            at: 0,
+                            len: 0,
+                        };
+                    }
+                    self.file = Some(f);
+                }
                 Err(e) => {
                     diags.push(Diagnostic::salvaged(
                         Position::new(&tf.path),
@@ -878,12 +923,30 @@ impl Cursor {
                 }
             }
         }
-        self.buf.resize(b, 0);
-        let rd = self.file.as_mut().map(|f| {
-            f.seek(SeekFrom::Start(off))
-                .and_then(|_| f.read_exact(&mut self.buf))
-        });
-        if let Some(Err(e)) = rd {
+        let rd = match &mut self.buf {
+            Block::Mapped { map, at, len } => {
+                map.release(*at..*at + *len);
+                match usize::try_from(off + b as u64) {
+                    Ok(end) if end <= map.len() => {
+                        (*at, *len) = (end - b, b);
+                        Ok(())
+                    }
+                    // Shorter than when the trace was opened.
+                    _ => Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("the file ends at byte {}", map.len()),
+                    )),
+                }
+            }
+            Block::Copy(buf) => {
+                buf.resize(b, 0);
+                match self.file.as_mut() {
+                    Some(f) => f.seek(SeekFrom::Start(off)).and_then(|_| f.read_exact(buf)),
+                    None => Ok(()),
+                }
+            }
+        };
+        if let Err(e) = rd {
             diags.push(Diagnostic::salvaged(
                 Position::at(&tf.path, off, Some(k)),
                 format!("cannot read block: {e}"),
