@@ -162,6 +162,16 @@ mod tests {
         };
         assert!(r.next_item().unwrap().is_none());
         let n = loss.borrow().dropped.values().sum();
+        // In a run: the same value and the same loss line.
+        let loss2 = Rc::new(RefCell::new(LossReport::default()));
+        let mut r = RawClocks::wrap(stream(clock), source, target, &loss2);
+        let mut run = Vec::new();
+        assert!(!r.next_batch(&mut run, 10).unwrap());
+        let w = match run.as_slice() {
+            [Item::Annotation(a)] => a.raw_clock,
+            _ => panic!("{run:?}"),
+        };
+        assert_eq!((w, &*loss2.borrow()), (v, &*loss.borrow()));
         (v, n)
     }
 

@@ -241,7 +241,7 @@ mod tests {
                 ev(64),
             ],
         };
-        let mut u = Unframe::wrap(Box::new(VecReader::new(trace)));
+        let mut u = Unframe::wrap(Box::new(VecReader::new(trace.clone())));
         let mut kept = Vec::new();
         while let Some(it) = u.next_item().unwrap() {
             if let Item::Event(e) = it {
@@ -250,5 +250,25 @@ mod tests {
         }
         assert_eq!(kept, [3, 3, 65, 64]);
         assert_eq!(u.dropped(), 2);
+        // In runs: the same, whichever run a type and its events fall in
+        // (a run can come back empty and the stream go on).
+        for max in [1, 2, 3, 4, 100] {
+            let mut u = Unframe::wrap(Box::new(VecReader::new(trace.clone())));
+            let (mut kept, mut types, mut run) = (Vec::new(), 0, Vec::new());
+            loop {
+                let more = u.next_batch(&mut run, max).unwrap();
+                for it in run.drain(..) {
+                    match it {
+                        Item::Event(e) => kept.push(e.type_id),
+                        _ => types += 1,
+                    }
+                }
+                if !more {
+                    break;
+                }
+            }
+            assert_eq!(kept, [3, 3, 65, 64], "runs of {max}");
+            assert_eq!((types, u.dropped()), (2, 2), "runs of {max}");
+        }
     }
 }
