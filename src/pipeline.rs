@@ -255,24 +255,28 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
         let mut read_err = None;
         let mut writer_gone = false;
         loop {
-            let item = match reader.next_item() {
-                Ok(Some(item)) => item,
-                Ok(None) => break,
+            // Runs of a few items (`next_batch`), so that a batch closes
+            // near its item and value bounds.
+            let start = batch.len();
+            let more = match reader.next_batch(&mut batch, RUN_ITEMS.min(BATCH_ITEMS - start)) {
+                Ok(more) => more,
                 Err(e) => {
                     read_err = Some(e);
                     break;
                 }
             };
-            data += item.is_data() as u64;
-            values += weight(&item);
-            batch.push(item);
+            for item in &batch[start..] {
+                data += item.is_data() as u64;
+                values += weight(item);
+            }
+            if !more {
+                break;
+            }
             if batch.len() >= BATCH_ITEMS || values >= BATCH_VALUES {
                 // Give back what the writer is done with (once per batch:
                 // a channel operation per item would cost more than it saves).
                 while let Ok(mut b) = spent_rx.try_recv() {
-                    for item in b.drain(..) {
-                        reader.recycle(item);
-                    }
+                    reader.recycle_batch(&mut b);
                     spare.push(b);
                 }
                 let next = spare

@@ -692,16 +692,21 @@ pub trait TraceReader {
     /// stages instead of one per item. False once the stream has ended
     /// (what was appended, if anything, is its last); it may append fewer
     /// than `max`, even none, and return true. The items are exactly those
-    /// `next_item` would give; the default calls it. On an error the items
-    /// before it are appended.
+    /// `next_item` would give; on an error the items before it are
+    /// appended. The default gives one item (from `next_item`): large
+    /// items (wide samples) are best written one by one while they are in
+    /// the cache; a reader of small items gives runs.
     fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> crate::Result<bool> {
-        for _ in 0..max {
-            match self.next_item()? {
-                Some(item) => out.push(item),
-                None => return Ok(false),
-            }
+        if max == 0 {
+            return Ok(true);
         }
-        Ok(true)
+        match self.next_item()? {
+            Some(item) => {
+                out.push(item);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
     /// [`Self::recycle`] for every item of `items`, left empty.
     fn recycle_batch(&mut self, items: &mut Vec<Item>) {

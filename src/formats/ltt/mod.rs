@@ -340,14 +340,19 @@ impl TraceReader for LttReader {
     /// no event moved (an event is some 100 bytes; moving it right after
     /// its fields were written costs more than decoding it).
     fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        // Definitions, and a restored stream (its samples can be wide),
+        // item by item.
         if !self.pending.is_empty() || self.restore.is_some() {
-            for _ in 0..max {
-                match self.next_item()? {
-                    Some(it) => out.push(it),
-                    None => return Ok(false),
-                }
+            if max == 0 {
+                return Ok(true);
             }
-            return Ok(true);
+            return Ok(match self.next_item()? {
+                Some(it) => {
+                    out.push(it);
+                    true
+                }
+                None => false,
+            });
         }
         let start = out.len();
         if start == 0 && !self.spare.is_empty() {
@@ -359,7 +364,8 @@ impl TraceReader for LttReader {
         let mut n = start;
         while n - start < max {
             if n == out.len() {
-                out.push(Item::Event(Event::default()));
+                let it = self.spare.pop();
+                out.push(it.unwrap_or_else(|| Item::Event(Event::default())));
             }
             let r = match &mut out[n] {
                 Item::Event(e) => self.fill_event(e),
