@@ -626,7 +626,21 @@ impl TimelineWriter {
         }) as usize
     }
 
+    /// An A2 arg: integers as they are (the usual case inline, tested
+    /// first, not by a jump over every kind of value), the rest out of line.
+    #[inline]
     fn arg_u64(&mut self, v: &Value) -> u64 {
+        if let Value::U64(x) = *v {
+            return x;
+        }
+        match *v {
+            Value::I64(x) | Value::Enum(x) if x >= 0 => x as u64,
+            _ => self.arg_u64_rest(v),
+        }
+    }
+
+    #[inline(never)]
+    fn arg_u64_rest(&mut self, v: &Value) -> u64 {
         match *v {
             Value::U64(x) => x,
             Value::I64(x) | Value::Enum(x) => {
@@ -840,6 +854,7 @@ impl TimelineWriter {
         Ok(())
     }
 
+    #[inline]
     fn write_event(&mut self, ev: &Event) -> Result<()> {
         let Some(tm) = self.types.get(ev.type_id) else {
             self.loss.drop_item("events", "event type never defined");
