@@ -1309,26 +1309,26 @@ impl Merge {
     #[inline]
     pub fn next_index(&mut self, t: &Trace, diags: &mut Vec<Diagnostic>) -> Option<usize> {
         let i = match self.pending.take() {
-            Some(i) => match {
+            Some(i) => {
                 // The event handed out last is done with.
                 let c = &mut self.cursors[i];
                 c.head = None;
-                c.peek_ref(t, diags)
-            } {
-                Some(e) => {
-                    let key = Reverse((e.time, i, e.seq));
-                    match self.heap.peek_mut() {
-                        // Still the earliest (the usual case: events of
-                        // one tracefile come in runs): no heap traffic.
-                        Some(top) if key > *top => i,
-                        None => i,
-                        // Swap it in for the earliest (one sift, where a
-                        // push and a pop take two).
-                        Some(mut top) => std::mem::replace(&mut *top, key).0 .1,
+                match c.peek_ref(t, diags) {
+                    Some(e) => {
+                        let key = Reverse((e.time, i, e.seq));
+                        match self.heap.peek_mut() {
+                            // Still the earliest (the usual case: events of
+                            // one tracefile come in runs): no heap traffic.
+                            Some(top) if key > *top => i,
+                            None => i,
+                            // Swap it in for the earliest (one sift, where a
+                            // push and a pop take two).
+                            Some(mut top) => std::mem::replace(&mut *top, key).0 .1,
+                        }
                     }
+                    None => self.heap.pop()?.0 .1,
                 }
-                None => self.heap.pop()?.0 .1,
-            },
+            }
             None => self.heap.pop()?.0 .1,
         };
         // Peeked when it was queued: the cursor's head is its event.
