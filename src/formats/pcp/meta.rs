@@ -14,16 +14,71 @@ pub struct Desc {
     pub names: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct InDomRec {
     /// TYPE_INDOM_V2, TYPE_INDOM or TYPE_INDOM_DELTA.
     pub rtype: i32,
     pub stamp: Stamp,
     pub indom: u32,
-    /// (instance, name); name None = deleted (delta only).
-    pub entries: Vec<(i32, Option<String>)>,
+    /// Per entry its instance and its name's range in `names`; None =
+    /// deleted (delta only).
+    insts: Vec<(i32, Option<(u32, u32)>)>,
+    /// Every name of the record one after another (lossy UTF-8): two
+    /// allocations per record instead of one per instance (an archive's
+    /// `.meta` can hold hundreds of thousands of names).
+    names: String,
     /// Raw bytes of every name, in entry order, when some name is not UTF-8.
     pub raw_names: Option<Vec<Vec<u8>>>,
+}
+
+impl InDomRec {
+    /// Number of entries (instances, and deletions in a delta record).
+    pub fn len(&self) -> usize {
+        self.insts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.insts.is_empty()
+    }
+
+    /// (instance, name) in record order; name None = deleted (delta only).
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (i32, Option<&str>)> + Clone + '_ {
+        self.insts.iter().map(|&(id, r)| {
+            (
+                id,
+                r.map(|(a, b)| self.names.get(a as usize..b as usize).unwrap_or("")),
+            )
+        })
+    }
+
+    /// A record of these entries (tests, and code that builds records).
+    pub fn from_entries<'a>(
+        rtype: i32,
+        stamp: Stamp,
+        indom: u32,
+        entries: impl IntoIterator<Item = (i32, Option<&'a str>)>,
+    ) -> InDomRec {
+        let mut r = InDomRec {
+            rtype,
+            stamp,
+            indom,
+            ..InDomRec::default()
+        };
+        for (id, n) in entries {
+            let range = n.and_then(|n| r.push_name(n));
+            r.insts.push((id, range));
+        }
+        r
+    }
+
+    /// Append a name to the arena: its range, None if the arena would pass
+    /// 4 GiB (not reachable from a record, whose length is an i32).
+    fn push_name(&mut self, n: &str) -> Option<(u32, u32)> {
+        let a = u32::try_from(self.names.len()).ok()?;
+        let b = u32::try_from(self.names.len() + n.len()).ok()?;
+        self.names.push_str(n);
+        Some((a, b))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -170,8 +225,16 @@ pub fn parse(
                 return Err(trunc());
             }
             let strtab = &rec[str_at..body_end];
-            let mut entries = Vec::with_capacity(n);
-            let mut raw: Vec<Vec<u8>> = Vec::new();
+            let mut out = InDomRec {
+                rtype,
+                stamp,
+                indom,
+                insts: Vec::with_capacity(n),
+                // Names never take more than the string table (but for
+                // bytes a lossy decode widens).
+                names: String::with_capacity(strtab.len()),
+                raw_names: None,
+            };
             let mut non_utf8 = false;
             for i in 0..n {
                 let inst = bei32(rec, insts_at + 4 * i).ok_or_else(trunc)?;
@@ -189,7 +252,7 @@ pub fn parse(
                             indom_str(indom)
                         )));
                     }
-                    entries.push((inst, None));
+                    out.insts.push((inst, None));
                     continue;
                 }
                 if sidx < 0 || sidx as usize >= strtab.len() {
@@ -198,19 +261,29 @@ pub fn parse(
                         indom_str(indom)
                     )));
                 }
-                let s = &strtab[sidx as usize..];
-                let e = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-                non_utf8 |= std::str::from_utf8(&s[..e]).is_err();
-                raw.push(s[..e].to_vec());
-                entries.push((inst, Some(String::from_utf8_lossy(&s[..e]).into_owned())));
+                let name = cstr(&strtab[sidx as usize..]);
+                let range = match std::str::from_utf8(name) {
+                    Ok(n) => out.push_name(n),
+                    Err(_) => {
+                        non_utf8 = true;
+                        out.push_name(&String::from_utf8_lossy(name))
+                    }
+                };
+                let range = range.ok_or_else(|| bad("instance names too long"))?;
+                out.insts.push((inst, Some(range)));
             }
-            Ok(MetaRec::InDom(InDomRec {
-                rtype,
-                stamp,
-                indom,
-                entries,
-                raw_names: non_utf8.then_some(raw),
-            }))
+            // The raw bytes are kept only when some name needs them.
+            if non_utf8 {
+                let raw = (0..n)
+                    .filter_map(|i| {
+                        let sidx = bei32(rec, insts_at + 4 * n + 4 * i)?;
+                        let at = usize::try_from(sidx).ok()?;
+                        Some(cstr(&strtab[at..]).to_vec())
+                    })
+                    .collect();
+                out.raw_names = Some(raw);
+            }
+            Ok(MetaRec::InDom(out))
         }
         TYPE_LABEL_V2 | TYPE_LABEL => {
             let (stamp, mut o) = timed(TYPE_LABEL_V2, "label", diags)?;
@@ -280,4 +353,9 @@ pub fn parse(
         }
         t => Err(bad(&format!("unknown metadata record type {t}"))),
     }
+}
+
+/// `s` up to its first NUL (libpcp reads names as C strings).
+fn cstr(s: &[u8]) -> &[u8] {
+    &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]
 }

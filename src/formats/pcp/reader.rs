@@ -74,20 +74,25 @@ pub fn label_target(ltype: i32, ident: u32) -> LabelTarget {
     }
 }
 
-/// Model items of one metadata record.
-pub fn meta_items(r: &MetaRec) -> Vec<Item> {
+/// Model items of one metadata record, into `out`; `spare` lends buffers
+/// of items the writer is done with, so that an archive's many instance
+/// names are copied into old strings instead of new ones.
+fn meta_items(r: MetaRec, spare: &mut Spare, out: &mut VecDeque<Item>) {
     match r {
         MetaRec::Desc(d) => {
-            let mut md = MetricDesc::new(
-                d.pmid,
-                "",
-                ValueType::from_pcp_code(d.vtype),
-                Semantics::from_pcp_code(d.sem),
-                Units::from_word(d.units),
-            );
-            md.names = d.names.clone();
-            md.indom = (d.indom != PM_INDOM_NULL).then_some(d.indom);
-            vec![Item::Metric(Arc::new(md))]
+            // The record's names move into the descriptor (no copy).
+            let md = MetricDesc {
+                id: d.pmid,
+                names: d.names,
+                vtype: ValueType::from_pcp_code(d.vtype),
+                sem: Semantics::from_pcp_code(d.sem),
+                units: Units::from_word(d.units),
+                indom: (d.indom != PM_INDOM_NULL).then_some(d.indom),
+                help_short: None,
+                help_long: None,
+                extras: Extras::default(),
+            };
+            out.push_back(Item::Metric(Arc::new(md)));
         }
         MetaRec::Text(t) => {
             let target = if t.ttype & PM_TEXT_INDOM != 0 {
@@ -95,85 +100,91 @@ pub fn meta_items(r: &MetaRec) -> Vec<Item> {
             } else {
                 HelpTarget::Metric(t.ident)
             };
-            vec![Item::Help(Help {
+            out.push_back(Item::Help(Help {
                 target,
                 oneline: t.ttype & PM_TEXT_ONELINE != 0,
-                text: t.text.clone(),
-            })]
+                text: t.text,
+            }));
         }
         MetaRec::InDom(i) => {
             let delta = i.rtype == TYPE_INDOM_DELTA;
-            let mut extras = Extras::default();
-            let mut instances = Vec::new();
-            let mut removed = Vec::new();
-            for (id, name) in &i.entries {
+            let mut u = spare.indoms.pop().unwrap_or_else(|| IndomUpdate {
+                time: Timestamp(0),
+                id: 0,
+                kind: IndomKind::Full,
+                instances: Vec::new(),
+                removed: Vec::new(),
+                extras: Extras::default(),
+            });
+            u.time = Timestamp(i.stamp.ns());
+            u.id = i.indom;
+            u.kind = if delta {
+                IndomKind::Delta
+            } else {
+                IndomKind::Full
+            };
+            u.extras.clear();
+            u.instances.reserve(i.len());
+            for (id, name) in i.entries() {
                 match name {
-                    Some(n) => instances.push(Instance {
-                        id: *id,
-                        name: n.clone(),
+                    Some(n) => u.instances.push(Instance {
+                        id,
+                        name: spare.string(n),
                     }),
-                    None => removed.push(*id),
+                    None => u.removed.push(id),
                 }
             }
             if let Some(raw) = &i.raw_names {
-                extras.set(
+                u.extras.set(
                     X_RAW_NAMES,
                     ExtraValue::List(raw.iter().map(|b| ExtraValue::Bytes(b.clone())).collect()),
                 );
             }
             if delta {
-                extras.set(
+                u.extras.set(
                     X_DELTA_ORDER,
                     ExtraValue::List(
-                        i.entries
-                            .iter()
-                            .map(|(id, _)| ExtraValue::I64(*id as i64))
+                        i.entries()
+                            .map(|(id, _)| ExtraValue::I64(id as i64))
                             .collect(),
                     ),
                 );
             }
-            vec![Item::Indom(IndomUpdate {
-                time: Timestamp(i.stamp.ns()),
-                id: i.indom,
-                kind: if delta {
-                    IndomKind::Delta
-                } else {
-                    IndomKind::Full
-                },
-                instances,
-                removed,
-                extras,
-            })]
+            out.push_back(Item::Indom(u));
         }
-        MetaRec::Label(l) => l
-            .sets
-            .iter()
-            .map(|s| {
-                let json = String::from_utf8_lossy(&s.json).into_owned();
-                let sub = |o: u16, n: usize| {
+        MetaRec::Label(l) => {
+            for s in &l.sets {
+                let mut ls = spare.labels.pop().unwrap_or_else(|| LabelSet {
+                    time: None,
+                    target: LabelTarget::Context,
+                    inst: 0,
+                    json: String::new(),
+                    labels: Vec::new(),
+                });
+                ls.time = Some(Timestamp(l.stamp.ns()));
+                ls.target = label_target(l.ltype, l.ident);
+                ls.inst = s.inst as i32;
+                let mut json = spare.string("");
+                json.push_str(&String::from_utf8_lossy(&s.json));
+                ls.json = json;
+                let sub = |spare: &mut Spare, o: u16, n: usize| {
                     let o = o as usize;
-                    s.json
-                        .get(o..o.saturating_add(n))
-                        .map(|b| String::from_utf8_lossy(b).into_owned())
-                        .unwrap_or_default()
+                    match s.json.get(o..o.saturating_add(n)) {
+                        Some(b) => spare.string(&String::from_utf8_lossy(b)),
+                        None => spare.string(""),
+                    }
                 };
-                Item::Labels(LabelSet {
-                    time: Some(Timestamp(l.stamp.ns())),
-                    target: label_target(l.ltype, l.ident),
-                    inst: s.inst as i32,
-                    json,
-                    labels: s
-                        .labels
-                        .iter()
-                        .map(|x| Label {
-                            name: sub(x.name_off, x.name_len as usize),
-                            value: sub(x.value_off, x.value_len as usize),
-                            flags: x.flags as u32,
-                        })
-                        .collect(),
-                })
-            })
-            .collect(),
+                for x in &s.labels {
+                    let label = Label {
+                        name: sub(spare, x.name_off, x.name_len as usize),
+                        value: sub(spare, x.value_off, x.value_len as usize),
+                        flags: x.flags as u32,
+                    };
+                    ls.labels.push(label);
+                }
+                out.push_back(Item::Labels(ls));
+            }
+        }
     }
 }
 
@@ -329,8 +340,13 @@ pub struct PcpReader {
     header: Header,
     /// PM_TYPE of each metric (looked up per value set).
     types: HashMap<u32, i32, BuildHasherDefault<IntHasher>>,
-    pending: VecDeque<Item>,
-    timed: VecDeque<(i64, Item)>,
+    /// Descriptors and help, in file order: made into items first.
+    untimed: VecDeque<MetaRec>,
+    /// Time-stamped metadata (instance domains, label sets) in file order,
+    /// made into items before the first result at or after their time.
+    timed: VecDeque<(i64, MetaRec)>,
+    /// Items of the metadata record being handed out.
+    meta_out: VecDeque<Item>,
     held: Option<Item>,
     /// Event records polytrace wrote, turned back into events.
     events: Option<EventDecoder>,
@@ -353,9 +369,6 @@ pub struct PcpReader {
     index_ok: bool,
     /// Items were handed out: no verbatim copy any more.
     started: bool,
-    /// The `.meta` records, made into items on the first `next_item` (a
-    /// verbatim copy needs none).
-    meta_recs: Vec<(u64, MetaRec)>,
 }
 
 /// Where a verbatim copy puts the records (the PCP writer).
@@ -389,15 +402,25 @@ impl PcpReader {
                 types.insert(d.pmid, d.vtype);
             }
         }
+        // Records become items one at a time as they are handed out (a
+        // verbatim copy needs none), so the buffers of items the writer
+        // gives back serve the next ones.
+        let (mut untimed, mut timed) = (VecDeque::new(), VecDeque::new());
+        for (_, r) in mf.recs {
+            match r.stamp() {
+                None => untimed.push_back(r),
+                Some(s) => timed.push_back((s.ns(), r)),
+            }
+        }
         Ok(PcpReader {
             meta_end: mf.size,
             index_ok,
             started: false,
-            meta_recs: mf.recs,
+            untimed,
+            timed,
+            meta_out: VecDeque::new(),
             header,
             types,
-            pending: VecDeque::new(),
-            timed: VecDeque::new(),
             held: None,
             events,
             ready: VecDeque::new(),
@@ -411,18 +434,11 @@ impl PcpReader {
         })
     }
 
-    /// Descriptors and help first, time-stamped metadata by time.
-    fn meta_into_items(&mut self) {
-        for (_, r) in std::mem::take(&mut self.meta_recs) {
-            let items = self
-                .events
-                .as_ref()
-                .and_then(|d| d.items_of(&r))
-                .unwrap_or_else(|| meta_items(&r));
-            match r.stamp() {
-                None => self.pending.extend(items),
-                Some(s) => self.timed.extend(items.into_iter().map(|i| (s.ns(), i))),
-            }
+    /// Make the metadata record `r` into items (into `meta_out`).
+    fn meta_record(&mut self, r: MetaRec) {
+        match self.events.as_ref().and_then(|d| d.items_of(&r)) {
+            Some(items) => self.meta_out.extend(items),
+            None => meta_items(r, &mut self.spare, &mut self.meta_out),
         }
     }
 
@@ -698,25 +714,34 @@ impl TraceReader for PcpReader {
         &self.header
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
-        if !self.started {
-            self.started = true;
-            self.meta_into_items();
-        }
-        if let Some(i) = self.pending.pop_front() {
-            return Ok(Some(i));
-        }
+        self.started = true;
         loop {
-            if let Some(h) = &self.held {
-                let t = h.time().map(|t| t.0).unwrap_or(i64::MIN);
-                if self.timed.front().is_some_and(|(s, _)| *s <= t) {
-                    return Ok(self.timed.pop_front().map(|x| x.1));
+            if let Some(i) = self.meta_out.pop_front() {
+                return Ok(Some(i));
+            }
+            // Descriptors and help first, time-stamped metadata by time.
+            if let Some(r) = self.untimed.pop_front() {
+                self.meta_record(r);
+                continue;
+            }
+            let Some(h) = &self.held else {
+                match self.read_data()? {
+                    Some(i) => self.held = Some(i),
+                    None => match self.timed.pop_front() {
+                        Some((_, r)) => self.meta_record(r),
+                        None => return Ok(None),
+                    },
                 }
-                return Ok(self.held.take());
+                continue;
+            };
+            let t = h.time().map(|t| t.0).unwrap_or(i64::MIN);
+            if self.timed.front().is_some_and(|(s, _)| *s <= t) {
+                if let Some((_, r)) = self.timed.pop_front() {
+                    self.meta_record(r);
+                }
+                continue;
             }
-            match self.read_data()? {
-                Some(i) => self.held = Some(i),
-                None => return Ok(self.timed.pop_front().map(|x| x.1)),
-            }
+            return Ok(self.held.take());
         }
     }
     fn diagnostics(&self) -> &[Diagnostic] {
@@ -729,8 +754,12 @@ impl TraceReader for PcpReader {
         (!self.started).then_some(self as &mut dyn std::any::Any)
     }
     fn recycle(&mut self, item: Item) {
-        if let Item::Sample(s) = item {
-            self.spare.keep(s);
+        match item {
+            Item::Sample(s) => self.spare.keep(s),
+            Item::Indom(u) => self.spare.keep_indom(u),
+            Item::Labels(l) => self.spare.keep_labels(l),
+            Item::Help(h) => self.spare.keep_string(h.text),
+            _ => {}
         }
     }
     fn progress_shared(&self) -> Option<(std::sync::Arc<std::sync::atomic::AtomicU64>, u64)> {
@@ -738,12 +767,16 @@ impl TraceReader for PcpReader {
     }
 }
 
-/// Buffers of recycled samples: metric lists, value lists, strings.
+/// Buffers of recycled items: metric lists, value lists, strings (values,
+/// instance names, help and label texts), instance-domain updates and
+/// label sets (emptied).
 #[derive(Default)]
 struct Spare {
     metrics: Vec<Vec<MetricValues>>,
     lists: Vec<Vec<(InstId, Value)>>,
     strings: Vec<String>,
+    indoms: Vec<IndomUpdate>,
+    labels: Vec<LabelSet>,
 }
 
 impl Spare {
@@ -769,6 +802,41 @@ impl Spare {
         if self.metrics.len() < 64 {
             self.metrics.push(s.metrics);
         }
+    }
+
+    fn keep_string(&mut self, s: String) {
+        if self.strings.len() < Self::STRINGS {
+            self.strings.push(s);
+        }
+    }
+
+    fn keep_indom(&mut self, mut u: IndomUpdate) {
+        for i in u.instances.drain(..) {
+            self.keep_string(i.name);
+        }
+        u.removed.clear();
+        if self.indoms.len() < 64 {
+            self.indoms.push(u);
+        }
+    }
+
+    fn keep_labels(&mut self, mut l: LabelSet) {
+        self.keep_string(std::mem::take(&mut l.json));
+        for x in l.labels.drain(..) {
+            self.keep_string(x.name);
+            self.keep_string(x.value);
+        }
+        if self.labels.len() < 64 {
+            self.labels.push(l);
+        }
+    }
+
+    /// `s` in a kept string if there is one.
+    fn string(&mut self, s: &str) -> String {
+        let mut o = self.strings.pop().unwrap_or_default();
+        o.clear();
+        o.push_str(s);
+        o
     }
 }
 
