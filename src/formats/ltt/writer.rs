@@ -22,6 +22,7 @@ const RESYNC_BRIDGED: &str =
     "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)";
 
 mod describe;
+mod json;
 /// Largest block size the writer takes over from an LTT source (16 MiB;
 /// the era's traces used 1,000,000 at most).
 pub const MAX_INHERITED_BLOCK: u64 = 16 << 20;

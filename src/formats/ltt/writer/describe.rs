@@ -26,13 +26,20 @@ pub(super) enum Def {
 
 enum Queued {
     Def(Key, u64, Def),
-    Item(Item),
+    /// A help text or label set (its name in the loss report): its record
+    /// text is in `Describe::qtext`, up to this end offset.
+    Text(&'static str, usize),
 }
 
 pub(super) struct Describe {
     /// LTT ids of the facility's events.
     base: u16,
     queue: Vec<Queued>,
+    /// Record texts of the queued help texts and label sets, one after
+    /// another (written when queued, so the items can go back to the reader).
+    qtext: String,
+    /// Text of the record being written (kept for its allocation).
+    jtext: String,
     next_serial: u64,
     /// Latest definition of each key, with its serial.
     latest: HashMap<Key, (u64, Def)>,
@@ -77,6 +84,8 @@ impl LttWriter {
         self.sd = Some(Describe {
             base: base as u16,
             queue: Vec::new(),
+            qtext: String::new(),
+            jtext: String::new(),
             next_serial: 0,
             latest: HashMap::new(),
             in_file: HashSet::new(),
@@ -110,7 +119,12 @@ impl LttWriter {
             Item::Indom(u) => self.describe_indom(u),
             Item::Help(_) | Item::Labels(_) => {
                 if let Some(sd) = &mut self.sd {
-                    sd.queue.push(Queued::Item(item.clone()));
+                    match item {
+                        Item::Help(h) => json::help(&mut sd.qtext, h),
+                        Item::Labels(l) => json::labels(&mut sd.qtext, l),
+                        _ => {}
+                    }
+                    sd.queue.push(Queued::Text(kind_name(item), sd.qtext.len()));
                 }
                 Ok(())
             }
@@ -171,19 +185,33 @@ impl LttWriter {
         if sd.queue.is_empty() {
             return Ok(());
         }
-        let queue = std::mem::take(&mut sd.queue);
+        // Both buffers go back emptied, keeping their allocations.
+        let mut queue = std::mem::take(&mut sd.queue);
+        let qtext = std::mem::take(&mut sd.qtext);
         let c = self.counter_for(fkey, time);
-        for q in queue {
-            match q {
-                Queued::Def(key, n, def) => self.write_def(fkey, c, key, n, &def)?,
-                Queued::Item(item) => {
-                    let what = kind_name(&item);
-                    self.record(fkey, EV_DEFINE, c, &codec::item_to_json(&item).to_string())?;
+        let mut from = 0;
+        let mut res = Ok(());
+        for q in queue.drain(..) {
+            res = match q {
+                Queued::Def(key, n, def) => self.write_def(fkey, c, key, n, &def),
+                Queued::Text(what, end) => {
+                    let r = self.record(fkey, EV_DEFINE, c, &qtext[from..end]);
+                    from = end;
                     self.loss.wrote(what, 1);
+                    r
                 }
+            };
+            if res.is_err() {
+                break;
             }
         }
-        Ok(())
+        if let Some(sd) = &mut self.sd {
+            queue.clear();
+            sd.queue = queue;
+            sd.qtext = qtext;
+            sd.qtext.clear();
+        }
+        res
     }
 
     fn write_def(&mut self, fkey: &FileKey, c: u64, key: Key, n: u64, def: &Def) -> Result<()> {
@@ -191,15 +219,28 @@ impl LttWriter {
         let Some(Target::Event { id, .. }) = self.map.get(&key) else {
             return Ok(());
         };
-        let mut j = match def {
-            Def::Type(t) => codec::item_to_json(&Item::EventType(t.clone())),
-            Def::Metric(m) => codec::item_to_json(&Item::Metric(m.clone())),
+        let id = *id;
+        let Some(sd) = &mut self.sd else {
+            return Ok(());
         };
-        if let J::Object(m) = &mut j {
-            set(m, "ltt", J::from(*id));
-            set(m, "n", J::from(n));
+        let mut text = std::mem::take(&mut sd.jtext);
+        text.clear();
+        match def {
+            Def::Type(t) => {
+                let mut j = codec::item_to_json(&Item::EventType(t.clone()));
+                if let J::Object(m) = &mut j {
+                    set(m, "ltt", J::from(id));
+                    set(m, "n", J::from(n));
+                }
+                text.push_str(&j.to_string());
+            }
+            Def::Metric(m) => json::metric(&mut text, m, id, n),
         }
-        self.record(fkey, EV_DEFINE, c, &j.to_string())?;
+        let r = self.record(fkey, EV_DEFINE, c, &text);
+        if let Some(sd) = &mut self.sd {
+            sd.jtext = text;
+        }
+        r?;
         if let Some(sd) = &mut self.sd {
             sd.in_file.insert((fkey.clone(), n));
         }
@@ -612,33 +653,24 @@ impl LttWriter {
         let fkey = FileKey::Cpu(0);
         self.flush_queue(&fkey, time)?;
         let c = self.counter_for(&fkey, time);
-        let mut j = codec::indom_to_json(u, false);
-        if let J::Object(m) = &mut j {
-            set(m, "k", J::from("indom"));
-            set(m, "ltt", J::from(id));
-            set(m, "nadd", J::from(u.instances.len()));
-            set(m, "nrm", J::from(u.removed.len()));
-            // A name with a NUL would end early in an LTT string, one
-            // longer than a block does not fit: all names go here then.
-            let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
-            if u.instances
-                .iter()
-                .any(|i| i.name.contains('\0') || i.name.len() > max)
-            {
-                set(
-                    m,
-                    "names",
-                    J::Array(
-                        u.instances
-                            .iter()
-                            .map(|i| J::from(i.name.as_str()))
-                            .collect(),
-                    ),
-                );
-            }
-        }
-        self.record(&fkey, EV_DEFINE, c, &j.to_string())?;
+        // A name with a NUL would end early in an LTT string, one longer
+        // than a block does not fit: all names go in the record then.
         let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
+        let names = u
+            .instances
+            .iter()
+            .any(|i| i.name.contains('\0') || i.name.len() > max);
+        let Some(sd) = &mut self.sd else {
+            return Ok(());
+        };
+        let mut text = std::mem::take(&mut sd.jtext);
+        text.clear();
+        json::indom_head(&mut text, u, id, names);
+        let r = self.record(&fkey, EV_DEFINE, c, &text);
+        if let Some(sd) = &mut self.sd {
+            sd.jtext = text;
+        }
+        r?;
         // One set of fields, its name buffer reused for every instance.
         let mut f = [Value::I64(0), Value::U64(1), Value::Str(String::new())];
         for i in &u.instances {
