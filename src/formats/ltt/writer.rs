@@ -12,10 +12,12 @@ use crate::model::{
     EventType, ExtraValue, FieldType, Header, Item, LossReport, MetricDesc, TraceWriter, Value,
     ValueType,
 };
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What `append` bridging a time gap costs readers (the loss report's line).
 const RESYNC_BRIDGED: &str =
@@ -148,6 +150,15 @@ pub fn tar_root(dir: &Path) -> PathBuf {
 
 /// Limit a name to `[A-Za-z_][A-Za-z0-9_]*` (spec 5.11).
 pub fn sanitize(s: &str) -> String {
+    sanitized(s).into_owned()
+}
+
+/// [`sanitize`], borrowing a name that needs no change.
+fn sanitized(s: &str) -> Cow<'_, str> {
+    let clean = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    if s.bytes().all(clean) && s.bytes().next().is_some_and(|b| !b.is_ascii_digit()) {
+        return Cow::Borrowed(s);
+    }
     let mut o: String = s
         .chars()
         .map(|c| {
@@ -161,15 +172,16 @@ pub fn sanitize(s: &str) -> String {
     if o.is_empty() || o.as_bytes()[0].is_ascii_digit() {
         o.insert(0, '_');
     }
-    o
+    Cow::Owned(o)
 }
 
 /// A facility as written.
 struct WFac {
     fac: Facility,
     base: u32,
-    /// Resolved payload layout per event.
-    tys: Vec<Option<Ty>>,
+    /// Resolved payload layout per event (shared: events of one layout,
+    /// such as every metric of a value type, hold the same).
+    tys: Vec<Option<Arc<Ty>>>,
 }
 
 /// How a model event type is written.
@@ -177,8 +189,10 @@ struct WFac {
 enum Target {
     Event {
         id: u16,
-        ty: Option<Ty>,
-        name: String,
+        ty: Option<Arc<Ty>>,
+        /// Its facility in `facs` and its event there (for its name).
+        fac: usize,
+        ev: usize,
     },
     /// Framing and facility_load of an LTT source: regenerated, not copied.
     Framing,
@@ -195,14 +209,22 @@ enum Key {
     Indom(u32),
 }
 
-/// A generated event type not yet given an id.
+/// A generated event type not yet given an id: names sanitized and the
+/// description cleaned as the eventdefs file will hold them.
 struct Pending {
     key: Key,
-    category: String,
+    category: Cow<'static, str>,
     name: String,
     description: String,
-    fields: Vec<(String, FieldType)>,
+    fields: Fields,
 }
+
+/// Field names (sanitized) and types of a generated event type.
+type Fields = Vec<(Cow<'static, str>, FieldType)>;
+
+/// Most generated layouts resolved so far that the writer keeps (a trace
+/// of metrics has a few: one per value type).
+const LAYOUTS: usize = 64;
 
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Debug, Hash)]
 enum FileKey {
@@ -250,7 +272,10 @@ pub struct LttWriter {
     source_ids: HashMap<u16, (usize, usize)>,
     map: HashMap<Key, Target>,
     pending: Vec<Pending>,
-    metrics: HashMap<u32, MetricDesc>,
+    /// Resolved layouts of generated field lists, shared by the event
+    /// types that have them.
+    layouts: Vec<(Fields, Option<Arc<Ty>>)>,
+    metrics: HashMap<u32, Arc<MetricDesc>>,
     files: BTreeMap<FileKey, FileW>,
     next_base: u32,
     loss: LossReport,
@@ -311,6 +336,7 @@ impl LttWriter {
             source_ids: HashMap::new(),
             map: HashMap::new(),
             pending: Vec::new(),
+            layouts: Vec::new(),
             metrics: HashMap::new(),
             files: BTreeMap::new(),
             next_base: 20,
@@ -400,14 +426,24 @@ impl LttWriter {
         let mut tys = Vec::new();
         for ev in &fac.events {
             tys.push(match &ev.payload {
-                Some(p) => {
-                    Some(eventdefs::resolve(&fac, p, self.cfg.arch).map_err(|m| {
+                Some(p) => Some(Arc::new(
+                    eventdefs::resolve(&fac, p, self.cfg.arch).map_err(|m| {
                         werr(&self.target, format!("{}.{}: {m}", fac.name, ev.name))
-                    })?)
-                }
+                    })?,
+                )),
                 None => None,
             });
         }
+        self.add_resolved(fac, base, tys)
+    }
+
+    /// [`Self::add_fac`] with the layouts resolved already.
+    fn add_resolved(
+        &mut self,
+        fac: Facility,
+        base: u32,
+        tys: Vec<Option<Arc<Ty>>>,
+    ) -> Result<usize> {
         let end = base as u64 + fac.events.len() as u64;
         if end > 65536 {
             return Err(werr(
@@ -441,7 +477,8 @@ impl LttWriter {
                         Target::Event {
                             id: id as u16,
                             ty: f.tys[ei].clone(),
-                            name: format!("{}.{}", et.category, et.name),
+                            fac: fi,
+                            ev: ei,
                         },
                     );
                     return;
@@ -453,16 +490,16 @@ impl LttWriter {
         self.describe_def(key, describe::Def::Type(et.clone()));
         self.pending.push(Pending {
             key,
-            category: et.category.clone(),
-            name: et.name.clone(),
-            description: et.description.clone().unwrap_or_else(|| et.name.clone()),
+            category: Cow::Owned(sanitized(&et.category).into_owned()),
+            name: sanitized(&et.name).into_owned(),
+            description: desc_text(et.description.as_deref().unwrap_or(&et.name)),
             fields: et
                 .fields
                 .iter()
-                .map(|f| (f.name.clone(), f.ty.clone()))
+                .map(|f| (Cow::Owned(sanitized(&f.name).into_owned()), f.ty.clone()))
                 .chain(
                     self.tag_source
-                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
+                        .then_some((Cow::Borrowed(SOURCE_FIELD), FieldType::String)),
                 )
                 .collect(),
         });
@@ -470,7 +507,7 @@ impl LttWriter {
 
     fn define_metric(&mut self, m: &std::sync::Arc<MetricDesc>) {
         let key = Key::Metric(m.id);
-        self.metrics.insert(m.id, (**m).clone());
+        self.metrics.insert(m.id, m.clone());
         let vt = match m.vtype {
             ValueType::Event | ValueType::HighresEvent | ValueType::Other(_)
                 if self.sd.is_none() =>
@@ -483,18 +520,18 @@ impl LttWriter {
         self.pending.retain(|p| p.key != key);
         self.map.remove(&key);
         self.describe_def(key, describe::Def::Metric(m.clone()));
+        let mut fields = Vec::with_capacity(2 + usize::from(self.tag_source));
+        fields.push((Cow::Borrowed("instance"), FieldType::Int(4)));
+        fields.push((Cow::Borrowed("value"), vt));
+        if self.tag_source {
+            fields.push((Cow::Borrowed(SOURCE_FIELD), FieldType::String));
+        }
         self.pending.push(Pending {
             key,
-            category: "metric".into(),
-            name: m.name().to_string(),
-            description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
-            fields: [("instance".into(), FieldType::Int(4)), ("value".into(), vt)]
-                .into_iter()
-                .chain(
-                    self.tag_source
-                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
-                )
-                .collect(),
+            category: Cow::Borrowed("metric"),
+            name: sanitized(m.name()).into_owned(),
+            description: desc_text(m.help_short.as_deref().unwrap_or(m.name())),
+            fields,
         });
     }
 
@@ -528,13 +565,13 @@ impl LttWriter {
         if !self.map.contains_key(&key) && !self.pending.iter().any(|p| p.key == key) {
             self.pending.push(Pending {
                 key,
-                category: "indom".into(),
+                category: Cow::Borrowed("indom"),
                 name: format!("indom_{id}"),
                 description: format!("membership of instance domain {id}"),
                 fields: vec![
-                    ("instance".into(), FieldType::Int(4)),
-                    ("present".into(), FieldType::Uint(1)),
-                    ("name".into(), FieldType::String),
+                    (Cow::Borrowed("instance"), FieldType::Int(4)),
+                    (Cow::Borrowed("present"), FieldType::Uint(1)),
+                    (Cow::Borrowed("name"), FieldType::String),
                 ],
             });
         }
@@ -547,61 +584,48 @@ impl LttWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
-        // Per facility: category, its types, their (sanitized) names.
-        let mut cats: Vec<(String, Vec<Pending>, HashSet<String>)> = Vec::new();
-        // Types of one category share a facility unless their names clash
-        // (same name, another layout): a clash opens another facility of
-        // that name, so every event keeps its name.
-        for p in pending {
-            let c = sanitize(&p.category);
-            let n = sanitize(&p.name);
-            match cats
-                .iter_mut()
-                .find(|(f, _, names)| *f == c && !names.contains(&n))
-            {
-                Some((_, v, names)) => {
-                    v.push(p);
-                    names.insert(n);
+        let mut pending = std::mem::take(&mut self.pending);
+        // Per facility, its types (indices into `pending`). Types of one
+        // category share a facility unless their names clash (same name,
+        // another layout): a clash opens another facility of that name, so
+        // every event keeps its name (and names within a facility differ).
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        {
+            let mut names: Vec<HashSet<&str>> = Vec::new();
+            for (i, p) in pending.iter().enumerate() {
+                let at = groups.iter().zip(&names).position(|(g, n)| {
+                    pending[g[0]].category == p.category && !n.contains(p.name.as_str())
+                });
+                match at {
+                    Some(k) => {
+                        groups[k].push(i);
+                        names[k].insert(&p.name);
+                    }
+                    None => {
+                        groups.push(vec![i]);
+                        names.push(HashSet::from([p.name.as_str()]));
+                    }
                 }
-                None => cats.push((c, vec![p], HashSet::from([n]))),
             }
         }
-        for (cat, ps, _) in cats {
-            let mut xml = format!(
-                "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {} stream</description>\n",
-                self.header.source
-            );
-            let mut names: HashSet<String> = HashSet::new();
-            for p in &ps {
-                let mut n = sanitize(&p.name);
-                while names.contains(&n) {
-                    n.push('_');
+        for ix in groups {
+            let cat = pending[ix[0]].category.clone();
+            let xml = facility_xml(&cat, &self.header.source, ix.iter().map(|&i| &pending[i]));
+            let built = direct_facility(&cat, &self.header.source, &mut pending, &ix);
+            let direct = built.is_some();
+            let mut fac = match built {
+                Some(f) => f,
+                None => {
+                    let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
+                        werr(
+                            &self.target,
+                            format!("generated eventdefs for {cat}: {}", e.msg),
+                        )
+                    })?;
+                    let Some(fac) = fs.pop() else { continue };
+                    fac
                 }
-                names.insert(n.clone());
-                xml += &format!(
-                    "  <event name=\"{n}\">\n    <description>{}</description>\n",
-                    desc_text(&p.description)
-                );
-                if !p.fields.is_empty() {
-                    xml += "    <struct>\n";
-                    for (fname, ft) in &p.fields {
-                        xml += &format!("      <field name=\"{}\">", sanitize(fname));
-                        type_xml(ft, &mut xml);
-                        xml += "</field>\n";
-                    }
-                    xml += "    </struct>\n";
-                }
-                xml += "  </event>\n";
-            }
-            xml += "</facility>\n";
-            let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
-                werr(
-                    &self.target,
-                    format!("generated eventdefs for {cat}: {}", e.msg),
-                )
-            })?;
-            let Some(mut fac) = fs.pop() else { continue };
+            };
             // The same definitions again (a re-issued type): reuse the
             // facility, since a (name, checksum) pair is loaded only once.
             if let Some(fi) = self
@@ -609,14 +633,15 @@ impl LttWriter {
                 .iter()
                 .position(|f| f.fac.name == fac.name && f.fac.checksum == fac.checksum)
             {
-                for (i, p) in ps.iter().enumerate() {
+                for (i, &k) in ix.iter().enumerate() {
                     let f = &self.facs[fi];
                     self.map.insert(
-                        p.key,
+                        pending[k].key,
                         Target::Event {
                             id: (f.base as usize + i) as u16,
                             ty: f.tys[i].clone(),
-                            name: format!("{}.{}", cat, f.fac.events[i].name),
+                            fac: fi,
+                            ev: i,
                         },
                     );
                 }
@@ -626,7 +651,7 @@ impl LttWriter {
                 + self
                     .copied
                     .iter()
-                    .filter(|(n, _)| n == &format!("{cat}.xml"))
+                    .filter(|(n, _)| n.strip_suffix(".xml") == Some(cat.as_ref()))
                     .count();
             let file = if versions == 0 {
                 format!("{cat}.xml")
@@ -635,21 +660,58 @@ impl LttWriter {
             };
             fac.file = file.clone();
             let base = self.next_base;
-            let fi = self.add_fac(fac, base)?;
+            let fi = if direct {
+                // Scalar fields only: layouts of field lists seen before are
+                // shared instead of resolved again.
+                let mut tys = Vec::with_capacity(ix.len());
+                for (&k, ev) in ix.iter().zip(&fac.events) {
+                    tys.push(match &ev.payload {
+                        None => None,
+                        Some(p) => self.layout(&pending[k].fields, &fac, p)?,
+                    });
+                }
+                self.add_resolved(fac, base, tys)?
+            } else {
+                self.add_fac(fac, base)?
+            };
             self.copied.push((file, xml.into_bytes()));
-            for (i, p) in ps.iter().enumerate() {
+            for (i, &k) in ix.iter().enumerate() {
                 let f = &self.facs[fi];
                 self.map.insert(
-                    p.key,
+                    pending[k].key,
                     Target::Event {
                         id: (base as usize + i) as u16,
                         ty: f.tys[i].clone(),
-                        name: format!("{}.{}", cat, f.fac.events[i].name),
+                        fac: fi,
+                        ev: i,
                     },
                 );
             }
         }
+        pending.clear();
+        // Kept for its allocation (nothing is pending now).
+        self.pending = pending;
         Ok(())
+    }
+
+    /// The layout of a generated payload of scalar `fields` (node `p` of
+    /// `fac`): shared with earlier types of the same fields.
+    fn layout(
+        &mut self,
+        fields: &Fields,
+        fac: &Facility,
+        p: &eventdefs::TypeNode,
+    ) -> Result<Option<Arc<Ty>>> {
+        if let Some((_, t)) = self.layouts.iter().find(|(f, _)| f == fields) {
+            return Ok(t.clone());
+        }
+        let t = eventdefs::resolve(fac, p, self.cfg.arch)
+            .map_err(|m| werr(&self.target, format!("{}: {m}", fac.name)))?;
+        let t = Some(Arc::new(t));
+        if self.layouts.len() < LAYOUTS {
+            self.layouts.push((fields.clone(), t.clone()));
+        }
+        Ok(t)
     }
 
     fn ensure_file(&mut self, key: &FileKey) -> Result<()> {
@@ -698,7 +760,7 @@ impl LttWriter {
                 );
                 return Ok(());
             }
-            Some(Target::Event { id, ty, name }) => (*id, ty, name),
+            Some(Target::Event { id, ty, fac, ev }) => (*id, ty, (*fac, *ev)),
         };
         if time < 0 || time / 1_000_000_000 > u32::MAX as i64 {
             self.loss
@@ -707,7 +769,7 @@ impl LttWriter {
         }
         self.payload.clear();
         let tag = self.tag_source.then(|| source.unwrap_or(""));
-        let enc = encode_fields(ty.as_ref(), fields, tag, self.bo, &mut self.payload);
+        let enc = encode_fields(ty.as_deref(), fields, tag, self.bo, &mut self.payload);
         if enc.is_err() {
             self.loss
                 .drop_item("events", "field values do not match the event type");
@@ -715,10 +777,13 @@ impl LttWriter {
         }
         let b = self.cfg.block_size as usize;
         if HDR + self.payload.len() + 2 * FRAME + 4 > b {
+            let f = &self.facs[name.0].fac;
             return Err(werr(
                 &self.target,
                 format!(
-                    "event {name} ({} payload bytes) does not fit in a block of {b} bytes (largest payload {})",
+                    "event {}.{} ({} payload bytes) does not fit in a block of {b} bytes (largest payload {})",
+                    f.name,
+                    f.events[name.1].name,
                     self.payload.len(),
                     b - 62
                 ),
@@ -1210,46 +1275,226 @@ fn size_of(n: u8) -> u8 {
 }
 
 fn type_xml(t: &FieldType, o: &mut String) {
-    match t {
-        FieldType::Int(n) => *o += &format!("<int size={}/>", size_of(*n)),
-        FieldType::Uint(n) => *o += &format!("<uint size={}/>", size_of(*n)),
-        FieldType::Float(n) => *o += &format!("<float size={}/>", if *n == 4 { 4 } else { 8 }),
-        FieldType::String => *o += "<string/>",
-        FieldType::Bytes => *o += "<sequence lengthsize=4><uint size=1/></sequence>",
+    use std::fmt::Write as _;
+    // Writing into a String cannot fail.
+    let _ = match t {
+        FieldType::Int(n) => write!(o, "<int size={}/>", size_of(*n)),
+        FieldType::Uint(n) => write!(o, "<uint size={}/>", size_of(*n)),
+        FieldType::Float(n) => write!(o, "<float size={}/>", if *n == 4 { 4 } else { 8 }),
+        FieldType::String => write!(o, "<string/>"),
+        FieldType::Bytes => write!(o, "<sequence lengthsize=4><uint size=1/></sequence>"),
         FieldType::Enum { size, labels } => {
-            *o += &format!("<enum size={}>", size_of(*size));
+            let _ = write!(o, "<enum size={}>", size_of(*size));
             for (v, l) in labels {
-                *o += &format!("<label name=\"{}\" value={v}/>", sanitize(l));
+                let _ = write!(o, "<label name=\"{}\" value={v}/>", sanitized(l));
             }
-            *o += "</enum>";
+            write!(o, "</enum>")
         }
         FieldType::Array { len, elem } => {
-            *o += &format!("<array size={len}>");
+            let _ = write!(o, "<array size={len}>");
             type_xml(elem, o);
-            *o += "</array>";
+            write!(o, "</array>")
         }
         FieldType::Sequence { len, elem } => {
             let n = match **len {
                 FieldType::Int(n) | FieldType::Uint(n) => size_of(n),
                 _ => 4,
             };
-            *o += &format!("<sequence lengthsize={n}>");
+            let _ = write!(o, "<sequence lengthsize={n}>");
             type_xml(elem, o);
-            *o += "</sequence>";
+            write!(o, "</sequence>")
         }
         FieldType::Struct(fs) | FieldType::Union(fs) => {
             let union = matches!(t, FieldType::Union(_));
-            *o += if union {
+            o.push_str(if union {
                 "<union typecodesize=4>"
             } else {
                 "<struct>"
-            };
+            });
             for f in fs {
-                *o += &format!("<field name=\"{}\">", sanitize(&f.name));
+                let _ = write!(o, "<field name=\"{}\">", sanitized(&f.name));
                 type_xml(&f.ty, o);
-                *o += "</field>";
+                o.push_str("</field>");
             }
-            *o += if union { "</union>" } else { "</struct>" };
+            write!(o, "{}", if union { "</union>" } else { "</struct>" })
         }
+    };
+}
+
+/// The eventdefs text of a generated facility `cat` of `types`.
+fn facility_xml<'a>(
+    cat: &str,
+    source: &dyn std::fmt::Display,
+    types: impl Iterator<Item = &'a Pending>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut xml = String::new();
+    let _ = write!(
+        xml,
+        "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {source} stream</description>\n"
+    );
+    for p in types {
+        let _ = write!(
+            xml,
+            "  <event name=\"{}\">\n    <description>{}</description>\n",
+            p.name, p.description
+        );
+        if !p.fields.is_empty() {
+            xml.push_str("    <struct>\n");
+            for (fname, ft) in &p.fields {
+                let _ = write!(xml, "      <field name=\"{fname}\">");
+                type_xml(ft, &mut xml);
+                xml.push_str("</field>\n");
+            }
+            xml.push_str("    </struct>\n");
+        }
+        xml.push_str("  </event>\n");
+    }
+    xml.push_str("</facility>\n");
+    xml
+}
+
+/// The facility [`facility_xml`] defines, built without parsing it back
+/// when every field is a scalar (metrics, instance domains, most event
+/// types); None otherwise. Takes the names and descriptions of `pending`
+/// (indices `ix`) when it builds.
+fn direct_facility(
+    cat: &str,
+    source: &dyn std::fmt::Display,
+    pending: &mut [Pending],
+    ix: &[usize],
+) -> Option<Facility> {
+    use eventdefs::{EventDef, FieldDef, Kind, SizeTok, TypeNode};
+    fn scalar(t: &FieldType) -> Option<Kind> {
+        let size = |n: u8| SizeTok::from_bytes(size_of(n));
+        Some(match t {
+            FieldType::Int(n) => Kind::Int(size(*n)),
+            FieldType::Uint(n) => Kind::Uint(size(*n)),
+            FieldType::Float(4) => Kind::Float(SizeTok::B4),
+            FieldType::Float(_) => Kind::Float(SizeTok::B8),
+            FieldType::String => Kind::String,
+            FieldType::Bytes => Kind::Sequence {
+                lensize: SizeTok::B4,
+                elem: Box::new(TypeNode {
+                    kind: Kind::Uint(SizeTok::B1),
+                    format: None,
+                }),
+            },
+            _ => return None,
+        })
+    }
+    let all_scalar = ix
+        .iter()
+        .all(|&k| pending[k].fields.iter().all(|(_, t)| scalar(t).is_some()));
+    if !all_scalar {
+        return None;
+    }
+    let mut events = Vec::with_capacity(ix.len());
+    for &k in ix {
+        let p = &mut pending[k];
+        let mut fields = Vec::with_capacity(p.fields.len());
+        for (name, t) in &p.fields {
+            fields.push(FieldDef {
+                name: name.to_string(),
+                description: None,
+                ty: TypeNode {
+                    kind: scalar(t)?,
+                    format: None,
+                },
+            });
+        }
+        events.push(EventDef {
+            name: std::mem::take(&mut p.name),
+            description: Some(std::mem::take(&mut p.description)),
+            payload: (!fields.is_empty()).then_some(TypeNode {
+                kind: Kind::Struct(fields),
+                format: None,
+            }),
+        });
+    }
+    let mut f = Facility {
+        name: cat.to_string(),
+        description: Some(format!("Generated by polytrace from a {source} stream")),
+        events,
+        types: HashMap::new(),
+        checksum: 0,
+        file: String::new(),
+    };
+    f.checksum = eventdefs::checksum(&f).ok()?;
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(name: &str, desc: &str, fields: Fields) -> Pending {
+        Pending {
+            key: Key::Type(0),
+            category: Cow::Borrowed("cat"),
+            name: sanitized(name).into_owned(),
+            description: desc_text(desc),
+            fields,
+        }
+    }
+
+    /// A facility built directly is the one its eventdefs text parses to
+    /// (names, descriptions, types, checksum), for every scalar field type
+    /// and the names and texts generated types can have; other types are
+    /// left to the parse.
+    #[test]
+    fn direct_facility_is_the_parsed_one() {
+        let scalars = [
+            FieldType::Int(1),
+            FieldType::Int(2),
+            FieldType::Int(4),
+            FieldType::Int(8),
+            FieldType::Int(3),
+            FieldType::Uint(1),
+            FieldType::Uint(8),
+            FieldType::Uint(0),
+            FieldType::Float(4),
+            FieldType::Float(8),
+            FieldType::Float(2),
+            FieldType::String,
+            FieldType::Bytes,
+        ];
+        let f = |n: &'static str, t: &FieldType| (Cow::Borrowed(n), t.clone());
+        let mut ps = vec![
+            pending("disk.dev.read", "Help <b>&amp; more</b>", vec![]),
+            pending("9lives", "", vec![f("instance", &FieldType::Int(4))]),
+            pending(
+                "é ü",
+                "multi\nline // not a comment /* nor this */ \"quoted\" 'x'",
+                vec![],
+            ),
+        ];
+        for (i, t) in scalars.iter().enumerate() {
+            ps.push(pending(
+                &format!("m{i}"),
+                "d",
+                vec![
+                    f("instance", &FieldType::Int(4)),
+                    f("value", t),
+                    f("source", t),
+                ],
+            ));
+        }
+        let ix: Vec<usize> = (0..ps.len()).collect();
+        let xml = facility_xml("cat", &crate::model::FormatId::Pcp, ps.iter());
+        let mut parsed = eventdefs::parse_file(xml.as_bytes(), "").unwrap();
+        let direct = direct_facility("cat", &crate::model::FormatId::Pcp, &mut ps, &ix);
+        assert_eq!(direct, parsed.pop());
+        assert_ne!(direct.map(|f| f.checksum), Some(0));
+
+        let nested = FieldType::Array {
+            len: 2,
+            elem: Box::new(FieldType::Int(4)),
+        };
+        let mut ps = vec![pending("a", "b", vec![f("v", &nested)])];
+        assert_eq!(
+            direct_facility("cat", &crate::model::FormatId::Pcp, &mut ps, &[0]),
+            None
+        );
     }
 }

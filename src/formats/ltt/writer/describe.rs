@@ -295,12 +295,12 @@ impl LttWriter {
         let tag = self
             .tag_source
             .then(|| e.extras.str(crate::model::keys::SOURCE).unwrap_or(""));
-        let exact = match encode_fields(ty.as_ref(), &e.fields, tag, self.bo, &mut payload) {
-            Ok(()) => self.decodes_to(ty.as_ref(), &payload, &model, &e.fields),
+        let exact = match encode_fields(ty.as_deref(), &e.fields, tag, self.bo, &mut payload) {
+            Ok(()) => self.decodes_to(ty.as_deref(), &payload, &model, &e.fields),
             Err(_) => {
                 payload.clear();
                 let ph: Vec<Value> = model.fields.iter().map(|f| placeholder(&f.ty)).collect();
-                if encode_fields(ty.as_ref(), &ph, tag, self.bo, &mut payload).is_err() {
+                if encode_fields(ty.as_deref(), &ph, tag, self.bo, &mut payload).is_err() {
                     self.payload = payload;
                     self.loss
                         .drop_item("events", "field values do not match the event type");
@@ -316,7 +316,7 @@ impl LttWriter {
             // record, LTT readers see placeholders.
             payload.clear();
             let ph: Vec<Value> = model.fields.iter().map(|f| placeholder(&f.ty)).collect();
-            if encode_fields(ty.as_ref(), &ph, tag, self.bo, &mut payload).is_err()
+            if encode_fields(ty.as_deref(), &ph, tag, self.bo, &mut payload).is_err()
                 || !self.fits(payload.len())
             {
                 self.payload = payload;
@@ -477,18 +477,20 @@ impl LttWriter {
                 Entry::Occupied(o) => o.into_mut(),
                 Entry::Vacant(e) => {
                     let key = Key::Metric(mv.metric);
-                    let (id, vty) = match self.map.get(&key) {
+                    let layout = match self.map.get(&key) {
                         Some(Target::Event {
-                            id,
-                            ty: Some(Ty::Struct(f)),
-                            ..
-                        }) if f.len() == 2 || (self.tag_source && f.len() == 3) => {
-                            (*id, f[1].1.clone())
-                        }
-                        _ => {
-                            self.loss.drop_item("sample values", "metric never defined");
-                            continue;
-                        }
+                            id, ty: Some(t), ..
+                        }) => match &**t {
+                            Ty::Struct(f) if f.len() == 2 || (self.tag_source && f.len() == 3) => {
+                                Some((*id, f[1].1.clone()))
+                            }
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    let Some((id, vty)) = layout else {
+                        self.loss.drop_item("sample values", "metric never defined");
+                        continue;
                     };
                     let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
                         self.loss.drop_item("sample values", "metric never defined");
