@@ -534,14 +534,15 @@ impl<'a> Walk<'a> {
             return Err("types nested too deeply".into());
         }
         let (t, pushed) = self.deref(t)?;
-        let class: String = match &t.kind {
+        // Borrowed where it can be: this runs for every node of every type.
+        let class: std::borrow::Cow<str> = match &t.kind {
             Kind::Int(s) => s.int_class(false).into(),
             Kind::Uint(s) => s.int_class(true).into(),
             Kind::Float(s) => s.float_class().into(),
             Kind::String => "string".into(),
-            Kind::Enum { size, .. } => format!("enum {}", size.int_class(true)),
-            Kind::Array { len, .. } => format!("array {len}"),
-            Kind::Sequence { lensize, .. } => format!("sequence {}", lensize.code()),
+            Kind::Enum { size, .. } => format!("enum {}", size.int_class(true)).into(),
+            Kind::Array { len, .. } => format!("array {len}").into(),
+            Kind::Sequence { lensize, .. } => format!("sequence {}", lensize.code()).into(),
             Kind::Struct(_) => "struct".into(),
             Kind::Union { .. } => "union".into(),
             Kind::Typeref(_) => unreachable!("dereferenced above"),

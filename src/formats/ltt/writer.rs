@@ -159,19 +159,18 @@ fn sanitized(s: &str) -> Cow<'_, str> {
     if s.bytes().all(clean) && s.bytes().next().is_some_and(|b| !b.is_ascii_digit()) {
         return Cow::Borrowed(s);
     }
-    let mut o: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if o.is_empty() || o.as_bytes()[0].is_ascii_digit() {
-        o.insert(0, '_');
+    // Sized once: a leading '_' and one byte per character at most.
+    let mut o = String::with_capacity(s.len() + 1);
+    if s.bytes().next().is_none_or(|b| b.is_ascii_digit()) {
+        o.push('_');
     }
+    o.extend(s.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        }
+    }));
     Cow::Owned(o)
 }
 
@@ -219,8 +218,55 @@ struct Pending {
     fields: Fields,
 }
 
-/// Field names (sanitized) and types of a generated event type.
-type Fields = Vec<(Cow<'static, str>, FieldType)>;
+/// Field names (sanitized) and types of a generated event type (the
+/// common lists are constants: no allocation per metric).
+type Fields = Cow<'static, [(Cow<'static, str>, FieldType)]>;
+
+/// The fields of a metric's events of value field `vt` (a merged stream's
+/// add `source`).
+fn metric_fields(vt: FieldType, tag_source: bool) -> Fields {
+    type F = (Cow<'static, str>, FieldType);
+    macro_rules! with {
+        ($t:expr) => {{
+            const L: &[F] = &[
+                (Cow::Borrowed("instance"), FieldType::Int(4)),
+                (Cow::Borrowed("value"), $t),
+            ];
+            L
+        }};
+    }
+    let fixed: Option<&'static [F]> = match vt {
+        FieldType::Int(4) => Some(with!(FieldType::Int(4))),
+        FieldType::Int(8) => Some(with!(FieldType::Int(8))),
+        FieldType::Uint(4) => Some(with!(FieldType::Uint(4))),
+        FieldType::Uint(8) => Some(with!(FieldType::Uint(8))),
+        FieldType::Float(4) => Some(with!(FieldType::Float(4))),
+        FieldType::Float(8) => Some(with!(FieldType::Float(8))),
+        FieldType::String => Some(with!(FieldType::String)),
+        FieldType::Bytes => Some(with!(FieldType::Bytes)),
+        _ => None,
+    };
+    match fixed {
+        Some(f) if !tag_source => Cow::Borrowed(f),
+        _ => {
+            let mut v = vec![
+                (Cow::Borrowed("instance"), FieldType::Int(4)),
+                (Cow::Borrowed("value"), vt),
+            ];
+            if tag_source {
+                v.push((Cow::Borrowed(SOURCE_FIELD), FieldType::String));
+            }
+            Cow::Owned(v)
+        }
+    }
+}
+
+/// The fields of an instance domain's membership events.
+const INDOM_FIELDS: &[(Cow<'static, str>, FieldType)] = &[
+    (Cow::Borrowed("instance"), FieldType::Int(4)),
+    (Cow::Borrowed("present"), FieldType::Uint(1)),
+    (Cow::Borrowed("name"), FieldType::String),
+];
 
 /// Most generated layouts resolved so far that the writer keeps (a trace
 /// of metrics has a few: one per value type).
@@ -493,15 +539,16 @@ impl LttWriter {
             category: Cow::Owned(sanitized(&et.category).into_owned()),
             name: sanitized(&et.name).into_owned(),
             description: desc_text(et.description.as_deref().unwrap_or(&et.name)),
-            fields: et
-                .fields
-                .iter()
-                .map(|f| (Cow::Owned(sanitized(&f.name).into_owned()), f.ty.clone()))
-                .chain(
-                    self.tag_source
-                        .then_some((Cow::Borrowed(SOURCE_FIELD), FieldType::String)),
-                )
-                .collect(),
+            fields: Cow::Owned(
+                et.fields
+                    .iter()
+                    .map(|f| (Cow::Owned(sanitized(&f.name).into_owned()), f.ty.clone()))
+                    .chain(
+                        self.tag_source
+                            .then_some((Cow::Borrowed(SOURCE_FIELD), FieldType::String)),
+                    )
+                    .collect(),
+            ),
         });
     }
 
@@ -520,12 +567,7 @@ impl LttWriter {
         self.pending.retain(|p| p.key != key);
         self.map.remove(&key);
         self.describe_def(key, describe::Def::Metric(m.clone()));
-        let mut fields = Vec::with_capacity(2 + usize::from(self.tag_source));
-        fields.push((Cow::Borrowed("instance"), FieldType::Int(4)));
-        fields.push((Cow::Borrowed("value"), vt));
-        if self.tag_source {
-            fields.push((Cow::Borrowed(SOURCE_FIELD), FieldType::String));
-        }
+        let fields = metric_fields(vt, self.tag_source);
         self.pending.push(Pending {
             key,
             category: Cow::Borrowed("metric"),
@@ -568,11 +610,7 @@ impl LttWriter {
                 category: Cow::Borrowed("indom"),
                 name: format!("indom_{id}"),
                 description: format!("membership of instance domain {id}"),
-                fields: vec![
-                    (Cow::Borrowed("instance"), FieldType::Int(4)),
-                    (Cow::Borrowed("present"), FieldType::Uint(1)),
-                    (Cow::Borrowed("name"), FieldType::String),
-                ],
+                fields: Cow::Borrowed(INDOM_FIELDS),
             });
         }
         key
@@ -702,7 +740,7 @@ impl LttWriter {
         fac: &Facility,
         p: &eventdefs::TypeNode,
     ) -> Result<Option<Arc<Ty>>> {
-        if let Some((_, t)) = self.layouts.iter().find(|(f, _)| f == fields) {
+        if let Some((_, t)) = self.layouts.iter().find(|(f, _)| f[..] == fields[..]) {
             return Ok(t.clone());
         }
         let t = eventdefs::resolve(fac, p, self.cfg.arch)
@@ -1341,7 +1379,7 @@ fn facility_xml<'a>(
         );
         if !p.fields.is_empty() {
             xml.push_str("    <struct>\n");
-            for (fname, ft) in &p.fields {
+            for (fname, ft) in p.fields.iter() {
                 let _ = write!(xml, "      <field name=\"{fname}\">");
                 type_xml(ft, &mut xml);
                 xml.push_str("</field>\n");
@@ -1393,7 +1431,7 @@ fn direct_facility(
     for &k in ix {
         let p = &mut pending[k];
         let mut fields = Vec::with_capacity(p.fields.len());
-        for (name, t) in &p.fields {
+        for (name, t) in p.fields.iter() {
             fields.push(FieldDef {
                 name: name.to_string(),
                 description: None,
@@ -1438,6 +1476,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn sanitized_names() {
+        for (a, b) in [
+            ("", "_"),
+            ("ok_1", "ok_1"),
+            ("1a", "_1a"),
+            ("disk.dev.read", "disk_dev_read"),
+            ("é-x", "__x"),
+            ("٣", "_"),
+        ] {
+            assert_eq!(sanitize(a), b, "{a:?}");
+            assert_eq!(matches!(sanitized(a), Cow::Borrowed(_)), a == b, "{a:?}");
+        }
+    }
+
     /// A facility built directly is the one its eventdefs text parses to
     /// (names, descriptions, types, checksum), for every scalar field type
     /// and the names and texts generated types can have; other types are
@@ -1461,23 +1514,33 @@ mod tests {
         ];
         let f = |n: &'static str, t: &FieldType| (Cow::Borrowed(n), t.clone());
         let mut ps = vec![
-            pending("disk.dev.read", "Help <b>&amp; more</b>", vec![]),
-            pending("9lives", "", vec![f("instance", &FieldType::Int(4))]),
+            pending(
+                "disk.dev.read",
+                "Help <b>&amp; more</b>",
+                Cow::Borrowed(&[]),
+            ),
+            pending(
+                "9lives",
+                "",
+                Cow::Owned(vec![f("instance", &FieldType::Int(4))]),
+            ),
+            pending("indom_3", "m", Cow::Borrowed(INDOM_FIELDS)),
+            pending("m", "", metric_fields(FieldType::Float(8), true)),
             pending(
                 "é ü",
                 "multi\nline // not a comment /* nor this */ \"quoted\" 'x'",
-                vec![],
+                Cow::Borrowed(&[]),
             ),
         ];
         for (i, t) in scalars.iter().enumerate() {
             ps.push(pending(
                 &format!("m{i}"),
                 "d",
-                vec![
+                Cow::Owned(vec![
                     f("instance", &FieldType::Int(4)),
                     f("value", t),
                     f("source", t),
-                ],
+                ]),
             ));
         }
         let ix: Vec<usize> = (0..ps.len()).collect();
@@ -1491,7 +1554,7 @@ mod tests {
             len: 2,
             elem: Box::new(FieldType::Int(4)),
         };
-        let mut ps = vec![pending("a", "b", vec![f("v", &nested)])];
+        let mut ps = vec![pending("a", "b", Cow::Owned(vec![f("v", &nested)]))];
         assert_eq!(
             direct_facility("cat", &crate::model::FormatId::Pcp, &mut ps, &[0]),
             None

@@ -785,10 +785,12 @@ impl Spare {
     const LISTS: usize = 16_384;
     const STRINGS: usize = 65_536;
 
+    // Buffers are kept in reverse, so that the next item of the same shape
+    // pops each one where it was (same size: no reallocation).
     fn keep(&mut self, mut s: Sample) {
-        for m in s.metrics.drain(..) {
+        for m in s.metrics.drain(..).rev() {
             let Ok(mut vals) = m.values else { continue };
-            for (_, v) in vals.drain(..) {
+            for (_, v) in vals.drain(..).rev() {
                 if let Value::Str(st) = v {
                     if self.strings.len() < Self::STRINGS {
                         self.strings.push(st);
@@ -811,7 +813,7 @@ impl Spare {
     }
 
     fn keep_indom(&mut self, mut u: IndomUpdate) {
-        for i in u.instances.drain(..) {
+        for i in u.instances.drain(..).rev() {
             self.keep_string(i.name);
         }
         u.removed.clear();
@@ -821,11 +823,11 @@ impl Spare {
     }
 
     fn keep_labels(&mut self, mut l: LabelSet) {
-        self.keep_string(std::mem::take(&mut l.json));
-        for x in l.labels.drain(..) {
-            self.keep_string(x.name);
+        for x in l.labels.drain(..).rev() {
             self.keep_string(x.value);
+            self.keep_string(x.name);
         }
+        self.keep_string(std::mem::take(&mut l.json));
         if self.labels.len() < 64 {
             self.labels.push(l);
         }
