@@ -583,7 +583,7 @@ impl EventEncoder {
             // An entry maps a key to its parameter, whichever event left
             // it: a match is right even past the last event's keys.
             let id = match self.last_extras.get(n) {
-                Some((lk, lkind, id)) if lk == k && *lkind == kind => *id,
+                Some((lk, lkind, id)) if *lkind == kind && crate::model::key_eq(lk, k) => *id,
                 _ => {
                     let id = self.extra_param(k, kind, out);
                     // Overwrite entry n in place: its key text keeps its buffer.
