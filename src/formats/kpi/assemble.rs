@@ -34,7 +34,7 @@ type GroupBuffers = (Vec<(i64, [i64; 5])>, Vec<(InstId, u64)>);
 
 /// Items given back by the writer wait here to be filled again: a
 /// conversion allocates its items' buffers once, not per dataset.
-const POOL: usize = 1024;
+const POOL: usize = 8192;
 
 #[derive(Debug, Default)]
 pub struct Assembler {
