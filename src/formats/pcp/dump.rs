@@ -77,29 +77,8 @@ fn civil(sec: i64) -> (String, String, i64) {
     )
 }
 
-/// A multiply-shift hasher for the small integer keys of the listing's hot
-/// lookups (SipHash showed up in profiles).
-#[derive(Default, Clone, Copy)]
-pub struct IntHasher(u64);
-
-impl std::hash::Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_i32(&mut self, i: i32) {
-        self.write_u32(i as u32);
-    }
-}
-
-type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+pub use crate::model::IntHasher;
+use crate::model::IntMap;
 
 /// Instance list (id, name) of one indom at one time.
 type InstList<'a> = Vec<(i32, &'a str)>;
