@@ -28,6 +28,46 @@ pub fn base_of(input: &Input) -> PathBuf {
     }
 }
 
+/// Call `f` with the name of every entry of `dir` but `.` and `..` (names
+/// that are not UTF-8 are skipped), borrowed: `std::fs::read_dir` makes two
+/// allocations per entry, and an archive's directory can hold thousands of
+/// files (the PCP testsuite's 1,334) of which a few are its members.
+fn each_name(dir: &Path, mut f: impl FnMut(&str)) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated path.
+    let d = unsafe { libc::opendir(c.as_ptr()) };
+    if d.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    struct Dir(*mut libc::DIR);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            // SAFETY: an open directory stream, closed once.
+            unsafe { libc::closedir(self.0) };
+        }
+    }
+    let d = Dir(d);
+    loop {
+        // SAFETY: `d.0` is open and used by this call only; the entry stays
+        // valid until the next `readdir` on it and its name is NUL-terminated.
+        let name = unsafe {
+            let e = libc::readdir(d.0);
+            if e.is_null() {
+                // The end (or an error, which ends the listing: `read_dir`
+                // callers here skipped unreadable entries too).
+                return Ok(());
+            }
+            std::ffi::CStr::from_ptr((*e).d_name.as_ptr())
+        };
+        match std::str::from_utf8(name.to_bytes()) {
+            Ok("." | "..") | Err(_) => {}
+            Ok(n) => f(n),
+        }
+    }
+}
+
 /// Find the members of the archive `base`.
 pub fn resolve(base: &Path) -> Result<Members> {
     let stem = base
@@ -39,7 +79,6 @@ pub fn resolve(base: &Path) -> Result<Members> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
     let mut meta: Option<(usize, PathBuf)> = None;
     let mut index: Option<(usize, PathBuf)> = None;
     let mut vols: Vec<(u32, usize, PathBuf)> = Vec::new();
@@ -52,18 +91,15 @@ pub fn resolve(base: &Path) -> Result<Members> {
             .map(|i| i + 1)
             .unwrap_or(0)
     };
-    for e in rd.flatten() {
-        let Ok(n) = e.file_name().into_string() else {
-            continue;
-        };
-        let Some(rest) = strip_compression(&n)
+    each_name(&dir, |n| {
+        let Some(rest) = strip_compression(n)
             .strip_prefix(stem.as_str())
             .and_then(|r| r.strip_prefix('.'))
         else {
-            continue;
+            return;
         };
-        let r = rank(&n);
-        let p = dir.join(&n);
+        let r = rank(n);
+        let p = dir.join(n);
         if rest == "meta" {
             if meta.as_ref().is_none_or(|(k, _)| r < *k) {
                 meta = Some((r, p));
@@ -77,7 +113,8 @@ pub fn resolve(base: &Path) -> Result<Members> {
                 vols.push((v, r, p));
             }
         }
-    }
+    })
+    .map_err(|e| Error::io(&dir, e))?;
     vols.sort();
     let mut volumes: Vec<(u32, PathBuf)> = Vec::new();
     for (v, _, p) in vols {

@@ -28,7 +28,7 @@
 use super::data::decode_typed;
 use super::dump::IntHasher;
 use super::layout::*;
-use super::meta::MetaRec;
+use super::meta::{MetaRec, TextRec};
 use super::selfdesc;
 use crate::model::*;
 use serde_json::{json, Value as J};
@@ -893,6 +893,13 @@ fn tagged<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
 }
 
 impl EventDecoder {
+    /// True for the help text of the stream's instance domain, which holds
+    /// the source description of an archive polytrace wrote event records
+    /// into: `from_meta` finds nothing in metadata without one.
+    pub fn marks_events(t: &TextRec) -> bool {
+        t.ttype & PM_TEXT_HELP != 0 && t.ttype & PM_TEXT_INDOM != 0 && t.ident == STREAM_INDOM
+    }
+
     /// The decoder of an archive's metadata, if polytrace wrote event
     /// records into it.
     pub fn from_meta(recs: &[(u64, MetaRec)]) -> Option<EventDecoder> {

@@ -51,26 +51,6 @@ impl InDomRec {
         })
     }
 
-    /// A record of these entries (tests, and code that builds records).
-    pub fn from_entries<'a>(
-        rtype: i32,
-        stamp: Stamp,
-        indom: u32,
-        entries: impl IntoIterator<Item = (i32, Option<&'a str>)>,
-    ) -> InDomRec {
-        let mut r = InDomRec {
-            rtype,
-            stamp,
-            indom,
-            ..InDomRec::default()
-        };
-        for (id, n) in entries {
-            let range = n.and_then(|n| r.push_name(n));
-            r.insts.push((id, range));
-        }
-        r
-    }
-
     /// Append a name to the arena: its range, None if the arena would pass
     /// 4 GiB (not reachable from a record, whose length is an i32).
     fn push_name(&mut self, n: &str) -> Option<(u32, u32)> {
@@ -81,7 +61,7 @@ impl InDomRec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RawLabel {
     pub name_off: u16,
     pub name_len: u8,
@@ -90,7 +70,7 @@ pub struct RawLabel {
     pub value_len: u16,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RawLabelSet {
     pub inst: u32,
     pub json: Vec<u8>,
@@ -98,7 +78,7 @@ pub struct RawLabelSet {
     pub labels: Vec<RawLabel>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LabelRec {
     pub rtype: i32,
     pub stamp: Stamp,
@@ -107,7 +87,7 @@ pub struct LabelRec {
     pub sets: Vec<RawLabelSet>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TextRec {
     pub ttype: i32,
     pub ident: u32,
@@ -145,6 +125,45 @@ pub fn parse(
     recno: u64,
     diags: &mut Vec<Diagnostic>,
 ) -> Result<MetaRec> {
+    let mut s = Scratch::default();
+    Ok(match parse_into(v, rec, path, off, recno, diags, &mut s)? {
+        Parsed::Desc(d) => MetaRec::Desc(d),
+        Parsed::InDom => MetaRec::InDom(s.indom),
+        Parsed::Label => MetaRec::Label(s.label),
+        Parsed::Text => MetaRec::Text(s.text),
+    })
+}
+
+/// Buffers records are parsed into by [`parse_into`], kept from one
+/// record to the next: a reader that goes through `.meta` record by
+/// record allocates nothing per record but descriptor names.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    pub indom: InDomRec,
+    pub label: LabelRec,
+    pub text: TextRec,
+}
+
+/// What [`parse_into`] parsed: a descriptor, or which buffer of the
+/// [`Scratch`] holds the record.
+#[derive(Debug)]
+pub enum Parsed {
+    Desc(Desc),
+    InDom,
+    Label,
+    Text,
+}
+
+/// [`parse`] into the buffers of `s` (what they held before is replaced).
+pub fn parse_into(
+    v: Version,
+    rec: &[u8],
+    path: &Path,
+    off: u64,
+    recno: u64,
+    diags: &mut Vec<Diagnostic>,
+    s: &mut Scratch,
+) -> Result<Parsed> {
     let pos = || Position::at(path, off, Some(recno));
     let bad = |m: &str| Error::format(pos(), m.to_string());
     let len = rec.len();
@@ -200,7 +219,7 @@ pub fn parse(
                     o += l;
                 }
             }
-            Ok(MetaRec::Desc(Desc {
+            Ok(Parsed::Desc(Desc {
                 pmid,
                 vtype,
                 indom,
@@ -225,16 +244,17 @@ pub fn parse(
                 return Err(trunc());
             }
             let strtab = &rec[str_at..body_end];
-            let mut out = InDomRec {
-                rtype,
-                stamp,
-                indom,
-                insts: Vec::with_capacity(n),
-                // Names never take more than the string table (but for
-                // bytes a lossy decode widens).
-                names: String::with_capacity(strtab.len()),
-                raw_names: None,
-            };
+            let out = &mut s.indom;
+            out.rtype = rtype;
+            out.stamp = stamp;
+            out.indom = indom;
+            out.insts.clear();
+            out.insts.reserve(n);
+            // Names never take more than the string table (but for bytes a
+            // lossy decode widens).
+            out.names.clear();
+            out.names.reserve(strtab.len());
+            out.raw_names = None;
             let mut non_utf8 = false;
             for i in 0..n {
                 let inst = bei32(rec, insts_at + 4 * i).ok_or_else(trunc)?;
@@ -283,7 +303,7 @@ pub fn parse(
                     .collect();
                 out.raw_names = Some(raw);
             }
-            Ok(MetaRec::InDom(out))
+            Ok(Parsed::InDom)
         }
         TYPE_LABEL_V2 | TYPE_LABEL => {
             let (stamp, mut o) = timed(TYPE_LABEL_V2, "label", diags)?;
@@ -295,7 +315,13 @@ pub fn parse(
             if nsets < 0 {
                 return Err(bad("label record with a negative set count"));
             }
-            let mut sets = Vec::new();
+            let l = &mut s.label;
+            l.rtype = rtype;
+            l.stamp = stamp;
+            l.ltype = ltype;
+            l.ident = ident;
+            // Sets (and their buffers) are reused in place, extras dropped.
+            let mut k = 0;
             for _ in 0..nsets {
                 let inst = g(o)?;
                 let jl = g(o + 4)? as i32;
@@ -303,11 +329,20 @@ pub fn parse(
                 if jl < 0 || o + jl as usize > body_end {
                     return Err(bad(&format!("corrupted JSON length {jl} in label set")));
                 }
-                let json = rec[o..o + jl as usize].to_vec();
+                if k == l.sets.len() {
+                    l.sets.push(RawLabelSet::default());
+                }
+                let set = &mut l.sets[k];
+                k += 1;
+                set.inst = inst;
+                set.json.clear();
+                set.json.extend_from_slice(&rec[o..o + jl as usize]);
                 o += jl as usize;
                 let nl = g(o)? as i32;
                 o += 4;
-                let mut labels = Vec::new();
+                set.nlabels = nl;
+                let labels = &mut set.labels;
+                labels.clear();
                 for _ in 0..nl.max(0) {
                     if o + 8 > body_end {
                         return Err(trunc());
@@ -321,35 +356,24 @@ pub fn parse(
                     });
                     o += 8;
                 }
-                sets.push(RawLabelSet {
-                    inst,
-                    json,
-                    nlabels: nl,
-                    labels,
-                });
             }
-            Ok(MetaRec::Label(LabelRec {
-                rtype,
-                stamp,
-                ltype,
-                ident,
-                sets,
-            }))
+            l.sets.truncate(k);
+            Ok(Parsed::Label)
         }
         TYPE_TEXT => {
             let ttype = bei32(rec, 8).filter(|_| 12 <= body_end).ok_or_else(trunc)?;
             let ident = be32(rec, 12).filter(|_| 16 <= body_end).ok_or_else(trunc)?;
             let t = &rec[16..body_end];
             let e = t.iter().position(|&c| c == 0).unwrap_or(t.len());
-            let raw = std::str::from_utf8(&t[..e])
+            let out = &mut s.text;
+            out.ttype = ttype;
+            out.ident = ident;
+            out.text.clear();
+            out.text.push_str(&String::from_utf8_lossy(&t[..e]));
+            out.raw = std::str::from_utf8(&t[..e])
                 .is_err()
                 .then(|| t[..e].to_vec());
-            Ok(MetaRec::Text(TextRec {
-                ttype,
-                ident,
-                text: String::from_utf8_lossy(&t[..e]).into_owned(),
-                raw,
-            }))
+            Ok(Parsed::Text)
         }
         t => Err(bad(&format!("unknown metadata record type {t}"))),
     }

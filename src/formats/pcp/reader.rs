@@ -7,7 +7,7 @@ use super::data::{self, FlatVal, FlatVset, RawResult};
 use super::dump::IntHasher;
 use super::events::EventDecoder;
 use super::layout::*;
-use super::meta::{self, MetaRec};
+use super::meta::{self, InDomRec, LabelRec, MetaRec, Parsed, Scratch, TextRec};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::model::*;
 use crate::options::ReadOptions;
@@ -26,6 +26,28 @@ pub struct MetaFile {
 /// Load the whole `.meta`. In salvage mode damage stops the load with a
 /// diagnostic; otherwise it is an error.
 pub fn load_meta(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<MetaFile> {
+    let mut recs = Vec::new();
+    let (label, size) = walk_meta(m, salvage, diags, |off, _, _, p, s| {
+        let r = match p {
+            Parsed::Desc(d) => MetaRec::Desc(d),
+            Parsed::InDom => MetaRec::InDom(std::mem::take(&mut s.indom)),
+            Parsed::Label => MetaRec::Label(std::mem::take(&mut s.label)),
+            Parsed::Text => MetaRec::Text(std::mem::take(&mut s.text)),
+        };
+        recs.push((off, r));
+    })?;
+    Ok(MetaFile { label, recs, size })
+}
+
+/// Parse every `.meta` record in turn, handing each to `f` with its offset
+/// and bytes (descriptors owned, the others in the scratch buffers). Gives
+/// the label and where reading stopped (the end, or damage `--salvage` stopped at).
+fn walk_meta(
+    m: &Members,
+    salvage: bool,
+    diags: &mut Vec<Diagnostic>,
+    mut f: impl FnMut(u64, u64, &[u8], Parsed, &mut Scratch),
+) -> Result<(LogLabel, u64)> {
     let mut rr = RecordReader::open(&m.meta)?;
     let label = rr.label()?;
     if label.vol != -1 {
@@ -34,17 +56,19 @@ pub fn load_meta(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Res
             format!("label volume {} in .meta (expected -1)", label.vol),
         ));
     }
-    let mut recs = Vec::new();
     let mut buf = Vec::new();
+    let mut s = Scratch::default();
     loop {
         let off = rr.pos;
         let recno = rr.recno;
         let r = rr.next(&mut buf).and_then(|r| match r {
             Rec::Eof => Ok(None),
-            Rec::Ok => meta::parse(label.version, &buf, &rr.path, off, recno, diags).map(Some),
+            Rec::Ok => {
+                meta::parse_into(label.version, &buf, &rr.path, off, recno, diags, &mut s).map(Some)
+            }
         });
         match r {
-            Ok(Some(x)) => recs.push((off, x)),
+            Ok(Some(p)) => f(off, recno, &buf, p, &mut s),
             Ok(None) => break,
             Err(e) if salvage => {
                 diags.push(Diagnostic::salvaged(
@@ -56,11 +80,100 @@ pub fn load_meta(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Res
             Err(e) => return Err(e),
         }
     }
-    Ok(MetaFile {
+    Ok((label, rr.pos))
+}
+
+/// A `.meta` record waiting to become items.
+enum MetaAt {
+    /// Parsed at open: descriptors (their names move into the items), and
+    /// every record of an archive whose event records are decoded.
+    Parsed(MetaRec),
+    /// Checked at open; its bytes are in `PcpReader::meta_bytes` from `at`,
+    /// parsed again when its items are made (into kept buffers: no
+    /// allocation per record or per instance name).
+    Raw {
+        at: usize,
+        len: usize,
+        off: u64,
+        recno: u64,
+    },
+}
+
+/// `.meta` as the item reader keeps it.
+struct LeanMeta {
+    label: LogLabel,
+    size: u64,
+    /// (time of time-stamped records, record) in file order.
+    recs: Vec<(Option<i64>, MetaAt)>,
+    bytes: Vec<u8>,
+    events: Option<EventDecoder>,
+}
+
+/// Load `.meta` for the item reader: descriptors parsed, every other
+/// record checked and kept as its bytes. An archive polytrace wrote event
+/// records into is parsed whole, for the event decoder.
+fn load_lean(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<LeanMeta> {
+    let mut recs = Vec::new();
+    let mut bytes = Vec::new();
+    let mut has_events = false;
+    let (label, size) = walk_meta(m, salvage, diags, |off, recno, rec, p, s| {
+        let stamp = match p {
+            Parsed::Desc(d) => {
+                recs.push((None, MetaAt::Parsed(MetaRec::Desc(d))));
+                return;
+            }
+            Parsed::InDom => Some(s.indom.stamp.ns()),
+            Parsed::Label => Some(s.label.stamp.ns()),
+            Parsed::Text => {
+                has_events |= EventDecoder::marks_events(&s.text);
+                None
+            }
+        };
+        let at = MetaAt::Raw {
+            at: bytes.len(),
+            len: rec.len(),
+            off,
+            recno,
+        };
+        recs.push((stamp, at));
+        bytes.extend_from_slice(rec);
+    })?;
+    let mut lean = LeanMeta {
         label,
+        size,
         recs,
-        size: rr.pos,
-    })
+        bytes,
+        events: None,
+    };
+    if has_events {
+        let mut all = Vec::with_capacity(lean.recs.len());
+        for (_, r) in std::mem::take(&mut lean.recs) {
+            let r = match r {
+                MetaAt::Parsed(r) => r,
+                MetaAt::Raw {
+                    at,
+                    len,
+                    off,
+                    recno,
+                } => meta::parse(
+                    lean.label.version,
+                    &lean.bytes[at..at + len],
+                    &m.meta,
+                    off,
+                    recno,
+                    &mut Vec::new(),
+                )?,
+            };
+            all.push((0, r));
+        }
+        lean.events = EventDecoder::from_meta(&all);
+        lean.bytes = Vec::new();
+        lean.recs = all
+            .into_iter()
+            .map(|(_, r)| (r.stamp().map(|s| s.ns()), MetaAt::Parsed(r)))
+            .collect();
+    }
+    Ok(lean)
 }
 
 pub fn label_target(ltype: i32, ident: u32) -> LabelTarget {
@@ -94,97 +207,101 @@ fn meta_items(r: MetaRec, spare: &mut Spare, out: &mut VecDeque<Item>) {
             };
             out.push_back(Item::Metric(Arc::new(md)));
         }
-        MetaRec::Text(t) => {
-            let target = if t.ttype & PM_TEXT_INDOM != 0 {
-                HelpTarget::Indom(t.ident)
-            } else {
-                HelpTarget::Metric(t.ident)
+        MetaRec::Text(t) => out.push_back(help_item(&t, spare)),
+        MetaRec::InDom(i) => out.push_back(indom_item(&i, spare)),
+        MetaRec::Label(l) => label_items(&l, spare, out),
+    }
+}
+
+fn help_item(t: &TextRec, spare: &mut Spare) -> Item {
+    let target = if t.ttype & PM_TEXT_INDOM != 0 {
+        HelpTarget::Indom(t.ident)
+    } else {
+        HelpTarget::Metric(t.ident)
+    };
+    Item::Help(Help {
+        target,
+        oneline: t.ttype & PM_TEXT_ONELINE != 0,
+        text: spare.string(&t.text),
+    })
+}
+
+fn indom_item(i: &InDomRec, spare: &mut Spare) -> Item {
+    let delta = i.rtype == TYPE_INDOM_DELTA;
+    let mut u = spare.indoms.pop().unwrap_or_else(|| IndomUpdate {
+        time: Timestamp(0),
+        id: 0,
+        kind: IndomKind::Full,
+        instances: Vec::new(),
+        removed: Vec::new(),
+        extras: Extras::default(),
+    });
+    u.time = Timestamp(i.stamp.ns());
+    u.id = i.indom;
+    u.kind = if delta {
+        IndomKind::Delta
+    } else {
+        IndomKind::Full
+    };
+    u.extras.clear();
+    u.instances.reserve(i.len());
+    for (id, name) in i.entries() {
+        match name {
+            Some(n) => u.instances.push(Instance {
+                id,
+                name: spare.string(n),
+            }),
+            None => u.removed.push(id),
+        }
+    }
+    if let Some(raw) = &i.raw_names {
+        u.extras.set(
+            X_RAW_NAMES,
+            ExtraValue::List(raw.iter().map(|b| ExtraValue::Bytes(b.clone())).collect()),
+        );
+    }
+    if delta {
+        u.extras.set(
+            X_DELTA_ORDER,
+            ExtraValue::List(
+                i.entries()
+                    .map(|(id, _)| ExtraValue::I64(id as i64))
+                    .collect(),
+            ),
+        );
+    }
+    Item::Indom(u)
+}
+
+fn label_items(l: &LabelRec, spare: &mut Spare, out: &mut VecDeque<Item>) {
+    for s in &l.sets {
+        let mut ls = spare.labels.pop().unwrap_or_else(|| LabelSet {
+            time: None,
+            target: LabelTarget::Context,
+            inst: 0,
+            json: String::new(),
+            labels: Vec::new(),
+        });
+        ls.time = Some(Timestamp(l.stamp.ns()));
+        ls.target = label_target(l.ltype, l.ident);
+        ls.inst = s.inst as i32;
+        ls.json = spare.string(&String::from_utf8_lossy(&s.json));
+        let sub = |spare: &mut Spare, o: u16, n: usize| {
+            let o = o as usize;
+            match s.json.get(o..o.saturating_add(n)) {
+                Some(b) => spare.string(&String::from_utf8_lossy(b)),
+                None => spare.string(""),
+            }
+        };
+        for x in &s.labels {
+            let label = Label {
+                name: sub(spare, x.name_off, x.name_len as usize),
+                value: sub(spare, x.value_off, x.value_len as usize),
+                flags: x.flags as u32,
             };
-            out.push_back(Item::Help(Help {
-                target,
-                oneline: t.ttype & PM_TEXT_ONELINE != 0,
-                text: t.text,
-            }));
+            ls.labels.push(label);
         }
-        MetaRec::InDom(i) => {
-            let delta = i.rtype == TYPE_INDOM_DELTA;
-            let mut u = spare.indoms.pop().unwrap_or_else(|| IndomUpdate {
-                time: Timestamp(0),
-                id: 0,
-                kind: IndomKind::Full,
-                instances: Vec::new(),
-                removed: Vec::new(),
-                extras: Extras::default(),
-            });
-            u.time = Timestamp(i.stamp.ns());
-            u.id = i.indom;
-            u.kind = if delta {
-                IndomKind::Delta
-            } else {
-                IndomKind::Full
-            };
-            u.extras.clear();
-            u.instances.reserve(i.len());
-            for (id, name) in i.entries() {
-                match name {
-                    Some(n) => u.instances.push(Instance {
-                        id,
-                        name: spare.string(n),
-                    }),
-                    None => u.removed.push(id),
-                }
-            }
-            if let Some(raw) = &i.raw_names {
-                u.extras.set(
-                    X_RAW_NAMES,
-                    ExtraValue::List(raw.iter().map(|b| ExtraValue::Bytes(b.clone())).collect()),
-                );
-            }
-            if delta {
-                u.extras.set(
-                    X_DELTA_ORDER,
-                    ExtraValue::List(
-                        i.entries()
-                            .map(|(id, _)| ExtraValue::I64(id as i64))
-                            .collect(),
-                    ),
-                );
-            }
-            out.push_back(Item::Indom(u));
-        }
-        MetaRec::Label(l) => {
-            for s in &l.sets {
-                let mut ls = spare.labels.pop().unwrap_or_else(|| LabelSet {
-                    time: None,
-                    target: LabelTarget::Context,
-                    inst: 0,
-                    json: String::new(),
-                    labels: Vec::new(),
-                });
-                ls.time = Some(Timestamp(l.stamp.ns()));
-                ls.target = label_target(l.ltype, l.ident);
-                ls.inst = s.inst as i32;
-                let mut json = spare.string("");
-                json.push_str(&String::from_utf8_lossy(&s.json));
-                ls.json = json;
-                let sub = |spare: &mut Spare, o: u16, n: usize| {
-                    let o = o as usize;
-                    match s.json.get(o..o.saturating_add(n)) {
-                        Some(b) => spare.string(&String::from_utf8_lossy(b)),
-                        None => spare.string(""),
-                    }
-                };
-                for x in &s.labels {
-                    let label = Label {
-                        name: sub(spare, x.name_off, x.name_len as usize),
-                        value: sub(spare, x.value_off, x.value_len as usize),
-                        flags: x.flags as u32,
-                    };
-                    ls.labels.push(label);
-                }
-                out.push_back(Item::Labels(ls));
-            }
-        }
+        out.push_back(Item::Labels(ls));
     }
 }
 
@@ -341,10 +458,14 @@ pub struct PcpReader {
     /// PM_TYPE of each metric (looked up per value set).
     types: HashMap<u32, i32, BuildHasherDefault<IntHasher>>,
     /// Descriptors and help, in file order: made into items first.
-    untimed: VecDeque<MetaRec>,
+    untimed: VecDeque<MetaAt>,
     /// Time-stamped metadata (instance domains, label sets) in file order,
     /// made into items before the first result at or after their time.
-    timed: VecDeque<(i64, MetaRec)>,
+    timed: VecDeque<(i64, MetaAt)>,
+    /// The bytes of the `MetaAt::Raw` records, and the buffers they are
+    /// parsed into.
+    meta_bytes: Vec<u8>,
+    meta_scratch: Scratch,
     /// Items of the metadata record being handed out.
     meta_out: VecDeque<Item>,
     held: Option<Item>,
@@ -380,7 +501,7 @@ pub trait RecordSink {
 impl PcpReader {
     pub fn open(m: Members, opts: &ReadOptions) -> Result<PcpReader> {
         let mut diags = Vec::new();
-        let mf = load_meta(&m, opts.salvage, &mut diags)?;
+        let mf = load_lean(&m, opts.salvage, &mut diags)?;
         // The records are read in order, not through the index, but a
         // damaged index is damage all the same.
         let mut index_ok = true;
@@ -392,13 +513,13 @@ impl PcpReader {
             diags.push(super::index::salvaged(e, &m.base));
         }
         let mut header = header_of(&mf.label, &m);
-        let events = EventDecoder::from_meta(&mf.recs);
+        let events = mf.events;
         if let Some(d) = &events {
             d.apply_header(&mut header);
         }
         let mut types = HashMap::default();
         for (_, r) in &mf.recs {
-            if let MetaRec::Desc(d) = r {
+            if let MetaAt::Parsed(MetaRec::Desc(d)) = r {
                 types.insert(d.pmid, d.vtype);
             }
         }
@@ -406,10 +527,10 @@ impl PcpReader {
         // verbatim copy needs none), so the buffers of items the writer
         // gives back serve the next ones.
         let (mut untimed, mut timed) = (VecDeque::new(), VecDeque::new());
-        for (_, r) in mf.recs {
-            match r.stamp() {
+        for (stamp, r) in mf.recs {
+            match stamp {
                 None => untimed.push_back(r),
-                Some(s) => timed.push_back((s.ns(), r)),
+                Some(s) => timed.push_back((s, r)),
             }
         }
         Ok(PcpReader {
@@ -418,6 +539,8 @@ impl PcpReader {
             started: false,
             untimed,
             timed,
+            meta_bytes: mf.bytes,
+            meta_scratch: Scratch::default(),
             meta_out: VecDeque::new(),
             header,
             types,
@@ -435,11 +558,41 @@ impl PcpReader {
     }
 
     /// Make the metadata record `r` into items (into `meta_out`).
-    fn meta_record(&mut self, r: MetaRec) {
-        match self.events.as_ref().and_then(|d| d.items_of(&r)) {
-            Some(items) => self.meta_out.extend(items),
-            None => meta_items(r, &mut self.spare, &mut self.meta_out),
+    fn meta_record(&mut self, r: MetaAt) -> Result<()> {
+        let (at, len, off, recno) = match r {
+            MetaAt::Parsed(r) => {
+                match self.events.as_ref().and_then(|d| d.items_of(&r)) {
+                    Some(items) => self.meta_out.extend(items),
+                    None => meta_items(r, &mut self.spare, &mut self.meta_out),
+                }
+                return Ok(());
+            }
+            MetaAt::Raw {
+                at,
+                len,
+                off,
+                recno,
+            } => (at, len, off, recno),
+        };
+        // Checked at open (its warnings given then): parsed the same way.
+        let s = &mut self.meta_scratch;
+        let p = meta::parse_into(
+            self.walker.version,
+            &self.meta_bytes[at..at + len],
+            &self.walker.members.meta,
+            off,
+            recno,
+            &mut Vec::new(),
+            s,
+        )?;
+        let (spare, out) = (&mut self.spare, &mut self.meta_out);
+        match p {
+            Parsed::Desc(d) => meta_items(MetaRec::Desc(d), spare, out),
+            Parsed::InDom => out.push_back(indom_item(&s.indom, spare)),
+            Parsed::Label => label_items(&s.label, spare, out),
+            Parsed::Text => out.push_back(help_item(&s.text, spare)),
         }
+        Ok(())
     }
 
     /// The archive's label (of its `.meta`).
@@ -721,14 +874,14 @@ impl TraceReader for PcpReader {
             }
             // Descriptors and help first, time-stamped metadata by time.
             if let Some(r) = self.untimed.pop_front() {
-                self.meta_record(r);
+                self.meta_record(r)?;
                 continue;
             }
             let Some(h) = &self.held else {
                 match self.read_data()? {
                     Some(i) => self.held = Some(i),
                     None => match self.timed.pop_front() {
-                        Some((_, r)) => self.meta_record(r),
+                        Some((_, r)) => self.meta_record(r)?,
                         None => return Ok(None),
                     },
                 }
@@ -737,7 +890,7 @@ impl TraceReader for PcpReader {
             let t = h.time().map(|t| t.0).unwrap_or(i64::MIN);
             if self.timed.front().is_some_and(|(s, _)| *s <= t) {
                 if let Some((_, r)) = self.timed.pop_front() {
-                    self.meta_record(r);
+                    self.meta_record(r)?;
                 }
                 continue;
             }
@@ -767,14 +920,16 @@ impl TraceReader for PcpReader {
     }
 }
 
-/// Buffers of recycled items: metric lists, value lists, strings (values,
-/// instance names, help and label texts), instance-domain updates and
-/// label sets (emptied).
+/// Buffers of recycled items: metric lists, value lists, strings of
+/// values, strings of metadata (instance names, help and label texts: kept
+/// apart, their sizes differ), instance-domain updates and label sets
+/// (emptied).
 #[derive(Default)]
 struct Spare {
     metrics: Vec<Vec<MetricValues>>,
     lists: Vec<Vec<(InstId, Value)>>,
     strings: Vec<String>,
+    texts: Vec<String>,
     indoms: Vec<IndomUpdate>,
     labels: Vec<LabelSet>,
 }
@@ -807,8 +962,8 @@ impl Spare {
     }
 
     fn keep_string(&mut self, s: String) {
-        if self.strings.len() < Self::STRINGS {
-            self.strings.push(s);
+        if self.texts.len() < Self::STRINGS {
+            self.texts.push(s);
         }
     }
 
@@ -835,7 +990,7 @@ impl Spare {
 
     /// `s` in a kept string if there is one.
     fn string(&mut self, s: &str) -> String {
-        let mut o = self.strings.pop().unwrap_or_default();
+        let mut o = self.texts.pop().unwrap_or_default();
         o.clear();
         o.push_str(s);
         o

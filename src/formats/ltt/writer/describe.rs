@@ -40,6 +40,8 @@ pub(super) struct Describe {
     qtext: String,
     /// Text of the record being written (kept for its allocation).
     jtext: String,
+    /// Instance name of the membership event being written (kept too).
+    name: String,
     next_serial: u64,
     /// Latest definition of each key, with its serial.
     latest: HashMap<Key, (u64, Def)>,
@@ -86,6 +88,7 @@ impl LttWriter {
             queue: Vec::new(),
             qtext: String::new(),
             jtext: String::new(),
+            name: String::new(),
             next_serial: 0,
             latest: HashMap::new(),
             in_file: HashSet::new(),
@@ -673,8 +676,14 @@ impl LttWriter {
             sd.jtext = text;
         }
         r?;
-        // One set of fields, its name buffer reused for every instance.
-        let mut f = [Value::I64(0), Value::U64(1), Value::Str(String::new())];
+        // One set of fields, its name buffer reused for every instance (and
+        // kept for the next update).
+        let name = self
+            .sd
+            .as_mut()
+            .map(|sd| std::mem::take(&mut sd.name))
+            .unwrap_or_default();
+        let mut f = [Value::I64(0), Value::U64(1), Value::Str(name)];
         for i in &u.instances {
             f[0] = Value::I64(i.id as i64);
             let Value::Str(name) = &mut f[2] else {
@@ -694,6 +703,9 @@ impl LttWriter {
                 );
             }
             self.write_event(key, c as i64, None, Some(0), &f, None)?;
+        }
+        if let (Some(sd), [_, _, Value::Str(name)]) = (&mut self.sd, f) {
+            sd.name = name;
         }
         for r in &u.removed {
             let f = [
