@@ -3,7 +3,9 @@
 
 use super::layout::{self, bei32, LabelError, LogLabel, Version};
 use crate::error::{Error, Position, Result};
-use crate::input::{archive_base_of, strip_compression, Input, InputKind, COMPRESSED_SUFFIXES};
+use crate::input::{
+    archive_base_of, each_name, strip_compression, Input, InputKind, COMPRESSED_SUFFIXES,
+};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -25,46 +27,6 @@ pub fn base_of(input: &Input) -> PathBuf {
     match input.kind {
         InputKind::File => archive_base_of(&input.path).unwrap_or_else(|| input.path.clone()),
         _ => input.path.clone(),
-    }
-}
-
-/// Call `f` with the name of every entry of `dir` but `.` and `..` (names
-/// that are not UTF-8 are skipped), borrowed: `std::fs::read_dir` makes two
-/// allocations per entry, and an archive's directory can hold thousands of
-/// files (the PCP testsuite's 1,334) of which a few are its members.
-fn each_name(dir: &Path, mut f: impl FnMut(&str)) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a NUL-terminated path.
-    let d = unsafe { libc::opendir(c.as_ptr()) };
-    if d.is_null() {
-        return Err(std::io::Error::last_os_error());
-    }
-    struct Dir(*mut libc::DIR);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            // SAFETY: an open directory stream, closed once.
-            unsafe { libc::closedir(self.0) };
-        }
-    }
-    let d = Dir(d);
-    loop {
-        // SAFETY: `d.0` is open and used by this call only; the entry stays
-        // valid until the next `readdir` on it and its name is NUL-terminated.
-        let name = unsafe {
-            let e = libc::readdir(d.0);
-            if e.is_null() {
-                // The end (or an error, which ends the listing: `read_dir`
-                // callers here skipped unreadable entries too).
-                return Ok(());
-            }
-            std::ffi::CStr::from_ptr((*e).d_name.as_ptr())
-        };
-        match std::str::from_utf8(name.to_bytes()) {
-            Ok("." | "..") | Err(_) => {}
-            Ok(n) => f(n),
-        }
     }
 }
 
