@@ -176,6 +176,9 @@ fn sanitized(s: &str) -> Cow<'_, str> {
 
 /// A facility as written.
 struct WFac {
+    /// As parsed (a source's, or a generated one with other than scalar
+    /// fields), else its name, its events' names and its checksum (see
+    /// `direct_facility`): its text is in `copied`.
     fac: Facility,
     base: u32,
     /// Resolved payload layout per event (shared: events of one layout,
@@ -208,14 +211,45 @@ enum Key {
     Indom(u32),
 }
 
-/// A generated event type not yet given an id: names sanitized and the
-/// description cleaned as the eventdefs file will hold them.
+/// A generated event type not yet given an id: names sanitized as the
+/// eventdefs file will hold them.
 struct Pending {
     key: Key,
     category: Cow<'static, str>,
     name: String,
-    description: String,
+    description: DescFrom,
     fields: Fields,
+}
+
+/// Where a generated event type's description comes from: written into
+/// the eventdefs text from there (not kept as a string of its own).
+enum DescFrom {
+    /// Its help text, else its name.
+    Metric(Arc<MetricDesc>),
+    /// Its description, else its name.
+    Type(Arc<EventType>),
+    /// The membership events of an instance domain.
+    Indom(u32),
+}
+
+impl DescFrom {
+    /// The description as the eventdefs text holds it: no entity decoding
+    /// on read, so markup characters become spaces.
+    fn write(&self, o: &mut String) {
+        use std::fmt::Write as _;
+        let text = match self {
+            DescFrom::Metric(m) => m.help_short.as_deref().unwrap_or(m.name()),
+            DescFrom::Type(t) => t.description.as_deref().unwrap_or(&t.name),
+            DescFrom::Indom(id) => {
+                let _ = write!(o, "membership of instance domain {id}");
+                return;
+            }
+        };
+        o.extend(text.chars().map(|c| match c {
+            '<' | '>' | '&' => ' ',
+            c => c,
+        }));
+    }
 }
 
 /// Field names (sanitized) and types of a generated event type (the
@@ -268,9 +302,13 @@ const INDOM_FIELDS: &[(Cow<'static, str>, FieldType)] = &[
     (Cow::Borrowed("name"), FieldType::String),
 ];
 
-/// Most generated layouts resolved so far that the writer keeps (a trace
-/// of metrics has a few: one per value type).
-const LAYOUTS: usize = 64;
+/// The node and resolved layout of a constant field list (`metric_fields`,
+/// `INDOM_FIELDS`): built once, shared by every event type that has it.
+struct Layout {
+    fields: &'static [(Cow<'static, str>, FieldType)],
+    node: Option<eventdefs::TypeNode>,
+    ty: Option<Arc<Ty>>,
+}
 
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Debug, Hash)]
 enum FileKey {
@@ -318,9 +356,8 @@ pub struct LttWriter {
     source_ids: HashMap<u16, (usize, usize)>,
     map: HashMap<Key, Target>,
     pending: Vec<Pending>,
-    /// Resolved layouts of generated field lists, shared by the event
-    /// types that have them.
-    layouts: Vec<(Fields, Option<Arc<Ty>>)>,
+    /// Layouts of the constant field lists met so far.
+    layouts: Vec<Layout>,
     metrics: HashMap<u32, Arc<MetricDesc>>,
     files: BTreeMap<FileKey, FileW>,
     next_base: u32,
@@ -538,7 +575,7 @@ impl LttWriter {
             key,
             category: Cow::Owned(sanitized(&et.category).into_owned()),
             name: sanitized(&et.name).into_owned(),
-            description: desc_text(et.description.as_deref().unwrap_or(&et.name)),
+            description: DescFrom::Type(et.clone()),
             fields: Cow::Owned(
                 et.fields
                     .iter()
@@ -572,7 +609,7 @@ impl LttWriter {
             key,
             category: Cow::Borrowed("metric"),
             name: sanitized(m.name()).into_owned(),
-            description: desc_text(m.help_short.as_deref().unwrap_or(m.name())),
+            description: DescFrom::Metric(m.clone()),
             fields,
         });
     }
@@ -609,7 +646,7 @@ impl LttWriter {
                 key,
                 category: Cow::Borrowed("indom"),
                 name: format!("indom_{id}"),
-                description: format!("membership of instance domain {id}"),
+                description: DescFrom::Indom(id),
                 fields: Cow::Borrowed(INDOM_FIELDS),
             });
         }
@@ -649,10 +686,8 @@ impl LttWriter {
         for ix in groups {
             let cat = pending[ix[0]].category.clone();
             let xml = facility_xml(&cat, &self.header.source, ix.iter().map(|&i| &pending[i]));
-            let built = direct_facility(&cat, &self.header.source, &mut pending, &ix);
-            let direct = built.is_some();
-            let mut fac = match built {
-                Some(f) => f,
+            let (mut fac, tys) = match self.direct_facility(&cat, &mut pending, &ix)? {
+                Some((f, tys)) => (f, Some(tys)),
                 None => {
                     let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
                         werr(
@@ -661,7 +696,7 @@ impl LttWriter {
                         )
                     })?;
                     let Some(fac) = fs.pop() else { continue };
-                    fac
+                    (fac, None)
                 }
             };
             // The same definitions again (a re-issued type): reuse the
@@ -698,19 +733,9 @@ impl LttWriter {
             };
             fac.file = file.clone();
             let base = self.next_base;
-            let fi = if direct {
-                // Scalar fields only: layouts of field lists seen before are
-                // shared instead of resolved again.
-                let mut tys = Vec::with_capacity(ix.len());
-                for (&k, ev) in ix.iter().zip(&fac.events) {
-                    tys.push(match &ev.payload {
-                        None => None,
-                        Some(p) => self.layout(&pending[k].fields, &fac, p)?,
-                    });
-                }
-                self.add_resolved(fac, base, tys)?
-            } else {
-                self.add_fac(fac, base)?
+            let fi = match tys {
+                Some(tys) => self.add_resolved(fac, base, tys)?,
+                None => self.add_fac(fac, base)?,
             };
             self.copied.push((file, xml.into_bytes()));
             for (i, &k) in ix.iter().enumerate() {
@@ -732,24 +757,113 @@ impl LttWriter {
         Ok(())
     }
 
-    /// The layout of a generated payload of scalar `fields` (node `p` of
-    /// `fac`): shared with earlier types of the same fields.
-    fn layout(
+    /// The facility [`facility_xml`] defines for the pending types `ix`,
+    /// with their layouts, built without parsing the text back when every
+    /// field is a scalar (metrics, instance domains, most event types);
+    /// None otherwise. Built, it holds the events' names (taken from
+    /// `pending`) and the checksum: the writer needs no more of a facility
+    /// it generated (the payload nodes of the constant field lists are
+    /// built once, in `layouts`).
+    #[allow(clippy::type_complexity)]
+    fn direct_facility(
         &mut self,
-        fields: &Fields,
-        fac: &Facility,
-        p: &eventdefs::TypeNode,
-    ) -> Result<Option<Arc<Ty>>> {
-        if let Some((_, t)) = self.layouts.iter().find(|(f, _)| f[..] == fields[..]) {
-            return Ok(t.clone());
+        cat: &str,
+        pending: &mut [Pending],
+        ix: &[usize],
+    ) -> Result<Option<(Facility, Vec<Option<Arc<Ty>>>)>> {
+        if !ix.iter().all(|&k| {
+            pending[k]
+                .fields
+                .iter()
+                .all(|(_, t)| scalar_kind(t).is_some())
+        }) {
+            return Ok(None);
         }
-        let t = eventdefs::resolve(fac, p, self.cfg.arch)
-            .map_err(|m| werr(&self.target, format!("{}: {m}", fac.name)))?;
-        let t = Some(Arc::new(t));
-        if self.layouts.len() < LAYOUTS {
-            self.layouts.push((fields.clone(), t.clone()));
+        let no_types = Facility {
+            name: String::new(),
+            description: None,
+            events: Vec::new(),
+            types: HashMap::new(),
+            checksum: 0,
+            file: String::new(),
+        };
+        let resolve = |node: &Option<eventdefs::TypeNode>| -> Result<Option<Arc<Ty>>> {
+            node.as_ref()
+                .map(|n| {
+                    eventdefs::resolve(&no_types, n, self.cfg.arch)
+                        .map(Arc::new)
+                        .map_err(|m| werr(&self.target, format!("{cat}: {m}")))
+                })
+                .transpose()
+        };
+        // Per type, its layout: constant lists from `layouts`, others built here.
+        enum Src {
+            Shared(usize),
+            Own(usize),
         }
-        Ok(t)
+        let mut own: Vec<(Option<eventdefs::TypeNode>, Option<Arc<Ty>>)> = Vec::new();
+        let mut new_layouts = Vec::new();
+        let mut srcs = Vec::with_capacity(ix.len());
+        for &k in ix {
+            let fields = &pending[k].fields;
+            let found = match fields {
+                Cow::Borrowed(f) => self
+                    .layouts
+                    .iter()
+                    .chain(&new_layouts)
+                    .position(|l: &Layout| std::ptr::eq(l.fields, *f)),
+                Cow::Owned(_) => None,
+            };
+            let src = match (found, fields) {
+                (Some(i), _) => Src::Shared(i),
+                (None, Cow::Borrowed(f)) => {
+                    let node = scalar_node(f);
+                    let ty = resolve(&node)?;
+                    new_layouts.push(Layout {
+                        fields: f,
+                        node,
+                        ty,
+                    });
+                    Src::Shared(self.layouts.len() + new_layouts.len() - 1)
+                }
+                (None, Cow::Owned(f)) => {
+                    let node = scalar_node(f);
+                    let ty = resolve(&node)?;
+                    own.push((node, ty));
+                    Src::Own(own.len() - 1)
+                }
+            };
+            srcs.push(src);
+        }
+        self.layouts.append(&mut new_layouts);
+        let layout = |s: &Src| match *s {
+            Src::Shared(i) => (&self.layouts[i].node, &self.layouts[i].ty),
+            Src::Own(i) => (&own[i].0, &own[i].1),
+        };
+        let events = ix
+            .iter()
+            .zip(&srcs)
+            .map(|(&k, s)| (pending[k].name.as_str(), layout(s).0.as_ref()));
+        let checksum = eventdefs::checksum_of(cat, events)
+            .map_err(|m| werr(&self.target, format!("generated eventdefs for {cat}: {m}")))?;
+        let tys = srcs.iter().map(|s| layout(s).1.clone()).collect();
+        let events = ix
+            .iter()
+            .map(|&k| eventdefs::EventDef {
+                name: std::mem::take(&mut pending[k].name),
+                description: None,
+                payload: None,
+            })
+            .collect();
+        let fac = Facility {
+            name: cat.to_string(),
+            description: None,
+            events,
+            types: HashMap::new(),
+            checksum,
+            file: String::new(),
+        };
+        Ok(Some((fac, tys)))
     }
 
     fn ensure_file(&mut self, key: &FileKey) -> Result<()> {
@@ -1300,11 +1414,6 @@ fn stream_key(s: &str) -> Option<FileKey> {
     None
 }
 
-fn desc_text(s: &str) -> String {
-    // No entity decoding on read: keep the text free of markup characters.
-    s.replace(['<', '>', '&'], " ")
-}
-
 fn size_of(n: u8) -> u8 {
     match n {
         1 | 2 | 4 | 8 => n,
@@ -1372,11 +1481,9 @@ fn facility_xml<'a>(
         "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {source} stream</description>\n"
     );
     for p in types {
-        let _ = write!(
-            xml,
-            "  <event name=\"{}\">\n    <description>{}</description>\n",
-            p.name, p.description
-        );
+        let _ = write!(xml, "  <event name=\"{}\">\n    <description>", p.name);
+        p.description.write(&mut xml);
+        xml.push_str("</description>\n");
         if !p.fields.is_empty() {
             xml.push_str("    <struct>\n");
             for (fname, ft) in p.fields.iter() {
@@ -1392,74 +1499,52 @@ fn facility_xml<'a>(
     xml
 }
 
-/// The facility [`facility_xml`] defines, built without parsing it back
-/// when every field is a scalar (metrics, instance domains, most event
-/// types); None otherwise. Takes the names and descriptions of `pending`
-/// (indices `ix`) when it builds.
-fn direct_facility(
-    cat: &str,
-    source: &dyn std::fmt::Display,
-    pending: &mut [Pending],
-    ix: &[usize],
-) -> Option<Facility> {
-    use eventdefs::{EventDef, FieldDef, Kind, SizeTok, TypeNode};
-    fn scalar(t: &FieldType) -> Option<Kind> {
-        let size = |n: u8| SizeTok::from_bytes(size_of(n));
-        Some(match t {
-            FieldType::Int(n) => Kind::Int(size(*n)),
-            FieldType::Uint(n) => Kind::Uint(size(*n)),
-            FieldType::Float(4) => Kind::Float(SizeTok::B4),
-            FieldType::Float(_) => Kind::Float(SizeTok::B8),
-            FieldType::String => Kind::String,
-            FieldType::Bytes => Kind::Sequence {
-                lensize: SizeTok::B4,
-                elem: Box::new(TypeNode {
-                    kind: Kind::Uint(SizeTok::B1),
-                    format: None,
-                }),
-            },
-            _ => return None,
-        })
-    }
-    let all_scalar = ix
-        .iter()
-        .all(|&k| pending[k].fields.iter().all(|(_, t)| scalar(t).is_some()));
-    if !all_scalar {
+/// The eventdefs node of a scalar field type (as its text parses), None
+/// for the others.
+fn scalar_kind(t: &FieldType) -> Option<eventdefs::Kind> {
+    use eventdefs::{Kind, SizeTok, TypeNode};
+    let size = |n: u8| SizeTok::from_bytes(size_of(n));
+    Some(match t {
+        FieldType::Int(n) => Kind::Int(size(*n)),
+        FieldType::Uint(n) => Kind::Uint(size(*n)),
+        FieldType::Float(4) => Kind::Float(SizeTok::B4),
+        FieldType::Float(_) => Kind::Float(SizeTok::B8),
+        FieldType::String => Kind::String,
+        FieldType::Bytes => Kind::Sequence {
+            lensize: SizeTok::B4,
+            elem: Box::new(TypeNode {
+                kind: Kind::Uint(SizeTok::B1),
+                format: None,
+            }),
+        },
+        _ => return None,
+    })
+}
+
+/// The payload node of scalar `fields` (a struct of them; None without
+/// fields), as `facility_xml`'s text parses.
+fn scalar_node(fields: &[(Cow<'static, str>, FieldType)]) -> Option<eventdefs::TypeNode> {
+    use eventdefs::{FieldDef, Kind, TypeNode};
+    if fields.is_empty() {
         return None;
     }
-    let mut events = Vec::with_capacity(ix.len());
-    for &k in ix {
-        let p = &mut pending[k];
-        let mut fields = Vec::with_capacity(p.fields.len());
-        for (name, t) in p.fields.iter() {
-            fields.push(FieldDef {
+    let fields = fields
+        .iter()
+        .filter_map(|(name, t)| {
+            Some(FieldDef {
                 name: name.to_string(),
                 description: None,
                 ty: TypeNode {
-                    kind: scalar(t)?,
+                    kind: scalar_kind(t)?,
                     format: None,
                 },
-            });
-        }
-        events.push(EventDef {
-            name: std::mem::take(&mut p.name),
-            description: Some(std::mem::take(&mut p.description)),
-            payload: (!fields.is_empty()).then_some(TypeNode {
-                kind: Kind::Struct(fields),
-                format: None,
-            }),
-        });
-    }
-    let mut f = Facility {
-        name: cat.to_string(),
-        description: Some(format!("Generated by polytrace from a {source} stream")),
-        events,
-        types: HashMap::new(),
-        checksum: 0,
-        file: String::new(),
-    };
-    f.checksum = eventdefs::checksum(&f).ok()?;
-    Some(f)
+            })
+        })
+        .collect();
+    Some(TypeNode {
+        kind: Kind::Struct(fields),
+        format: None,
+    })
 }
 
 #[cfg(test)]
@@ -1467,11 +1552,13 @@ mod tests {
     use super::*;
 
     fn pending(name: &str, desc: &str, fields: Fields) -> Pending {
+        let mut et = EventType::new(0, "cat", name, Vec::new());
+        et.description = Some(desc.to_string());
         Pending {
             key: Key::Type(0),
             category: Cow::Borrowed("cat"),
             name: sanitized(name).into_owned(),
-            description: desc_text(desc),
+            description: DescFrom::Type(Arc::new(et)),
             fields,
         }
     }
@@ -1491,12 +1578,16 @@ mod tests {
         }
     }
 
-    /// A facility built directly is the one its eventdefs text parses to
-    /// (names, descriptions, types, checksum), for every scalar field type
-    /// and the names and texts generated types can have; other types are
-    /// left to the parse.
+    /// A facility built directly has the event names and checksum its
+    /// eventdefs text parses to, and the layouts of the parsed payloads,
+    /// for every scalar field type, constant and built field lists, and
+    /// the names and texts generated types can have; other types are left
+    /// to the parse.
     #[test]
     fn direct_facility_is_the_parsed_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Header::new(crate::model::FormatId::Pcp, "3");
+        let mut w = LttWriter::create(&tmp.path().join("t"), &h, Config::default()).unwrap();
         let scalars = [
             FieldType::Int(1),
             FieldType::Int(2),
@@ -1525,7 +1616,6 @@ mod tests {
                 Cow::Owned(vec![f("instance", &FieldType::Int(4))]),
             ),
             pending("indom_3", "m", Cow::Borrowed(INDOM_FIELDS)),
-            pending("m", "", metric_fields(FieldType::Float(8), true)),
             pending(
                 "é ü",
                 "multi\nline // not a comment /* nor this */ \"quoted\" 'x'",
@@ -1542,22 +1632,66 @@ mod tests {
                     f("source", t),
                 ]),
             ));
+            ps.push(pending(
+                &format!("c{i}"),
+                "",
+                metric_fields(t.clone(), false),
+            ));
+            ps.push(pending(
+                &format!("d{i}"),
+                "",
+                metric_fields(t.clone(), true),
+            ));
         }
         let ix: Vec<usize> = (0..ps.len()).collect();
-        let xml = facility_xml("cat", &crate::model::FormatId::Pcp, ps.iter());
-        let mut parsed = eventdefs::parse_file(xml.as_bytes(), "").unwrap();
-        let direct = direct_facility("cat", &crate::model::FormatId::Pcp, &mut ps, &ix);
-        assert_eq!(direct, parsed.pop());
-        assert_ne!(direct.map(|f| f.checksum), Some(0));
+        let mut shared = Vec::new();
+        for round in 0..2 {
+            let mut ps: Vec<Pending> = ps
+                .iter()
+                .map(|p| Pending {
+                    key: p.key,
+                    category: p.category.clone(),
+                    name: p.name.clone(),
+                    description: match &p.description {
+                        DescFrom::Type(t) => DescFrom::Type(t.clone()),
+                        _ => unreachable!(),
+                    },
+                    fields: p.fields.clone(),
+                })
+                .collect();
+            let xml = facility_xml("cat", &crate::model::FormatId::Pcp, ps.iter());
+            let parsed = eventdefs::parse_file(xml.as_bytes(), "")
+                .unwrap()
+                .pop()
+                .unwrap();
+            let (direct, tys) = w.direct_facility("cat", &mut ps, &ix).unwrap().unwrap();
+            assert_eq!(direct.name, parsed.name);
+            assert_eq!(direct.checksum, parsed.checksum, "round {round}");
+            let names = |f: &Facility| f.events.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&direct), names(&parsed));
+            let want: Vec<Option<Ty>> = parsed
+                .events
+                .iter()
+                .map(|e| {
+                    e.payload
+                        .as_ref()
+                        .map(|p| eventdefs::resolve(&parsed, p, Config::default().arch).unwrap())
+                })
+                .collect();
+            let got: Vec<Option<Ty>> = tys.iter().map(|t| t.as_deref().cloned()).collect();
+            assert_eq!(got, want);
+            shared.push(w.layouts.len());
+        }
+        // The constant lists' layouts were built once: the second round
+        // found them all (8 lists of metrics and instance domains at least).
+        assert!(shared[0] >= 8);
+        assert_eq!(shared[0], shared[1]);
 
         let nested = FieldType::Array {
             len: 2,
             elem: Box::new(FieldType::Int(4)),
         };
         let mut ps = vec![pending("a", "b", Cow::Owned(vec![f("v", &nested)]))];
-        assert_eq!(
-            direct_facility("cat", &crate::model::FormatId::Pcp, &mut ps, &[0]),
-            None
-        );
+        assert!(w.direct_facility("cat", &mut ps, &[0]).unwrap().is_none());
     }
 }
