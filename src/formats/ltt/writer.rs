@@ -153,14 +153,9 @@ pub fn sanitize(s: &str) -> String {
     sanitized(s).into_owned()
 }
 
-/// [`sanitize`], borrowing a name that needs no change.
-fn sanitized(s: &str) -> Cow<'_, str> {
-    let clean = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    if s.bytes().all(clean) && s.bytes().next().is_some_and(|b| !b.is_ascii_digit()) {
-        return Cow::Borrowed(s);
-    }
-    // Sized once: a leading '_' and one byte per character at most.
-    let mut o = String::with_capacity(s.len() + 1);
+/// Append `s` sanitized to `o`: its range there.
+fn sanitize_into(o: &mut String, s: &str) -> std::ops::Range<usize> {
+    let at = o.len();
     if s.bytes().next().is_none_or(|b| b.is_ascii_digit()) {
         o.push('_');
     }
@@ -171,19 +166,43 @@ fn sanitized(s: &str) -> Cow<'_, str> {
             '_'
         }
     }));
+    at..o.len()
+}
+
+/// [`sanitize`], borrowing a name that needs no change.
+fn sanitized(s: &str) -> Cow<'_, str> {
+    let clean = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    if s.bytes().all(clean) && s.bytes().next().is_some_and(|b| !b.is_ascii_digit()) {
+        return Cow::Borrowed(s);
+    }
+    // Sized once: a leading '_' and one byte per character at most.
+    let mut o = String::with_capacity(s.len() + 1);
+    sanitize_into(&mut o, s);
     Cow::Owned(o)
 }
 
 /// A facility as written.
 struct WFac {
     /// As parsed (a source's, or a generated one with other than scalar
-    /// fields), else its name, its events' names and its checksum (see
-    /// `direct_facility`): its text is in `copied`.
+    /// fields), else its name and checksum only (see `direct_facility`):
+    /// its text is in `copied`.
     fac: Facility,
+    /// The events' names of a facility kept without its events, each
+    /// after a '\n'.
+    names: String,
     base: u32,
     /// Resolved payload layout per event (shared: events of one layout,
     /// such as every metric of a value type, hold the same).
     tys: Vec<Option<Arc<Ty>>>,
+}
+
+impl WFac {
+    fn event_name(&self, i: usize) -> &str {
+        match self.fac.events.get(i) {
+            Some(e) => &e.name,
+            None => self.names.split('\n').nth(i + 1).unwrap_or(""),
+        }
+    }
 }
 
 /// How a model event type is written.
@@ -216,7 +235,8 @@ enum Key {
 struct Pending {
     key: Key,
     category: Cow<'static, str>,
-    name: String,
+    /// Its name's range in `LttWriter::pnames`.
+    name: std::ops::Range<usize>,
     description: DescFrom,
     fields: Fields,
 }
@@ -356,6 +376,9 @@ pub struct LttWriter {
     source_ids: HashMap<u16, (usize, usize)>,
     map: HashMap<Key, Target>,
     pending: Vec<Pending>,
+    /// Names of the pending types, one after another (one buffer, not a
+    /// string per metric).
+    pnames: String,
     /// Layouts of the constant field lists met so far.
     layouts: Vec<Layout>,
     metrics: HashMap<u32, Arc<MetricDesc>>,
@@ -419,6 +442,7 @@ impl LttWriter {
             source_ids: HashMap::new(),
             map: HashMap::new(),
             pending: Vec::new(),
+            pnames: String::new(),
             layouts: Vec::new(),
             metrics: HashMap::new(),
             files: BTreeMap::new(),
@@ -517,17 +541,19 @@ impl LttWriter {
                 None => None,
             });
         }
-        self.add_resolved(fac, base, tys)
+        self.add_resolved(fac, base, tys, String::new())
     }
 
-    /// [`Self::add_fac`] with the layouts resolved already.
+    /// [`Self::add_fac`] with the layouts resolved already (one per event),
+    /// and the events' names when `fac` is kept without its events.
     fn add_resolved(
         &mut self,
         fac: Facility,
         base: u32,
         tys: Vec<Option<Arc<Ty>>>,
+        names: String,
     ) -> Result<usize> {
-        let end = base as u64 + fac.events.len() as u64;
+        let end = base as u64 + tys.len() as u64;
         if end > 65536 {
             return Err(werr(
                 &self.target,
@@ -535,7 +561,12 @@ impl LttWriter {
             ));
         }
         self.next_base = self.next_base.max(end as u32);
-        self.facs.push(WFac { fac, base, tys });
+        self.facs.push(WFac {
+            fac,
+            names,
+            base,
+            tys,
+        });
         Ok(self.facs.len() - 1)
     }
 
@@ -574,7 +605,7 @@ impl LttWriter {
         self.pending.push(Pending {
             key,
             category: Cow::Owned(sanitized(&et.category).into_owned()),
-            name: sanitized(&et.name).into_owned(),
+            name: sanitize_into(&mut self.pnames, &et.name),
             description: DescFrom::Type(et.clone()),
             fields: Cow::Owned(
                 et.fields
@@ -608,7 +639,7 @@ impl LttWriter {
         self.pending.push(Pending {
             key,
             category: Cow::Borrowed("metric"),
-            name: sanitized(m.name()).into_owned(),
+            name: sanitize_into(&mut self.pnames, m.name()),
             description: DescFrom::Metric(m.clone()),
             fields,
         });
@@ -645,7 +676,12 @@ impl LttWriter {
             self.pending.push(Pending {
                 key,
                 category: Cow::Borrowed("indom"),
-                name: format!("indom_{id}"),
+                name: {
+                    use std::fmt::Write as _;
+                    let at = self.pnames.len();
+                    let _ = write!(self.pnames, "indom_{id}");
+                    at..self.pnames.len()
+                },
                 description: DescFrom::Indom(id),
                 fields: Cow::Borrowed(INDOM_FIELDS),
             });
@@ -660,6 +696,8 @@ impl LttWriter {
             return Ok(());
         }
         let mut pending = std::mem::take(&mut self.pending);
+        let pnames = std::mem::take(&mut self.pnames);
+        let name = |p: &Pending| &pnames[p.name.clone()];
         // Per facility, its types (indices into `pending`). Types of one
         // category share a facility unless their names clash (same name,
         // another layout): a clash opens another facility of that name, so
@@ -669,25 +707,26 @@ impl LttWriter {
             let mut names: Vec<HashSet<&str>> = Vec::new();
             for (i, p) in pending.iter().enumerate() {
                 let at = groups.iter().zip(&names).position(|(g, n)| {
-                    pending[g[0]].category == p.category && !n.contains(p.name.as_str())
+                    pending[g[0]].category == p.category && !n.contains(name(p))
                 });
                 match at {
                     Some(k) => {
                         groups[k].push(i);
-                        names[k].insert(&p.name);
+                        names[k].insert(name(p));
                     }
                     None => {
                         groups.push(vec![i]);
-                        names.push(HashSet::from([p.name.as_str()]));
+                        names.push(HashSet::from([name(p)]));
                     }
                 }
             }
         }
         for ix in groups {
             let cat = pending[ix[0]].category.clone();
-            let xml = facility_xml(&cat, &self.header.source, ix.iter().map(|&i| &pending[i]));
-            let (mut fac, tys) = match self.direct_facility(&cat, &mut pending, &ix)? {
-                Some((f, tys)) => (f, Some(tys)),
+            let types = ix.iter().map(|&i| &pending[i]);
+            let xml = facility_xml(&cat, &self.header.source, &pnames, types);
+            let (mut fac, tys) = match self.direct_facility(&cat, &pnames, &pending, &ix)? {
+                Some((f, tys, names)) => (f, Some((tys, names))),
                 None => {
                     let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
                         werr(
@@ -734,7 +773,7 @@ impl LttWriter {
             fac.file = file.clone();
             let base = self.next_base;
             let fi = match tys {
-                Some(tys) => self.add_resolved(fac, base, tys)?,
+                Some((tys, names)) => self.add_resolved(fac, base, tys, names)?,
                 None => self.add_fac(fac, base)?,
             };
             self.copied.push((file, xml.into_bytes()));
@@ -751,9 +790,11 @@ impl LttWriter {
                 );
             }
         }
+        // Kept for their allocations (nothing is pending now).
         pending.clear();
-        // Kept for its allocation (nothing is pending now).
         self.pending = pending;
+        self.pnames = pnames;
+        self.pnames.clear();
         Ok(())
     }
 
@@ -768,9 +809,10 @@ impl LttWriter {
     fn direct_facility(
         &mut self,
         cat: &str,
-        pending: &mut [Pending],
+        pnames: &str,
+        pending: &[Pending],
         ix: &[usize],
-    ) -> Result<Option<(Facility, Vec<Option<Arc<Ty>>>)>> {
+    ) -> Result<Option<(Facility, Vec<Option<Arc<Ty>>>, String)>> {
         if !ix.iter().all(|&k| {
             pending[k]
                 .fields
@@ -843,27 +885,26 @@ impl LttWriter {
         let events = ix
             .iter()
             .zip(&srcs)
-            .map(|(&k, s)| (pending[k].name.as_str(), layout(s).0.as_ref()));
+            .map(|(&k, s)| (&pnames[pending[k].name.clone()], layout(s).0.as_ref()));
         let checksum = eventdefs::checksum_of(cat, events)
             .map_err(|m| werr(&self.target, format!("generated eventdefs for {cat}: {m}")))?;
         let tys = srcs.iter().map(|s| layout(s).1.clone()).collect();
-        let events = ix
-            .iter()
-            .map(|&k| eventdefs::EventDef {
-                name: std::mem::take(&mut pending[k].name),
-                description: None,
-                payload: None,
-            })
-            .collect();
+        // The events' names in one string, each behind its own '\n' (a
+        // sanitized name has none): a string per event is what this saves.
+        let mut names = String::new();
+        for &k in ix {
+            names.push('\n');
+            names.push_str(&pnames[pending[k].name.clone()]);
+        }
         let fac = Facility {
             name: cat.to_string(),
             description: None,
-            events,
+            events: Vec::new(),
             types: HashMap::new(),
             checksum,
             file: String::new(),
         };
-        Ok(Some((fac, tys)))
+        Ok(Some((fac, tys, names)))
     }
 
     fn ensure_file(&mut self, key: &FileKey) -> Result<()> {
@@ -929,13 +970,13 @@ impl LttWriter {
         }
         let b = self.cfg.block_size as usize;
         if HDR + self.payload.len() + 2 * FRAME + 4 > b {
-            let f = &self.facs[name.0].fac;
+            let f = &self.facs[name.0];
             return Err(werr(
                 &self.target,
                 format!(
                     "event {}.{} ({} payload bytes) does not fit in a block of {b} bytes (largest payload {})",
-                    f.name,
-                    f.events[name.1].name,
+                    f.fac.name,
+                    f.event_name(name.1),
                     self.payload.len(),
                     b - 62
                 ),
@@ -1472,6 +1513,7 @@ fn type_xml(t: &FieldType, o: &mut String) {
 fn facility_xml<'a>(
     cat: &str,
     source: &dyn std::fmt::Display,
+    pnames: &str,
     types: impl Iterator<Item = &'a Pending>,
 ) -> String {
     use std::fmt::Write as _;
@@ -1481,7 +1523,11 @@ fn facility_xml<'a>(
         "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {source} stream</description>\n"
     );
     for p in types {
-        let _ = write!(xml, "  <event name=\"{}\">\n    <description>", p.name);
+        let _ = write!(
+            xml,
+            "  <event name=\"{}\">\n    <description>",
+            &pnames[p.name.clone()]
+        );
         p.description.write(&mut xml);
         xml.push_str("</description>\n");
         if !p.fields.is_empty() {
@@ -1551,13 +1597,13 @@ fn scalar_node(fields: &[(Cow<'static, str>, FieldType)]) -> Option<eventdefs::T
 mod tests {
     use super::*;
 
-    fn pending(name: &str, desc: &str, fields: Fields) -> Pending {
+    fn pending(names: &mut String, name: &str, desc: &str, fields: Fields) -> Pending {
         let mut et = EventType::new(0, "cat", name, Vec::new());
         et.description = Some(desc.to_string());
         Pending {
             key: Key::Type(0),
             category: Cow::Borrowed("cat"),
-            name: sanitized(name).into_owned(),
+            name: sanitize_into(names, name),
             description: DescFrom::Type(Arc::new(et)),
             fields,
         }
@@ -1575,6 +1621,9 @@ mod tests {
         ] {
             assert_eq!(sanitize(a), b, "{a:?}");
             assert_eq!(matches!(sanitized(a), Cow::Borrowed(_)), a == b, "{a:?}");
+            let mut o = String::from("x");
+            let r = sanitize_into(&mut o, a);
+            assert_eq!(&o[r], b);
         }
     }
 
@@ -1604,40 +1653,35 @@ mod tests {
             FieldType::Bytes,
         ];
         let f = |n: &'static str, t: &FieldType| (Cow::Borrowed(n), t.clone());
+        let n = &mut String::new();
+        let one = Cow::Owned(vec![f("instance", &FieldType::Int(4))]);
+        let text = "multi\nline // not a comment /* nor this */ \"quoted\" 'x'";
         let mut ps = vec![
             pending(
+                n,
                 "disk.dev.read",
                 "Help <b>&amp; more</b>",
                 Cow::Borrowed(&[]),
             ),
-            pending(
-                "9lives",
-                "",
-                Cow::Owned(vec![f("instance", &FieldType::Int(4))]),
-            ),
-            pending("indom_3", "m", Cow::Borrowed(INDOM_FIELDS)),
-            pending(
-                "é ü",
-                "multi\nline // not a comment /* nor this */ \"quoted\" 'x'",
-                Cow::Borrowed(&[]),
-            ),
+            pending(n, "9lives", "", one),
+            pending(n, "indom_3", "m", Cow::Borrowed(INDOM_FIELDS)),
+            pending(n, "é ü", text, Cow::Borrowed(&[])),
         ];
         for (i, t) in scalars.iter().enumerate() {
+            let three = vec![
+                f("instance", &FieldType::Int(4)),
+                f("value", t),
+                f("source", t),
+            ];
+            ps.push(pending(n, &format!("m{i}"), "d", Cow::Owned(three)));
             ps.push(pending(
-                &format!("m{i}"),
-                "d",
-                Cow::Owned(vec![
-                    f("instance", &FieldType::Int(4)),
-                    f("value", t),
-                    f("source", t),
-                ]),
-            ));
-            ps.push(pending(
+                n,
                 &format!("c{i}"),
                 "",
                 metric_fields(t.clone(), false),
             ));
             ps.push(pending(
+                n,
                 &format!("d{i}"),
                 "",
                 metric_fields(t.clone(), true),
@@ -1646,29 +1690,20 @@ mod tests {
         let ix: Vec<usize> = (0..ps.len()).collect();
         let mut shared = Vec::new();
         for round in 0..2 {
-            let mut ps: Vec<Pending> = ps
-                .iter()
-                .map(|p| Pending {
-                    key: p.key,
-                    category: p.category.clone(),
-                    name: p.name.clone(),
-                    description: match &p.description {
-                        DescFrom::Type(t) => DescFrom::Type(t.clone()),
-                        _ => unreachable!(),
-                    },
-                    fields: p.fields.clone(),
-                })
-                .collect();
-            let xml = facility_xml("cat", &crate::model::FormatId::Pcp, ps.iter());
+            let xml = facility_xml("cat", &crate::model::FormatId::Pcp, n, ps.iter());
             let parsed = eventdefs::parse_file(xml.as_bytes(), "")
                 .unwrap()
                 .pop()
                 .unwrap();
-            let (direct, tys) = w.direct_facility("cat", &mut ps, &ix).unwrap().unwrap();
+            let (direct, tys, names) = w.direct_facility("cat", n, &ps, &ix).unwrap().unwrap();
             assert_eq!(direct.name, parsed.name);
             assert_eq!(direct.checksum, parsed.checksum, "round {round}");
-            let names = |f: &Facility| f.events.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
-            assert_eq!(names(&direct), names(&parsed));
+            let want: String = parsed
+                .events
+                .iter()
+                .map(|e| format!("\n{}", e.name))
+                .collect();
+            assert_eq!(names, want);
             let want: Vec<Option<Ty>> = parsed
                 .events
                 .iter()
@@ -1691,7 +1726,7 @@ mod tests {
             len: 2,
             elem: Box::new(FieldType::Int(4)),
         };
-        let mut ps = vec![pending("a", "b", Cow::Owned(vec![f("v", &nested)]))];
-        assert!(w.direct_facility("cat", &mut ps, &[0]).unwrap().is_none());
+        let ps = vec![pending(n, "a", "b", Cow::Owned(vec![f("v", &nested)]))];
+        assert!(w.direct_facility("cat", n, &ps, &[0]).unwrap().is_none());
     }
 }

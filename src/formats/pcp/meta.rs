@@ -142,6 +142,8 @@ pub struct Scratch {
     pub indom: InDomRec,
     pub label: LabelRec,
     pub text: TextRec,
+    /// Label sets a smaller record left over, kept for a larger one.
+    spare_sets: Vec<RawLabelSet>,
 }
 
 /// What [`parse_into`] parsed: a descriptor, or which buffer of the
@@ -330,7 +332,7 @@ pub fn parse_into(
                     return Err(bad(&format!("corrupted JSON length {jl} in label set")));
                 }
                 if k == l.sets.len() {
-                    l.sets.push(RawLabelSet::default());
+                    l.sets.push(s.spare_sets.pop().unwrap_or_default());
                 }
                 let set = &mut l.sets[k];
                 k += 1;
@@ -357,7 +359,7 @@ pub fn parse_into(
                     o += 8;
                 }
             }
-            l.sets.truncate(k);
+            s.spare_sets.extend(l.sets.drain(k..));
             Ok(Parsed::Label)
         }
         TYPE_TEXT => {

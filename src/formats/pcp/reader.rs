@@ -27,7 +27,7 @@ pub struct MetaFile {
 /// diagnostic; otherwise it is an error.
 pub fn load_meta(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<MetaFile> {
     let mut recs = Vec::new();
-    let (label, size) = walk_meta(m, salvage, diags, |off, _, _, p, s| {
+    let (label, size, _) = walk_meta(m, salvage, diags, |off, _, _, p, s| {
         let r = match p {
             Parsed::Desc(d) => MetaRec::Desc(d),
             Parsed::InDom => MetaRec::InDom(std::mem::take(&mut s.indom)),
@@ -47,7 +47,7 @@ fn walk_meta(
     salvage: bool,
     diags: &mut Vec<Diagnostic>,
     mut f: impl FnMut(u64, u64, &[u8], Parsed, &mut Scratch),
-) -> Result<(LogLabel, u64)> {
+) -> Result<(LogLabel, u64, Scratch)> {
     let mut rr = RecordReader::open(&m.meta)?;
     let label = rr.label()?;
     if label.vol != -1 {
@@ -80,7 +80,7 @@ fn walk_meta(
             Err(e) => return Err(e),
         }
     }
-    Ok((label, rr.pos))
+    Ok((label, rr.pos, s))
 }
 
 /// A `.meta` record waiting to become items.
@@ -106,6 +106,8 @@ struct LeanMeta {
     /// (time of time-stamped records, record) in file order.
     recs: Vec<(Option<i64>, MetaAt)>,
     bytes: Vec<u8>,
+    /// The buffers the records were parsed into (sized by then).
+    scratch: Scratch,
     events: Option<EventDecoder>,
 }
 
@@ -116,7 +118,7 @@ fn load_lean(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<
     let mut recs = Vec::new();
     let mut bytes = Vec::new();
     let mut has_events = false;
-    let (label, size) = walk_meta(m, salvage, diags, |off, recno, rec, p, s| {
+    let (label, size, scratch) = walk_meta(m, salvage, diags, |off, recno, rec, p, s| {
         let stamp = match p {
             Parsed::Desc(d) => {
                 recs.push((None, MetaAt::Parsed(MetaRec::Desc(d))));
@@ -143,6 +145,7 @@ fn load_lean(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<
         size,
         recs,
         bytes,
+        scratch,
         events: None,
     };
     if has_events {
@@ -274,35 +277,41 @@ fn indom_item(i: &InDomRec, spare: &mut Spare) -> Item {
 }
 
 fn label_items(l: &LabelRec, spare: &mut Spare, out: &mut VecDeque<Item>) {
-    for s in &l.sets {
-        let mut ls = spare.labels.pop().unwrap_or_else(|| LabelSet {
-            time: None,
-            target: LabelTarget::Context,
-            inst: 0,
-            json: String::new(),
-            labels: Vec::new(),
-        });
-        ls.time = Some(Timestamp(l.stamp.ns()));
-        ls.target = label_target(l.ltype, l.ident);
-        ls.inst = s.inst as i32;
-        ls.json = spare.string(&String::from_utf8_lossy(&s.json));
-        let sub = |spare: &mut Spare, o: u16, n: usize| {
-            let o = o as usize;
-            match s.json.get(o..o.saturating_add(n)) {
-                Some(b) => spare.string(&String::from_utf8_lossy(b)),
-                None => spare.string(""),
-            }
-        };
-        for x in &s.labels {
-            let label = Label {
-                name: sub(spare, x.name_off, x.name_len as usize),
-                value: sub(spare, x.value_off, x.value_len as usize),
-                flags: x.flags as u32,
-            };
-            ls.labels.push(label);
-        }
-        out.push_back(Item::Labels(ls));
+    for k in 0..l.sets.len() {
+        out.push_back(label_item(l, k, spare));
     }
+}
+
+/// The label set `k` of `l`.
+fn label_item(l: &LabelRec, k: usize, spare: &mut Spare) -> Item {
+    let s = &l.sets[k];
+    let mut ls = spare.labels.pop().unwrap_or_else(|| LabelSet {
+        time: None,
+        target: LabelTarget::Context,
+        inst: 0,
+        json: String::new(),
+        labels: Vec::new(),
+    });
+    ls.time = Some(Timestamp(l.stamp.ns()));
+    ls.target = label_target(l.ltype, l.ident);
+    ls.inst = s.inst as i32;
+    ls.json = spare.string(&String::from_utf8_lossy(&s.json));
+    let sub = |spare: &mut Spare, o: u16, n: usize| {
+        let o = o as usize;
+        match s.json.get(o..o.saturating_add(n)) {
+            Some(b) => spare.string(&String::from_utf8_lossy(b)),
+            None => spare.string(""),
+        }
+    };
+    for x in &s.labels {
+        let label = Label {
+            name: sub(spare, x.name_off, x.name_len as usize),
+            value: sub(spare, x.value_off, x.value_len as usize),
+            flags: x.flags as u32,
+        };
+        ls.labels.push(label);
+    }
+    Item::Labels(ls)
 }
 
 /// Header of an archive from its `.meta` label.
@@ -466,6 +475,9 @@ pub struct PcpReader {
     /// parsed into.
     meta_bytes: Vec<u8>,
     meta_scratch: Scratch,
+    /// The next set of the label record in `meta_scratch` to hand out
+    /// (one at a time, so each set's buffers serve the next).
+    label_at: Option<usize>,
     /// Items of the metadata record being handed out.
     meta_out: VecDeque<Item>,
     held: Option<Item>,
@@ -540,7 +552,8 @@ impl PcpReader {
             untimed,
             timed,
             meta_bytes: mf.bytes,
-            meta_scratch: Scratch::default(),
+            meta_scratch: mf.scratch,
+            label_at: None,
             meta_out: VecDeque::new(),
             header,
             types,
@@ -589,7 +602,7 @@ impl PcpReader {
         match p {
             Parsed::Desc(d) => meta_items(MetaRec::Desc(d), spare, out),
             Parsed::InDom => out.push_back(indom_item(&s.indom, spare)),
-            Parsed::Label => label_items(&s.label, spare, out),
+            Parsed::Label => self.label_at = Some(0),
             Parsed::Text => out.push_back(help_item(&s.text, spare)),
         }
         Ok(())
@@ -871,6 +884,14 @@ impl TraceReader for PcpReader {
         loop {
             if let Some(i) = self.meta_out.pop_front() {
                 return Ok(Some(i));
+            }
+            if let Some(k) = self.label_at {
+                let l = &self.meta_scratch.label;
+                if k < l.sets.len() {
+                    self.label_at = Some(k + 1);
+                    return Ok(Some(label_item(l, k, &mut self.spare)));
+                }
+                self.label_at = None;
             }
             // Descriptors and help first, time-stamped metadata by time.
             if let Some(r) = self.untimed.pop_front() {
