@@ -1627,6 +1627,44 @@ mod tests {
         }
     }
 
+    /// An event too large for a block is refused with its type's name, also
+    /// when its facility was generated without keeping its events.
+    #[test]
+    fn too_large_event_names_its_type() {
+        use crate::model::{Extras, MetricValues, Sample, Semantics, Timestamp, Units};
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Header::new(crate::model::FormatId::Pcp, "3");
+        let cfg = Config {
+            block_size: 512,
+            ..Config::default()
+        };
+        let mut w = LttWriter::create(&tmp.path().join("t"), &h, cfg).unwrap();
+        for (id, name) in [(7, "disk.dev.name"), (8, "disk.dev.other")] {
+            let m = MetricDesc::new(
+                id,
+                name,
+                ValueType::String,
+                Semantics::Instant,
+                Units::default(),
+            );
+            w.write_item(&Item::Metric(Arc::new(m))).unwrap();
+        }
+        let s = Sample {
+            time: Timestamp(1_000_000_000),
+            raw_clock: None,
+            metrics: vec![MetricValues {
+                metric: 8,
+                values: Ok(vec![(0, Value::Str("x".repeat(1000)))]),
+            }],
+            extras: Extras::default(),
+        };
+        let e = w.write_item(&Item::Sample(s)).unwrap_err().to_string();
+        assert!(
+            e.contains("event metric.disk_dev_other (1005 payload bytes)"),
+            "{e}"
+        );
+    }
+
     /// A facility built directly has the event names and checksum its
     /// eventdefs text parses to, and the layouts of the parsed payloads,
     /// for every scalar field type, constant and built field lists, and
