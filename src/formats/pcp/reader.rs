@@ -961,12 +961,15 @@ impl Spare {
     const LISTS: usize = 16_384;
     const STRINGS: usize = 65_536;
 
-    // Buffers are kept in reverse, so that the next item of the same shape
-    // pops each one where it was (same size: no reallocation).
+    // A sample's lists and strings go back in order: kept in reverse (so
+    // that the next sample pops each where it was), a run with the writer
+    // on its own thread, which gives back several samples at once, held
+    // lists grown to the largest metric's size (120 MB at the peak on
+    // pidstat instead of 40).
     fn keep(&mut self, mut s: Sample) {
-        for m in s.metrics.drain(..).rev() {
+        for m in s.metrics.drain(..) {
             let Ok(mut vals) = m.values else { continue };
-            for (_, v) in vals.drain(..).rev() {
+            for (_, v) in vals.drain(..) {
                 if let Value::Str(st) = v {
                     if self.strings.len() < Self::STRINGS {
                         self.strings.push(st);
@@ -988,6 +991,9 @@ impl Spare {
         }
     }
 
+    // An instance-domain update's and a label set's strings go back in
+    // reverse: the next one of the same shape pops each where it was (same
+    // size: no reallocation).
     fn keep_indom(&mut self, mut u: IndomUpdate) {
         for i in u.instances.drain(..).rev() {
             self.keep_string(i.name);
