@@ -6,6 +6,7 @@ use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
 use super::truncated::{is_truncated_duplicate, Follow};
 use crate::model::*;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 /// An open ACT or IRQ group: values collect until END.
 #[derive(Debug)]
@@ -47,7 +48,7 @@ pub struct Assembler {
     /// Instance names of recycled updates, to be written again.
     spare_names: Vec<String>,
     /// IRQ row name → instance per CPU.
-    irq_ids: HashMap<String, HashMap<u32, InstId>>,
+    irq_ids: HashMap<String, IntMap<u32, InstId>, BuildHasherDefault<IntHasher>>,
     irq_count: usize,
     next_group: u64,
     /// Datasets per type, by [`Kind::index`].
@@ -387,7 +388,7 @@ impl Assembler {
                 }
                 Dataset::Irq { name, counts } => {
                     if !self.irq_ids.contains_key(name.as_ref()) {
-                        self.irq_ids.insert(name.to_string(), HashMap::new());
+                        self.irq_ids.insert(name.to_string(), IntMap::default());
                     }
                     let Some(ids) = self.irq_ids.get_mut(name.as_ref()) else {
                         continue;
