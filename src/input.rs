@@ -273,6 +273,46 @@ pub fn archive_base_of(path: &Path) -> Option<PathBuf> {
     }
 }
 
+/// Call `f` with the name of every entry of `dir` but `.` and `..` (names
+/// that are not UTF-8 are skipped), borrowed: `std::fs::read_dir` makes two
+/// allocations per entry, and an archive's directory can hold thousands of
+/// files (the PCP testsuite's 1,334) of which a few are its members.
+pub fn each_name(dir: &Path, mut f: impl FnMut(&str)) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated path.
+    let d = unsafe { libc::opendir(c.as_ptr()) };
+    if d.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    struct Dir(*mut libc::DIR);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            // SAFETY: an open directory stream, closed once.
+            unsafe { libc::closedir(self.0) };
+        }
+    }
+    let d = Dir(d);
+    loop {
+        // SAFETY: `d.0` is open and used by this call only; the entry stays
+        // valid until the next `readdir` on it and its name is NUL-terminated.
+        let name = unsafe {
+            let e = libc::readdir(d.0);
+            if e.is_null() {
+                // The end (or an error, which ends the listing: `read_dir`
+                // callers here skipped unreadable entries too).
+                return Ok(());
+            }
+            std::ffi::CStr::from_ptr((*e).d_name.as_ptr())
+        };
+        match std::str::from_utf8(name.to_bytes()) {
+            Ok("." | "..") | Err(_) => {}
+            Ok(n) => f(n),
+        }
+    }
+}
+
 /// Existing member files of the archive with base name `base`, sorted.
 pub fn archive_members(base: &Path) -> Vec<PathBuf> {
     let Some(stem) = base.file_name().and_then(|s| s.to_str()) else {
@@ -282,22 +322,24 @@ pub fn archive_members(base: &Path) -> Vec<PathBuf> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let Ok(rd) = std::fs::read_dir(&dir) else {
+    let mut out = Vec::new();
+    let listed = each_name(&dir, |n| {
+        let Some(rest) = strip_compression(n)
+            .strip_prefix(stem)
+            .and_then(|r| r.strip_prefix('.'))
+        else {
+            return;
+        };
+        let member = rest == "meta"
+            || rest == "index"
+            || (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()));
+        if member {
+            out.push(dir.join(n));
+        }
+    });
+    if listed.is_err() {
         return vec![];
-    };
-    let mut out: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let n = e.file_name().into_string().ok()?;
-            let rest = strip_compression(&n)
-                .strip_prefix(stem)?
-                .strip_prefix('.')?;
-            let member = rest == "meta"
-                || rest == "index"
-                || (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()));
-            member.then(|| dir.join(&n))
-        })
-        .collect();
+    }
     out.sort();
     out
 }

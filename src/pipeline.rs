@@ -236,18 +236,22 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
     let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Item>>(BATCHES_AHEAD);
     let (spent_tx, spent_rx) = mpsc::channel::<Vec<Item>>();
     std::thread::scope(|s| {
-        let writer = s.spawn(move || -> Result<()> {
-            for mut batch in full_rx {
-                for item in &batch {
-                    w.write_item(item)?;
+        // Named, so profiles and debuggers tell the two halves apart.
+        let writer = std::thread::Builder::new()
+            .name("writer".into())
+            .spawn_scoped(s, move || -> Result<()> {
+                for mut batch in full_rx {
+                    for item in &batch {
+                        w.write_item(item)?;
+                    }
+                    // The reader may have stopped; the batch is then dropped here.
+                    if let Err(mpsc::SendError(b)) = spent_tx.send(std::mem::take(&mut batch)) {
+                        drop(b);
+                    }
                 }
-                // The reader may have stopped; the batch is then dropped here.
-                if let Err(mpsc::SendError(b)) = spent_tx.send(std::mem::take(&mut batch)) {
-                    drop(b);
-                }
-            }
-            Ok(())
-        });
+                Ok(())
+            })
+            .map_err(|e| Error::Unsupported(format!("cannot start the writer thread: {e}")))?;
         let mut data = 0u64;
         let mut spare: Vec<Vec<Item>> = Vec::new();
         let mut batch: Vec<Item> = Vec::with_capacity(BATCH_ITEMS);

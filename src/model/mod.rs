@@ -9,13 +9,15 @@
 
 pub mod codec;
 mod extras;
+mod hash;
 mod loss;
 mod render;
 pub mod select;
 pub mod time;
 mod types;
 
-pub use extras::{keys, ExtraKey, ExtraValue, Extras};
+pub use extras::{key_eq, keys, ExtraKey, ExtraValue, Extras};
+pub use hash::{IntHasher, IntMap, IntSet};
 pub use loss::LossReport;
 pub use select::{CpuList, Glob, ItemFilter, Selection};
 pub use time::{Bounds, TimeBase, TimeSpec, TimeWindow, Timestamp, WindowClock};

@@ -50,7 +50,6 @@ pub struct Reorder {
     /// each item once where a heap moves it at every level.
     run: VecDeque<Waiting>,
     heap: BinaryHeap<Reverse<Waiting>>,
-    out: VecDeque<Item>,
     newest: Option<Timestamp>,
     seq: u64,
     window: i64,
@@ -67,7 +66,6 @@ impl Reorder {
             inner,
             run: VecDeque::new(),
             heap: BinaryHeap::new(),
-            out: VecDeque::new(),
             newest: None,
             seq: 0,
             window,
@@ -83,33 +81,30 @@ impl Reorder {
             .is_some_and(|n| n.0.saturating_sub(t.0) >= self.window)
     }
 
-    /// Move every waiting item that can no longer be overtaken.
-    fn release(&mut self) {
-        loop {
-            let from_run = match (self.run.front(), self.heap.peek()) {
-                (Some(r), Some(Reverse(h))) => r < h,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let w = if from_run {
-                self.run.front()
-            } else {
-                self.heap.peek().map(|r| &r.0)
-            };
-            let Some(w) = w else { break };
-            if !(self.settled(w.time) || self.run.len() + self.heap.len() > self.cap || self.done) {
-                break;
-            }
-            let w = if from_run {
-                self.run.pop_front()
-            } else {
-                self.heap.pop().map(|r| r.0)
-            };
-            if let Some(w) = w {
-                self.out.push_back(w.item);
-            }
+    /// The earliest waiting item, if it can no longer be overtaken (or
+    /// too many wait, or the input is done). Items leave straight from
+    /// where they wait: one move less per item than an output queue.
+    fn pop_ready(&mut self) -> Option<Item> {
+        let from_run = match (self.run.front(), self.heap.peek()) {
+            (Some(r), Some(Reverse(h))) => r < h,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let w = if from_run {
+            self.run.front()
+        } else {
+            self.heap.peek().map(|r| &r.0)
+        }?;
+        if !(self.settled(w.time) || self.run.len() + self.heap.len() > self.cap || self.done) {
+            return None;
         }
+        let w = if from_run {
+            self.run.pop_front()
+        } else {
+            self.heap.pop().map(|r| r.0)
+        };
+        w.map(|w| w.item)
     }
 }
 
@@ -119,17 +114,14 @@ impl TraceReader for Reorder {
     }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
-            if let Some(it) = self.out.pop_front() {
+            if let Some(it) = self.pop_ready() {
                 return Ok(Some(it));
             }
             if self.done {
                 return Ok(None);
             }
             match self.inner.next_item()? {
-                None => {
-                    self.done = true;
-                    self.release();
-                }
+                None => self.done = true,
                 Some(item) => match item.time() {
                     // Definitions without a time pass at once.
                     None => return Ok(Some(item)),
@@ -148,15 +140,13 @@ impl TraceReader for Reorder {
                         let first = self.run.front().is_none_or(|r| t < r.time)
                             && self.heap.peek().is_none_or(|h| t < h.0.time);
                         if settled && first {
-                            self.out.push_back(w.item);
-                            continue;
+                            return Ok(Some(w.item));
                         }
                         if self.run.back().is_none_or(|b| b.time <= t) {
                             self.run.push_back(w);
                         } else {
                             self.heap.push(Reverse(w));
                         }
-                        self.release();
                     }
                 },
             }

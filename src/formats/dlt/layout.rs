@@ -297,7 +297,7 @@ pub fn string_args<'a>(m: &Msg<'a>, out: &mut Vec<&'a [u8]>) -> bool {
         let Some(s) = c.bytes(len as usize) else {
             return false;
         };
-        let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+        let n = memchr::memchr(0, s).unwrap_or(s.len());
         out.push(&s[..n]);
     }
     true

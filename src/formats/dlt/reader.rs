@@ -170,7 +170,7 @@ struct State {
     mcnt_gaps: u64,
     lost_msgs: u64,
     /// Storage time of the last BEG per KPI type.
-    beg_storage: HashMap<&'static str, i64>,
+    beg_storage: [Option<i64>; 5],
     /// Event types of general messages by signature (see `type_key`).
     types: HashMap<Vec<u8>, EventTypeId>,
     key: Vec<u8>,
@@ -220,7 +220,7 @@ impl State {
                 let stored = storage_ns(m);
                 if args.len() == 2 && args[1] == b"BEG" {
                     if let Some(k) = Kind::parse(args[0]) {
-                        self.beg_storage.insert(k.name(), stored);
+                        self.beg_storage[k.index()] = Some(stored);
                     }
                 }
                 let mut out = std::mem::take(&mut self.out);
@@ -489,8 +489,9 @@ impl State {
                 let beg = s
                     .extras
                     .str(crate::formats::kpi::schema::X_KIND)
-                    .and_then(|k| self.beg_storage.get(k));
-                match beg.copied() {
+                    .and_then(|k| Kind::parse(k.as_bytes()))
+                    .and_then(|k| self.beg_storage[k.index()]);
+                match beg {
                     Some(t) => s.extras.set(X_STORAGE, ExtraValue::I64(t)),
                     None => {
                         s.extras.remove(X_STORAGE);
@@ -633,7 +634,7 @@ impl DltReader {
     }
 
     /// Datasets per KPI type so far.
-    pub fn counts(&self) -> &std::collections::BTreeMap<String, u64> {
+    pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
         self.st.asm.counts()
     }
 }
@@ -685,7 +686,7 @@ impl TraceReader for DltReader {
         let mut v: Vec<(String, u64)> = Kind::ALL
             .iter()
             .map(|k| {
-                let n = self.st.asm.counts().get(k.name()).copied().unwrap_or(0);
+                let n = self.st.asm.count(*k);
                 (format!("{} datasets", k.name()), n)
             })
             .collect();

@@ -5,7 +5,8 @@ use super::dataset::{sanity_flags, Dataset, Kind};
 use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
 use super::truncated::{is_truncated_duplicate, Follow};
 use crate::model::*;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 /// An open ACT or IRQ group: values collect until END.
 #[derive(Debug)]
@@ -34,21 +35,24 @@ type GroupBuffers = (Vec<(i64, [i64; 5])>, Vec<(InstId, u64)>);
 
 /// Items given back by the writer wait here to be filled again: a
 /// conversion allocates its items' buffers once, not per dataset.
-const POOL: usize = 1024;
+const POOL: usize = 8192;
 
 #[derive(Debug, Default)]
 pub struct Assembler {
     defs_sent: bool,
-    open: HashMap<Kind, Open>,
+    /// The open group of each type, by [`Kind::index`] (looked up per
+    /// dataset: an array, not a hashed map).
+    open: [Option<Open>; 5],
     /// Current `kpi.proc` membership.
-    procs: HashSet<i64>,
+    procs: IntSet<i64>,
     /// Instance names of recycled updates, to be written again.
     spare_names: Vec<String>,
     /// IRQ row name → instance per CPU.
-    irq_ids: HashMap<String, HashMap<u32, InstId>>,
+    irq_ids: HashMap<String, IntMap<u32, InstId>, BuildHasherDefault<IntHasher>>,
     irq_count: usize,
     next_group: u64,
-    counts: BTreeMap<String, u64>,
+    /// Datasets per type, by [`Kind::index`].
+    counts: [u64; 5],
     truncated: u64,
     /// The truncated duplicate of each type waiting for its whole dataset.
     follow: Follow,
@@ -111,9 +115,18 @@ impl Assembler {
         Assembler::default()
     }
 
-    /// Datasets seen per type (truncated duplicates not counted).
-    pub fn counts(&self) -> &BTreeMap<String, u64> {
-        &self.counts
+    /// Datasets seen of type `kind` (truncated duplicates not counted).
+    pub fn count(&self, kind: Kind) -> u64 {
+        self.counts[kind.index()]
+    }
+
+    /// Datasets seen per type that has any.
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        Kind::ALL
+            .iter()
+            .filter(|k| self.count(**k) > 0)
+            .map(|k| (k.name().to_string(), self.count(*k)))
+            .collect()
     }
 
     /// Truncated duplicates dropped so far.
@@ -256,7 +269,7 @@ impl Assembler {
                 self.warnings.push(w);
             }
             if args[1] == b"BEG" {
-                if self.open.contains_key(&kind) {
+                if self.open[kind.index()].is_some() {
                     self.warnings.push(format!(
                         "{} BEG inside an open {} group: closing it",
                         kind.name(),
@@ -265,7 +278,7 @@ impl Assembler {
                     self.close(kind, out);
                 }
                 self.open_group(kind, time, raw_clock);
-            } else if self.open.contains_key(&kind) {
+            } else if self.open[kind.index()].is_some() {
                 self.close(kind, out);
             } else {
                 self.warnings
@@ -295,12 +308,14 @@ impl Assembler {
         self.truncated += truncated;
         // Data outside a group (bare lines without sync messages) forms a
         // group of its own.
-        let implicit = !self.open.contains_key(&kind);
+        let implicit = self.open[kind.index()].is_none();
         if implicit {
             self.open_group(kind, time, raw_clock);
         }
         let (group, beg_time, beg_raw) = {
-            let o = &self.open[&kind];
+            let Some(o) = &self.open[kind.index()] else {
+                unreachable!("opened above")
+            };
             (o.group, o.time, o.raw)
         };
         // What every event of this message shares; where the group began
@@ -318,12 +333,7 @@ impl Assembler {
         let mut removed: Option<IndomUpdate> = None;
         let mut events = std::mem::take(&mut self.events);
         for ds in parsed.drain(..) {
-            match self.counts.get_mut(kind.name()) {
-                Some(n) => *n += 1,
-                None => {
-                    self.counts.insert(kind.name().to_string(), 1);
-                }
-            }
+            self.counts[kind.index()] += 1;
             for f in sanity_flags(&ds) {
                 let e = self.flags.entry(f).or_insert_with(|| {
                     (
@@ -372,18 +382,18 @@ impl Assembler {
                         // ACT for a process whose NEW we never saw.
                         self.add_proc(pid, b"", time, &mut adds);
                     }
-                    if let Some(o) = self.open.get_mut(&kind) {
+                    if let Some(o) = self.open[kind.index()].as_mut() {
                         o.act.push((pid, values));
                     }
                 }
                 Dataset::Irq { name, counts } => {
                     if !self.irq_ids.contains_key(name.as_ref()) {
-                        self.irq_ids.insert(name.to_string(), HashMap::new());
+                        self.irq_ids.insert(name.to_string(), IntMap::default());
                     }
                     let Some(ids) = self.irq_ids.get_mut(name.as_ref()) else {
                         continue;
                     };
-                    let mut o = self.open.get_mut(&kind);
+                    let mut o = self.open[kind.index()].as_mut();
                     for (cpu, n) in counts.iter() {
                         let id = match ids.get(&cpu) {
                             Some(id) => *id,
@@ -440,16 +450,13 @@ impl Assembler {
         let group = self.next_group;
         self.next_group += 1;
         let (act, irq) = self.spare_groups.pop().unwrap_or_default();
-        self.open.insert(
-            kind,
-            Open {
-                time,
-                raw,
-                group,
-                act,
-                irq,
-            },
-        );
+        self.open[kind.index()] = Some(Open {
+            time,
+            raw,
+            group,
+            act,
+            irq,
+        });
     }
 
     fn add_proc(
@@ -476,7 +483,7 @@ impl Assembler {
 
     /// Close the open group of `kind`, emitting its sample (ACT, IRQ).
     fn close(&mut self, kind: Kind, out: &mut Vec<Item>) {
-        let Some(mut o) = self.open.remove(&kind) else {
+        let Some(mut o) = self.open[kind.index()].take() else {
             return;
         };
         let wanted = match kind {
@@ -532,8 +539,10 @@ impl Assembler {
             self.warnings
                 .push(format!("{n} datasets flagged: {flag} (first: {example})"));
         }
-        let mut kinds: Vec<Kind> = self.open.keys().copied().collect();
-        kinds.sort();
+        let kinds: Vec<Kind> = Kind::ALL
+            .into_iter()
+            .filter(|k| self.open[k.index()].is_some())
+            .collect();
         for k in kinds {
             self.warnings.push(format!(
                 "{} group not closed by END at end of input",

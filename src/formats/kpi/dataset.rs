@@ -25,6 +25,10 @@ impl Kind {
             _ => return None,
         })
     }
+    /// Position in [`Kind::ALL`] (per-type arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
     pub fn name(self) -> &'static str {
         match self {
             Kind::New => "NEW",
@@ -112,12 +116,32 @@ fn irq_column(p: &[u8]) -> Option<(u32, u64)> {
     Some((cpu, n))
 }
 
+/// A decimal integer, optionally negative (no `+`, no spaces): what
+/// `str::parse::<i64>` accepts without its `+`, straight from the bytes
+/// (every value of every dataset goes through here).
 fn int(s: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(s).ok()?;
-    if s.is_empty() || s.starts_with('+') {
+    let (neg, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
         return None;
     }
-    s.parse().ok()
+    let mut v: i64 = 0;
+    for &c in digits {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?;
+        // Negative numbers accumulate downwards, so i64::MIN parses.
+        v = if neg {
+            v.checked_sub(d as i64)?
+        } else {
+            v.checked_add(d as i64)?
+        };
+    }
+    Some(v)
 }
 
 impl<'a> Dataset<'a> {
@@ -253,29 +277,54 @@ impl<'a> Dataset<'a> {
     }
 }
 
-/// Sanity flags of spec §9.4 for one dataset (empty when nothing is odd).
-pub fn sanity_flags(d: &Dataset) -> Vec<&'static str> {
-    let mut f = Vec::new();
-    match d {
-        Dataset::New { pid, ppid, cmdline } => {
-            if *ppid == 0 && *pid != 1 && *pid != 2 {
-                f.push("ppid 0 (comm with a space, or the process vanished)");
-            }
-            if **cmdline == *b"(null)" {
-                f.push("cmdline (null): the process vanished before it was read");
-            }
-        }
-        Dataset::Chk { cmdline, .. } if **cmdline == *b"(null)" => {
-            f.push("cmdline (null): the process vanished before it was read");
-        }
-        _ => {}
-    }
-    f
+/// Sanity flags of spec §9.4 for one dataset (none when nothing is odd;
+/// checked per dataset, so no list is built).
+pub fn sanity_flags(d: &Dataset) -> impl Iterator<Item = &'static str> {
+    const PPID0: &str = "ppid 0 (comm with a space, or the process vanished)";
+    const NULL: &str = "cmdline (null): the process vanished before it was read";
+    let (a, b) = match d {
+        Dataset::New { pid, ppid, cmdline } => (
+            (*ppid == 0 && *pid != 1 && *pid != 2).then_some(PPID0),
+            (**cmdline == *b"(null)").then_some(NULL),
+        ),
+        Dataset::Chk { cmdline, .. } => (None, (**cmdline == *b"(null)").then_some(NULL)),
+        _ => (None, None),
+    };
+    a.into_iter().chain(b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn int_accepts_what_str_parse_accepts_but_plus() {
+        let cases: [&[u8]; 16] = [
+            b"0",
+            b"-0",
+            b"42",
+            b"-42",
+            b"+1",
+            b"",
+            b"-",
+            b"1a",
+            b" 1",
+            b"1 ",
+            b"9223372036854775807",
+            b"9223372036854775808",
+            b"-9223372036854775808",
+            b"-9223372036854775809",
+            b"007",
+            b"\xff1",
+        ];
+        for c in cases {
+            let want = std::str::from_utf8(c)
+                .ok()
+                .filter(|s| !s.starts_with('+'))
+                .and_then(|s| s.parse::<i64>().ok());
+            assert_eq!(int(c), want, "{:?}", String::from_utf8_lossy(c));
+        }
+    }
 
     #[test]
     fn new_keeps_semicolons_and_spaces_in_cmdline() {
@@ -324,6 +373,6 @@ mod tests {
             }
         );
         let n = Dataset::parse(Kind::New, b"14862;0;(null)").unwrap();
-        assert_eq!(sanity_flags(&n).len(), 2);
+        assert_eq!(sanity_flags(&n).count(), 2);
     }
 }

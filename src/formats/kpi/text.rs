@@ -374,7 +374,7 @@ impl KpiTextReader {
     }
 
     /// Datasets per type so far.
-    pub fn counts(&self) -> &BTreeMap<String, u64> {
+    pub fn counts(&self) -> BTreeMap<String, u64> {
         self.asm.counts()
     }
 
@@ -590,7 +590,7 @@ impl TraceReader for KpiTextReader {
         Kind::ALL
             .iter()
             .map(|k| {
-                let n = self.asm.counts().get(k.name()).copied().unwrap_or(0);
+                let n = self.asm.count(*k);
                 (format!("{} datasets", k.name()), n)
             })
             .collect()

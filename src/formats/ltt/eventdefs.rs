@@ -534,14 +534,15 @@ impl<'a> Walk<'a> {
             return Err("types nested too deeply".into());
         }
         let (t, pushed) = self.deref(t)?;
-        let class: String = match &t.kind {
+        // Borrowed where it can be: this runs for every node of every type.
+        let class: std::borrow::Cow<str> = match &t.kind {
             Kind::Int(s) => s.int_class(false).into(),
             Kind::Uint(s) => s.int_class(true).into(),
             Kind::Float(s) => s.float_class().into(),
             Kind::String => "string".into(),
-            Kind::Enum { size, .. } => format!("enum {}", size.int_class(true)),
-            Kind::Array { len, .. } => format!("array {len}"),
-            Kind::Sequence { lensize, .. } => format!("sequence {}", lensize.code()),
+            Kind::Enum { size, .. } => format!("enum {}", size.int_class(true)).into(),
+            Kind::Array { len, .. } => format!("array {len}").into(),
+            Kind::Sequence { lensize, .. } => format!("sequence {}", lensize.code()).into(),
             Kind::Struct(_) => "struct".into(),
             Kind::Union { .. } => "union".into(),
             Kind::Typeref(_) => unreachable!("dereferenced above"),
@@ -591,18 +592,53 @@ pub fn checksum(f: &Facility) -> Result<u32, String> {
         steps: 0,
         depth: 0,
     };
-    let mut crc = crc32(f.name.as_bytes());
-    for e in &f.events {
-        crc = upd(crc, e.name.as_bytes());
-        if let Some(p) = &e.payload {
-            crc = w.hash(crc, p)?;
-        }
-    }
+    let events = f
+        .events
+        .iter()
+        .map(|e| (e.name.as_str(), e.payload.as_ref()));
+    let crc = w.facility(&f.name, events)?;
     // Named types never used by an event must still resolve.
     for t in f.types.values() {
         w.hash(0, t)?;
     }
     Ok(crc)
+}
+
+/// [`checksum`] of a facility `name` of these events (name, payload) and
+/// no named types, without the facility built (a writer generating one
+/// event per metric need not keep every payload).
+pub fn checksum_of<'a>(
+    name: &str,
+    events: impl IntoIterator<Item = (&'a str, Option<&'a TypeNode>)>,
+) -> Result<u32, String> {
+    let types = HashMap::new();
+    let mut w = Walk {
+        types: &types,
+        stack: Vec::new(),
+        steps: 0,
+        depth: 0,
+    };
+    let events = events
+        .into_iter()
+        .map(|(n, p)| -> (&str, Option<&TypeNode>) { (n, p) });
+    w.facility(name, events)
+}
+
+impl<'a> Walk<'a> {
+    fn facility(
+        &mut self,
+        name: &str,
+        events: impl IntoIterator<Item = (&'a str, Option<&'a TypeNode>)>,
+    ) -> Result<u32, String> {
+        let mut crc = crc32(name.as_bytes());
+        for (n, p) in events {
+            crc = upd(crc, n.as_bytes());
+            if let Some(p) = p {
+                crc = self.hash(crc, p)?;
+            }
+        }
+        Ok(crc)
+    }
 }
 
 // ------------------------------------------------------------ layouts

@@ -12,16 +12,19 @@ use crate::model::{
     EventType, ExtraValue, FieldType, Header, Item, LossReport, MetricDesc, TraceWriter, Value,
     ValueType,
 };
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What `append` bridging a time gap costs readers (the loss report's line).
 const RESYNC_BRIDGED: &str =
     "time gap bridged by one resync heartbeat (readers before 2005 misplace the events after it)";
 
 mod describe;
+mod json;
 /// Largest block size the writer takes over from an LTT source (16 MiB;
 /// the era's traces used 1,000,000 at most).
 pub const MAX_INHERITED_BLOCK: u64 = 16 << 20;
@@ -147,28 +150,59 @@ pub fn tar_root(dir: &Path) -> PathBuf {
 
 /// Limit a name to `[A-Za-z_][A-Za-z0-9_]*` (spec 5.11).
 pub fn sanitize(s: &str) -> String {
-    let mut o: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if o.is_empty() || o.as_bytes()[0].is_ascii_digit() {
-        o.insert(0, '_');
+    sanitized(s).into_owned()
+}
+
+/// Append `s` sanitized to `o`: its range there.
+fn sanitize_into(o: &mut String, s: &str) -> std::ops::Range<usize> {
+    let at = o.len();
+    if s.bytes().next().is_none_or(|b| b.is_ascii_digit()) {
+        o.push('_');
     }
-    o
+    o.extend(s.chars().map(|c| {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            c
+        } else {
+            '_'
+        }
+    }));
+    at..o.len()
+}
+
+/// [`sanitize`], borrowing a name that needs no change.
+fn sanitized(s: &str) -> Cow<'_, str> {
+    let clean = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    if s.bytes().all(clean) && s.bytes().next().is_some_and(|b| !b.is_ascii_digit()) {
+        return Cow::Borrowed(s);
+    }
+    // Sized once: a leading '_' and one byte per character at most.
+    let mut o = String::with_capacity(s.len() + 1);
+    sanitize_into(&mut o, s);
+    Cow::Owned(o)
 }
 
 /// A facility as written.
 struct WFac {
+    /// As parsed (a source's, or a generated one with other than scalar
+    /// fields), else its name and checksum only (see `direct_facility`):
+    /// its text is in `copied`.
     fac: Facility,
+    /// The events' names of a facility kept without its events, each
+    /// after a '\n'.
+    names: String,
     base: u32,
-    /// Resolved payload layout per event.
-    tys: Vec<Option<Ty>>,
+    /// Resolved payload layout per event (shared: events of one layout,
+    /// such as every metric of a value type, hold the same).
+    tys: Vec<Option<Arc<Ty>>>,
+}
+
+impl WFac {
+    fn event_name(&self, i: usize) -> &str {
+        match self.fac.events.get(i) {
+            Some(e) => &e.name,
+            None => self.names.split('\n').nth(i + 1).unwrap_or(""),
+        }
+    }
 }
 
 /// How a model event type is written.
@@ -176,8 +210,10 @@ struct WFac {
 enum Target {
     Event {
         id: u16,
-        ty: Option<Ty>,
-        name: String,
+        ty: Option<Arc<Ty>>,
+        /// Its facility in `facs` and its event there (for its name).
+        fac: usize,
+        ev: usize,
     },
     /// Framing and facility_load of an LTT source: regenerated, not copied.
     Framing,
@@ -194,13 +230,104 @@ enum Key {
     Indom(u32),
 }
 
-/// A generated event type not yet given an id.
+/// A generated event type not yet given an id: names sanitized as the
+/// eventdefs file will hold them.
 struct Pending {
     key: Key,
-    category: String,
-    name: String,
-    description: String,
-    fields: Vec<(String, FieldType)>,
+    category: Cow<'static, str>,
+    /// Its name's range in `LttWriter::pnames`.
+    name: std::ops::Range<usize>,
+    description: DescFrom,
+    fields: Fields,
+}
+
+/// Where a generated event type's description comes from: written into
+/// the eventdefs text from there (not kept as a string of its own).
+enum DescFrom {
+    /// Its help text, else its name.
+    Metric(Arc<MetricDesc>),
+    /// Its description, else its name.
+    Type(Arc<EventType>),
+    /// The membership events of an instance domain.
+    Indom(u32),
+}
+
+impl DescFrom {
+    /// The description as the eventdefs text holds it: no entity decoding
+    /// on read, so markup characters become spaces.
+    fn write(&self, o: &mut String) {
+        use std::fmt::Write as _;
+        let text = match self {
+            DescFrom::Metric(m) => m.help_short.as_deref().unwrap_or(m.name()),
+            DescFrom::Type(t) => t.description.as_deref().unwrap_or(&t.name),
+            DescFrom::Indom(id) => {
+                let _ = write!(o, "membership of instance domain {id}");
+                return;
+            }
+        };
+        o.extend(text.chars().map(|c| match c {
+            '<' | '>' | '&' => ' ',
+            c => c,
+        }));
+    }
+}
+
+/// Field names (sanitized) and types of a generated event type (the
+/// common lists are constants: no allocation per metric).
+type Fields = Cow<'static, [(Cow<'static, str>, FieldType)]>;
+
+/// The fields of a metric's events of value field `vt` (a merged stream's
+/// add `source`).
+fn metric_fields(vt: FieldType, tag_source: bool) -> Fields {
+    type F = (Cow<'static, str>, FieldType);
+    macro_rules! with {
+        ($t:expr) => {{
+            const L: &[F] = &[
+                (Cow::Borrowed("instance"), FieldType::Int(4)),
+                (Cow::Borrowed("value"), $t),
+            ];
+            L
+        }};
+    }
+    let fixed: Option<&'static [F]> = match vt {
+        FieldType::Int(4) => Some(with!(FieldType::Int(4))),
+        FieldType::Int(8) => Some(with!(FieldType::Int(8))),
+        FieldType::Uint(4) => Some(with!(FieldType::Uint(4))),
+        FieldType::Uint(8) => Some(with!(FieldType::Uint(8))),
+        FieldType::Float(4) => Some(with!(FieldType::Float(4))),
+        FieldType::Float(8) => Some(with!(FieldType::Float(8))),
+        FieldType::String => Some(with!(FieldType::String)),
+        FieldType::Bytes => Some(with!(FieldType::Bytes)),
+        _ => None,
+    };
+    match fixed {
+        Some(f) if !tag_source => Cow::Borrowed(f),
+        _ => {
+            let mut v = vec![
+                (Cow::Borrowed("instance"), FieldType::Int(4)),
+                (Cow::Borrowed("value"), vt),
+            ];
+            if tag_source {
+                v.push((Cow::Borrowed(SOURCE_FIELD), FieldType::String));
+            }
+            Cow::Owned(v)
+        }
+    }
+}
+
+/// The fields of an instance domain's membership events.
+const INDOM_FIELDS: &[(Cow<'static, str>, FieldType)] = &[
+    (Cow::Borrowed("instance"), FieldType::Int(4)),
+    (Cow::Borrowed("present"), FieldType::Uint(1)),
+    (Cow::Borrowed("name"), FieldType::String),
+];
+
+/// The node and resolved layout of a constant field list (`metric_fields`,
+/// `INDOM_FIELDS`): built once, shared by every event type that has it.
+struct Layout {
+    fields: &'static [(Cow<'static, str>, FieldType)],
+    node: Option<eventdefs::TypeNode>,
+    ty: Option<Arc<Ty>>,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Debug, Hash)]
@@ -249,7 +376,12 @@ pub struct LttWriter {
     source_ids: HashMap<u16, (usize, usize)>,
     map: HashMap<Key, Target>,
     pending: Vec<Pending>,
-    metrics: HashMap<u32, MetricDesc>,
+    /// Names of the pending types, one after another (one buffer, not a
+    /// string per metric).
+    pnames: String,
+    /// Layouts of the constant field lists met so far.
+    layouts: Vec<Layout>,
+    metrics: HashMap<u32, Arc<MetricDesc>>,
     files: BTreeMap<FileKey, FileW>,
     next_base: u32,
     loss: LossReport,
@@ -310,6 +442,8 @@ impl LttWriter {
             source_ids: HashMap::new(),
             map: HashMap::new(),
             pending: Vec::new(),
+            pnames: String::new(),
+            layouts: Vec::new(),
             metrics: HashMap::new(),
             files: BTreeMap::new(),
             next_base: 20,
@@ -399,15 +533,27 @@ impl LttWriter {
         let mut tys = Vec::new();
         for ev in &fac.events {
             tys.push(match &ev.payload {
-                Some(p) => {
-                    Some(eventdefs::resolve(&fac, p, self.cfg.arch).map_err(|m| {
+                Some(p) => Some(Arc::new(
+                    eventdefs::resolve(&fac, p, self.cfg.arch).map_err(|m| {
                         werr(&self.target, format!("{}.{}: {m}", fac.name, ev.name))
-                    })?)
-                }
+                    })?,
+                )),
                 None => None,
             });
         }
-        let end = base as u64 + fac.events.len() as u64;
+        self.add_resolved(fac, base, tys, String::new())
+    }
+
+    /// [`Self::add_fac`] with the layouts resolved already (one per event),
+    /// and the events' names when `fac` is kept without its events.
+    fn add_resolved(
+        &mut self,
+        fac: Facility,
+        base: u32,
+        tys: Vec<Option<Arc<Ty>>>,
+        names: String,
+    ) -> Result<usize> {
+        let end = base as u64 + tys.len() as u64;
         if end > 65536 {
             return Err(werr(
                 &self.target,
@@ -415,7 +561,12 @@ impl LttWriter {
             ));
         }
         self.next_base = self.next_base.max(end as u32);
-        self.facs.push(WFac { fac, base, tys });
+        self.facs.push(WFac {
+            fac,
+            names,
+            base,
+            tys,
+        });
         Ok(self.facs.len() - 1)
     }
 
@@ -440,7 +591,8 @@ impl LttWriter {
                         Target::Event {
                             id: id as u16,
                             ty: f.tys[ei].clone(),
-                            name: format!("{}.{}", et.category, et.name),
+                            fac: fi,
+                            ev: ei,
                         },
                     );
                     return;
@@ -452,24 +604,25 @@ impl LttWriter {
         self.describe_def(key, describe::Def::Type(et.clone()));
         self.pending.push(Pending {
             key,
-            category: et.category.clone(),
-            name: et.name.clone(),
-            description: et.description.clone().unwrap_or_else(|| et.name.clone()),
-            fields: et
-                .fields
-                .iter()
-                .map(|f| (f.name.clone(), f.ty.clone()))
-                .chain(
-                    self.tag_source
-                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
-                )
-                .collect(),
+            category: Cow::Owned(sanitized(&et.category).into_owned()),
+            name: sanitize_into(&mut self.pnames, &et.name),
+            description: DescFrom::Type(et.clone()),
+            fields: Cow::Owned(
+                et.fields
+                    .iter()
+                    .map(|f| (Cow::Owned(sanitized(&f.name).into_owned()), f.ty.clone()))
+                    .chain(
+                        self.tag_source
+                            .then_some((Cow::Borrowed(SOURCE_FIELD), FieldType::String)),
+                    )
+                    .collect(),
+            ),
         });
     }
 
     fn define_metric(&mut self, m: &std::sync::Arc<MetricDesc>) {
         let key = Key::Metric(m.id);
-        self.metrics.insert(m.id, (**m).clone());
+        self.metrics.insert(m.id, m.clone());
         let vt = match m.vtype {
             ValueType::Event | ValueType::HighresEvent | ValueType::Other(_)
                 if self.sd.is_none() =>
@@ -482,18 +635,13 @@ impl LttWriter {
         self.pending.retain(|p| p.key != key);
         self.map.remove(&key);
         self.describe_def(key, describe::Def::Metric(m.clone()));
+        let fields = metric_fields(vt, self.tag_source);
         self.pending.push(Pending {
             key,
-            category: "metric".into(),
-            name: m.name().to_string(),
-            description: m.help_short.clone().unwrap_or_else(|| m.name().to_string()),
-            fields: [("instance".into(), FieldType::Int(4)), ("value".into(), vt)]
-                .into_iter()
-                .chain(
-                    self.tag_source
-                        .then(|| (SOURCE_FIELD.into(), FieldType::String)),
-                )
-                .collect(),
+            category: Cow::Borrowed("metric"),
+            name: sanitize_into(&mut self.pnames, m.name()),
+            description: DescFrom::Metric(m.clone()),
+            fields,
         });
     }
 
@@ -527,14 +675,15 @@ impl LttWriter {
         if !self.map.contains_key(&key) && !self.pending.iter().any(|p| p.key == key) {
             self.pending.push(Pending {
                 key,
-                category: "indom".into(),
-                name: format!("indom_{id}"),
-                description: format!("membership of instance domain {id}"),
-                fields: vec![
-                    ("instance".into(), FieldType::Int(4)),
-                    ("present".into(), FieldType::Uint(1)),
-                    ("name".into(), FieldType::String),
-                ],
+                category: Cow::Borrowed("indom"),
+                name: {
+                    use std::fmt::Write as _;
+                    let at = self.pnames.len();
+                    let _ = write!(self.pnames, "indom_{id}");
+                    at..self.pnames.len()
+                },
+                description: DescFrom::Indom(id),
+                fields: Cow::Borrowed(INDOM_FIELDS),
             });
         }
         key
@@ -546,61 +695,49 @@ impl LttWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
-        // Per facility: category, its types, their (sanitized) names.
-        let mut cats: Vec<(String, Vec<Pending>, HashSet<String>)> = Vec::new();
-        // Types of one category share a facility unless their names clash
-        // (same name, another layout): a clash opens another facility of
-        // that name, so every event keeps its name.
-        for p in pending {
-            let c = sanitize(&p.category);
-            let n = sanitize(&p.name);
-            match cats
-                .iter_mut()
-                .find(|(f, _, names)| *f == c && !names.contains(&n))
-            {
-                Some((_, v, names)) => {
-                    v.push(p);
-                    names.insert(n);
+        let mut pending = std::mem::take(&mut self.pending);
+        let pnames = std::mem::take(&mut self.pnames);
+        let name = |p: &Pending| &pnames[p.name.clone()];
+        // Per facility, its types (indices into `pending`). Types of one
+        // category share a facility unless their names clash (same name,
+        // another layout): a clash opens another facility of that name, so
+        // every event keeps its name (and names within a facility differ).
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        {
+            let mut names: Vec<HashSet<&str>> = Vec::new();
+            for (i, p) in pending.iter().enumerate() {
+                let at = groups.iter().zip(&names).position(|(g, n)| {
+                    pending[g[0]].category == p.category && !n.contains(name(p))
+                });
+                match at {
+                    Some(k) => {
+                        groups[k].push(i);
+                        names[k].insert(name(p));
+                    }
+                    None => {
+                        groups.push(vec![i]);
+                        names.push(HashSet::from([name(p)]));
+                    }
                 }
-                None => cats.push((c, vec![p], HashSet::from([n]))),
             }
         }
-        for (cat, ps, _) in cats {
-            let mut xml = format!(
-                "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {} stream</description>\n",
-                self.header.source
-            );
-            let mut names: HashSet<String> = HashSet::new();
-            for p in &ps {
-                let mut n = sanitize(&p.name);
-                while names.contains(&n) {
-                    n.push('_');
+        for ix in groups {
+            let cat = pending[ix[0]].category.clone();
+            let types = ix.iter().map(|&i| &pending[i]);
+            let xml = facility_xml(&cat, &self.header.source, &pnames, types);
+            let (mut fac, tys) = match self.direct_facility(&cat, &pnames, &pending, &ix)? {
+                Some((f, tys, names)) => (f, Some((tys, names))),
+                None => {
+                    let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
+                        werr(
+                            &self.target,
+                            format!("generated eventdefs for {cat}: {}", e.msg),
+                        )
+                    })?;
+                    let Some(fac) = fs.pop() else { continue };
+                    (fac, None)
                 }
-                names.insert(n.clone());
-                xml += &format!(
-                    "  <event name=\"{n}\">\n    <description>{}</description>\n",
-                    desc_text(&p.description)
-                );
-                if !p.fields.is_empty() {
-                    xml += "    <struct>\n";
-                    for (fname, ft) in &p.fields {
-                        xml += &format!("      <field name=\"{}\">", sanitize(fname));
-                        type_xml(ft, &mut xml);
-                        xml += "</field>\n";
-                    }
-                    xml += "    </struct>\n";
-                }
-                xml += "  </event>\n";
-            }
-            xml += "</facility>\n";
-            let mut fs = eventdefs::parse_file(xml.as_bytes(), "").map_err(|e| {
-                werr(
-                    &self.target,
-                    format!("generated eventdefs for {cat}: {}", e.msg),
-                )
-            })?;
-            let Some(mut fac) = fs.pop() else { continue };
+            };
             // The same definitions again (a re-issued type): reuse the
             // facility, since a (name, checksum) pair is loaded only once.
             if let Some(fi) = self
@@ -608,14 +745,15 @@ impl LttWriter {
                 .iter()
                 .position(|f| f.fac.name == fac.name && f.fac.checksum == fac.checksum)
             {
-                for (i, p) in ps.iter().enumerate() {
+                for (i, &k) in ix.iter().enumerate() {
                     let f = &self.facs[fi];
                     self.map.insert(
-                        p.key,
+                        pending[k].key,
                         Target::Event {
                             id: (f.base as usize + i) as u16,
                             ty: f.tys[i].clone(),
-                            name: format!("{}.{}", cat, f.fac.events[i].name),
+                            fac: fi,
+                            ev: i,
                         },
                     );
                 }
@@ -625,7 +763,7 @@ impl LttWriter {
                 + self
                     .copied
                     .iter()
-                    .filter(|(n, _)| n == &format!("{cat}.xml"))
+                    .filter(|(n, _)| n.strip_suffix(".xml") == Some(cat.as_ref()))
                     .count();
             let file = if versions == 0 {
                 format!("{cat}.xml")
@@ -634,21 +772,139 @@ impl LttWriter {
             };
             fac.file = file.clone();
             let base = self.next_base;
-            let fi = self.add_fac(fac, base)?;
+            let fi = match tys {
+                Some((tys, names)) => self.add_resolved(fac, base, tys, names)?,
+                None => self.add_fac(fac, base)?,
+            };
             self.copied.push((file, xml.into_bytes()));
-            for (i, p) in ps.iter().enumerate() {
+            for (i, &k) in ix.iter().enumerate() {
                 let f = &self.facs[fi];
                 self.map.insert(
-                    p.key,
+                    pending[k].key,
                     Target::Event {
                         id: (base as usize + i) as u16,
                         ty: f.tys[i].clone(),
-                        name: format!("{}.{}", cat, f.fac.events[i].name),
+                        fac: fi,
+                        ev: i,
                     },
                 );
             }
         }
+        // Kept for their allocations (nothing is pending now).
+        pending.clear();
+        self.pending = pending;
+        self.pnames = pnames;
+        self.pnames.clear();
         Ok(())
+    }
+
+    /// The facility [`facility_xml`] defines for the pending types `ix`,
+    /// with their layouts, built without parsing the text back when every
+    /// field is a scalar (metrics, instance domains, most event types);
+    /// None otherwise. Built, it holds the events' names (taken from
+    /// `pending`) and the checksum: the writer needs no more of a facility
+    /// it generated (the payload nodes of the constant field lists are
+    /// built once, in `layouts`).
+    #[allow(clippy::type_complexity)]
+    fn direct_facility(
+        &mut self,
+        cat: &str,
+        pnames: &str,
+        pending: &[Pending],
+        ix: &[usize],
+    ) -> Result<Option<(Facility, Vec<Option<Arc<Ty>>>, String)>> {
+        if !ix.iter().all(|&k| {
+            pending[k]
+                .fields
+                .iter()
+                .all(|(_, t)| scalar_kind(t).is_some())
+        }) {
+            return Ok(None);
+        }
+        let no_types = Facility {
+            name: String::new(),
+            description: None,
+            events: Vec::new(),
+            types: HashMap::new(),
+            checksum: 0,
+            file: String::new(),
+        };
+        let resolve = |node: &Option<eventdefs::TypeNode>| -> Result<Option<Arc<Ty>>> {
+            node.as_ref()
+                .map(|n| {
+                    eventdefs::resolve(&no_types, n, self.cfg.arch)
+                        .map(Arc::new)
+                        .map_err(|m| werr(&self.target, format!("{cat}: {m}")))
+                })
+                .transpose()
+        };
+        // Per type, its layout: constant lists from `layouts`, others built here.
+        enum Src {
+            Shared(usize),
+            Own(usize),
+        }
+        let mut own: Vec<(Option<eventdefs::TypeNode>, Option<Arc<Ty>>)> = Vec::new();
+        let mut new_layouts = Vec::new();
+        let mut srcs = Vec::with_capacity(ix.len());
+        for &k in ix {
+            let fields = &pending[k].fields;
+            let found = match fields {
+                Cow::Borrowed(f) => self
+                    .layouts
+                    .iter()
+                    .chain(&new_layouts)
+                    .position(|l: &Layout| std::ptr::eq(l.fields, *f)),
+                Cow::Owned(_) => None,
+            };
+            let src = match (found, fields) {
+                (Some(i), _) => Src::Shared(i),
+                (None, Cow::Borrowed(f)) => {
+                    let node = scalar_node(f);
+                    let ty = resolve(&node)?;
+                    new_layouts.push(Layout {
+                        fields: f,
+                        node,
+                        ty,
+                    });
+                    Src::Shared(self.layouts.len() + new_layouts.len() - 1)
+                }
+                (None, Cow::Owned(f)) => {
+                    let node = scalar_node(f);
+                    let ty = resolve(&node)?;
+                    own.push((node, ty));
+                    Src::Own(own.len() - 1)
+                }
+            };
+            srcs.push(src);
+        }
+        self.layouts.append(&mut new_layouts);
+        let layout = |s: &Src| match *s {
+            Src::Shared(i) => (&self.layouts[i].node, &self.layouts[i].ty),
+            Src::Own(i) => (&own[i].0, &own[i].1),
+        };
+        let events = ix
+            .iter()
+            .zip(&srcs)
+            .map(|(&k, s)| (&pnames[pending[k].name.clone()], layout(s).0.as_ref()));
+        let checksum = eventdefs::checksum_of(cat, events)
+            .map_err(|m| werr(&self.target, format!("generated eventdefs for {cat}: {m}")))?;
+        let tys = srcs.iter().map(|s| layout(s).1.clone()).collect();
+        // The events' names in one string, each behind its own '\n' (a
+        // sanitized name has none): a string per event is what this saves.
+        let mut names = String::new();
+        for &k in ix {
+            names.push('\n');
+            names.push_str(&pnames[pending[k].name.clone()]);
+        }
+        let fac = Facility {
+            name: cat.to_string(),
+            description: None,
+            events: Vec::new(),
+            types: HashMap::new(),
+            checksum,
+            file: String::new(),
+        };
+        Ok(Some((fac, tys, names)))
     }
 
     fn ensure_file(&mut self, key: &FileKey) -> Result<()> {
@@ -697,7 +953,7 @@ impl LttWriter {
                 );
                 return Ok(());
             }
-            Some(Target::Event { id, ty, name }) => (*id, ty, name),
+            Some(Target::Event { id, ty, fac, ev }) => (*id, ty, (*fac, *ev)),
         };
         if time < 0 || time / 1_000_000_000 > u32::MAX as i64 {
             self.loss
@@ -706,7 +962,7 @@ impl LttWriter {
         }
         self.payload.clear();
         let tag = self.tag_source.then(|| source.unwrap_or(""));
-        let enc = encode_fields(ty.as_ref(), fields, tag, self.bo, &mut self.payload);
+        let enc = encode_fields(ty.as_deref(), fields, tag, self.bo, &mut self.payload);
         if enc.is_err() {
             self.loss
                 .drop_item("events", "field values do not match the event type");
@@ -714,10 +970,13 @@ impl LttWriter {
         }
         let b = self.cfg.block_size as usize;
         if HDR + self.payload.len() + 2 * FRAME + 4 > b {
+            let f = &self.facs[name.0];
             return Err(werr(
                 &self.target,
                 format!(
-                    "event {name} ({} payload bytes) does not fit in a block of {b} bytes (largest payload {})",
+                    "event {}.{} ({} payload bytes) does not fit in a block of {b} bytes (largest payload {})",
+                    f.fac.name,
+                    f.event_name(name.1),
                     self.payload.len(),
                     b - 62
                 ),
@@ -1196,11 +1455,6 @@ fn stream_key(s: &str) -> Option<FileKey> {
     None
 }
 
-fn desc_text(s: &str) -> String {
-    // No entity decoding on read: keep the text free of markup characters.
-    s.replace(['<', '>', '&'], " ")
-}
-
 fn size_of(n: u8) -> u8 {
     match n {
         1 | 2 | 4 | 8 => n,
@@ -1209,46 +1463,308 @@ fn size_of(n: u8) -> u8 {
 }
 
 fn type_xml(t: &FieldType, o: &mut String) {
-    match t {
-        FieldType::Int(n) => *o += &format!("<int size={}/>", size_of(*n)),
-        FieldType::Uint(n) => *o += &format!("<uint size={}/>", size_of(*n)),
-        FieldType::Float(n) => *o += &format!("<float size={}/>", if *n == 4 { 4 } else { 8 }),
-        FieldType::String => *o += "<string/>",
-        FieldType::Bytes => *o += "<sequence lengthsize=4><uint size=1/></sequence>",
+    use std::fmt::Write as _;
+    // Writing into a String cannot fail.
+    let _ = match t {
+        FieldType::Int(n) => write!(o, "<int size={}/>", size_of(*n)),
+        FieldType::Uint(n) => write!(o, "<uint size={}/>", size_of(*n)),
+        FieldType::Float(n) => write!(o, "<float size={}/>", if *n == 4 { 4 } else { 8 }),
+        FieldType::String => write!(o, "<string/>"),
+        FieldType::Bytes => write!(o, "<sequence lengthsize=4><uint size=1/></sequence>"),
         FieldType::Enum { size, labels } => {
-            *o += &format!("<enum size={}>", size_of(*size));
+            let _ = write!(o, "<enum size={}>", size_of(*size));
             for (v, l) in labels {
-                *o += &format!("<label name=\"{}\" value={v}/>", sanitize(l));
+                let _ = write!(o, "<label name=\"{}\" value={v}/>", sanitized(l));
             }
-            *o += "</enum>";
+            write!(o, "</enum>")
         }
         FieldType::Array { len, elem } => {
-            *o += &format!("<array size={len}>");
+            let _ = write!(o, "<array size={len}>");
             type_xml(elem, o);
-            *o += "</array>";
+            write!(o, "</array>")
         }
         FieldType::Sequence { len, elem } => {
             let n = match **len {
                 FieldType::Int(n) | FieldType::Uint(n) => size_of(n),
                 _ => 4,
             };
-            *o += &format!("<sequence lengthsize={n}>");
+            let _ = write!(o, "<sequence lengthsize={n}>");
             type_xml(elem, o);
-            *o += "</sequence>";
+            write!(o, "</sequence>")
         }
         FieldType::Struct(fs) | FieldType::Union(fs) => {
             let union = matches!(t, FieldType::Union(_));
-            *o += if union {
+            o.push_str(if union {
                 "<union typecodesize=4>"
             } else {
                 "<struct>"
-            };
+            });
             for f in fs {
-                *o += &format!("<field name=\"{}\">", sanitize(&f.name));
+                let _ = write!(o, "<field name=\"{}\">", sanitized(&f.name));
                 type_xml(&f.ty, o);
-                *o += "</field>";
+                o.push_str("</field>");
             }
-            *o += if union { "</union>" } else { "</struct>" };
+            write!(o, "{}", if union { "</union>" } else { "</struct>" })
         }
+    };
+}
+
+/// The eventdefs text of a generated facility `cat` of `types`.
+fn facility_xml<'a>(
+    cat: &str,
+    source: &dyn std::fmt::Display,
+    pnames: &str,
+    types: impl Iterator<Item = &'a Pending>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut xml = String::new();
+    let _ = write!(
+        xml,
+        "<facility name=\"{cat}\">\n  <description>Generated by polytrace from a {source} stream</description>\n"
+    );
+    for p in types {
+        let _ = write!(
+            xml,
+            "  <event name=\"{}\">\n    <description>",
+            &pnames[p.name.clone()]
+        );
+        p.description.write(&mut xml);
+        xml.push_str("</description>\n");
+        if !p.fields.is_empty() {
+            xml.push_str("    <struct>\n");
+            for (fname, ft) in p.fields.iter() {
+                let _ = write!(xml, "      <field name=\"{fname}\">");
+                type_xml(ft, &mut xml);
+                xml.push_str("</field>\n");
+            }
+            xml.push_str("    </struct>\n");
+        }
+        xml.push_str("  </event>\n");
+    }
+    xml.push_str("</facility>\n");
+    xml
+}
+
+/// The eventdefs node of a scalar field type (as its text parses), None
+/// for the others.
+fn scalar_kind(t: &FieldType) -> Option<eventdefs::Kind> {
+    use eventdefs::{Kind, SizeTok, TypeNode};
+    let size = |n: u8| SizeTok::from_bytes(size_of(n));
+    Some(match t {
+        FieldType::Int(n) => Kind::Int(size(*n)),
+        FieldType::Uint(n) => Kind::Uint(size(*n)),
+        FieldType::Float(4) => Kind::Float(SizeTok::B4),
+        FieldType::Float(_) => Kind::Float(SizeTok::B8),
+        FieldType::String => Kind::String,
+        FieldType::Bytes => Kind::Sequence {
+            lensize: SizeTok::B4,
+            elem: Box::new(TypeNode {
+                kind: Kind::Uint(SizeTok::B1),
+                format: None,
+            }),
+        },
+        _ => return None,
+    })
+}
+
+/// The payload node of scalar `fields` (a struct of them; None without
+/// fields), as `facility_xml`'s text parses.
+fn scalar_node(fields: &[(Cow<'static, str>, FieldType)]) -> Option<eventdefs::TypeNode> {
+    use eventdefs::{FieldDef, Kind, TypeNode};
+    if fields.is_empty() {
+        return None;
+    }
+    let fields = fields
+        .iter()
+        .filter_map(|(name, t)| {
+            Some(FieldDef {
+                name: name.to_string(),
+                description: None,
+                ty: TypeNode {
+                    kind: scalar_kind(t)?,
+                    format: None,
+                },
+            })
+        })
+        .collect();
+    Some(TypeNode {
+        kind: Kind::Struct(fields),
+        format: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(names: &mut String, name: &str, desc: &str, fields: Fields) -> Pending {
+        let mut et = EventType::new(0, "cat", name, Vec::new());
+        et.description = Some(desc.to_string());
+        Pending {
+            key: Key::Type(0),
+            category: Cow::Borrowed("cat"),
+            name: sanitize_into(names, name),
+            description: DescFrom::Type(Arc::new(et)),
+            fields,
+        }
+    }
+
+    #[test]
+    fn sanitized_names() {
+        for (a, b) in [
+            ("", "_"),
+            ("ok_1", "ok_1"),
+            ("1a", "_1a"),
+            ("disk.dev.read", "disk_dev_read"),
+            ("é-x", "__x"),
+            ("٣", "_"),
+        ] {
+            assert_eq!(sanitize(a), b, "{a:?}");
+            assert_eq!(matches!(sanitized(a), Cow::Borrowed(_)), a == b, "{a:?}");
+            let mut o = String::from("x");
+            let r = sanitize_into(&mut o, a);
+            assert_eq!(&o[r], b);
+        }
+    }
+
+    /// An event too large for a block is refused with its type's name, also
+    /// when its facility was generated without keeping its events.
+    #[test]
+    fn too_large_event_names_its_type() {
+        use crate::model::{Extras, MetricValues, Sample, Semantics, Timestamp, Units};
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Header::new(crate::model::FormatId::Pcp, "3");
+        let cfg = Config {
+            block_size: 512,
+            ..Config::default()
+        };
+        let mut w = LttWriter::create(&tmp.path().join("t"), &h, cfg).unwrap();
+        for (id, name) in [(7, "disk.dev.name"), (8, "disk.dev.other")] {
+            let m = MetricDesc::new(
+                id,
+                name,
+                ValueType::String,
+                Semantics::Instant,
+                Units::default(),
+            );
+            w.write_item(&Item::Metric(Arc::new(m))).unwrap();
+        }
+        let s = Sample {
+            time: Timestamp(1_000_000_000),
+            raw_clock: None,
+            metrics: vec![MetricValues {
+                metric: 8,
+                values: Ok(vec![(0, Value::Str("x".repeat(1000)))]),
+            }],
+            extras: Extras::default(),
+        };
+        let e = w.write_item(&Item::Sample(s)).unwrap_err().to_string();
+        assert!(
+            e.contains("event metric.disk_dev_other (1005 payload bytes)"),
+            "{e}"
+        );
+    }
+
+    /// A facility built directly has the event names and checksum its
+    /// eventdefs text parses to, and the layouts of the parsed payloads,
+    /// for every scalar field type, constant and built field lists, and
+    /// the names and texts generated types can have; other types are left
+    /// to the parse.
+    #[test]
+    fn direct_facility_is_the_parsed_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Header::new(crate::model::FormatId::Pcp, "3");
+        let mut w = LttWriter::create(&tmp.path().join("t"), &h, Config::default()).unwrap();
+        let scalars = [
+            FieldType::Int(1),
+            FieldType::Int(2),
+            FieldType::Int(4),
+            FieldType::Int(8),
+            FieldType::Int(3),
+            FieldType::Uint(1),
+            FieldType::Uint(8),
+            FieldType::Uint(0),
+            FieldType::Float(4),
+            FieldType::Float(8),
+            FieldType::Float(2),
+            FieldType::String,
+            FieldType::Bytes,
+        ];
+        let f = |n: &'static str, t: &FieldType| (Cow::Borrowed(n), t.clone());
+        let n = &mut String::new();
+        let one = Cow::Owned(vec![f("instance", &FieldType::Int(4))]);
+        let text = "multi\nline // not a comment /* nor this */ \"quoted\" 'x'";
+        let mut ps = vec![
+            pending(
+                n,
+                "disk.dev.read",
+                "Help <b>&amp; more</b>",
+                Cow::Borrowed(&[]),
+            ),
+            pending(n, "9lives", "", one),
+            pending(n, "indom_3", "m", Cow::Borrowed(INDOM_FIELDS)),
+            pending(n, "é ü", text, Cow::Borrowed(&[])),
+        ];
+        for (i, t) in scalars.iter().enumerate() {
+            let three = vec![
+                f("instance", &FieldType::Int(4)),
+                f("value", t),
+                f("source", t),
+            ];
+            ps.push(pending(n, &format!("m{i}"), "d", Cow::Owned(three)));
+            ps.push(pending(
+                n,
+                &format!("c{i}"),
+                "",
+                metric_fields(t.clone(), false),
+            ));
+            ps.push(pending(
+                n,
+                &format!("d{i}"),
+                "",
+                metric_fields(t.clone(), true),
+            ));
+        }
+        let ix: Vec<usize> = (0..ps.len()).collect();
+        let mut shared = Vec::new();
+        for round in 0..2 {
+            let xml = facility_xml("cat", &crate::model::FormatId::Pcp, n, ps.iter());
+            let parsed = eventdefs::parse_file(xml.as_bytes(), "")
+                .unwrap()
+                .pop()
+                .unwrap();
+            let (direct, tys, names) = w.direct_facility("cat", n, &ps, &ix).unwrap().unwrap();
+            assert_eq!(direct.name, parsed.name);
+            assert_eq!(direct.checksum, parsed.checksum, "round {round}");
+            let want: String = parsed
+                .events
+                .iter()
+                .map(|e| format!("\n{}", e.name))
+                .collect();
+            assert_eq!(names, want);
+            let want: Vec<Option<Ty>> = parsed
+                .events
+                .iter()
+                .map(|e| {
+                    e.payload
+                        .as_ref()
+                        .map(|p| eventdefs::resolve(&parsed, p, Config::default().arch).unwrap())
+                })
+                .collect();
+            let got: Vec<Option<Ty>> = tys.iter().map(|t| t.as_deref().cloned()).collect();
+            assert_eq!(got, want);
+            shared.push(w.layouts.len());
+        }
+        // The constant lists' layouts were built once: the second round
+        // found them all (8 lists of metrics and instance domains at least).
+        assert!(shared[0] >= 8);
+        assert_eq!(shared[0], shared[1]);
+
+        let nested = FieldType::Array {
+            len: 2,
+            elem: Box::new(FieldType::Int(4)),
+        };
+        let ps = vec![pending(n, "a", "b", Cow::Owned(vec![f("v", &nested)]))];
+        assert!(w.direct_facility("cat", n, &ps, &[0]).unwrap().is_none());
     }
 }

@@ -3,7 +3,9 @@
 
 use super::layout::{self, bei32, LabelError, LogLabel, Version};
 use crate::error::{Error, Position, Result};
-use crate::input::{archive_base_of, strip_compression, Input, InputKind, COMPRESSED_SUFFIXES};
+use crate::input::{
+    archive_base_of, each_name, strip_compression, Input, InputKind, COMPRESSED_SUFFIXES,
+};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -39,7 +41,6 @@ pub fn resolve(base: &Path) -> Result<Members> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
     let mut meta: Option<(usize, PathBuf)> = None;
     let mut index: Option<(usize, PathBuf)> = None;
     let mut vols: Vec<(u32, usize, PathBuf)> = Vec::new();
@@ -52,18 +53,15 @@ pub fn resolve(base: &Path) -> Result<Members> {
             .map(|i| i + 1)
             .unwrap_or(0)
     };
-    for e in rd.flatten() {
-        let Ok(n) = e.file_name().into_string() else {
-            continue;
-        };
-        let Some(rest) = strip_compression(&n)
+    each_name(&dir, |n| {
+        let Some(rest) = strip_compression(n)
             .strip_prefix(stem.as_str())
             .and_then(|r| r.strip_prefix('.'))
         else {
-            continue;
+            return;
         };
-        let r = rank(&n);
-        let p = dir.join(&n);
+        let r = rank(n);
+        let p = dir.join(n);
         if rest == "meta" {
             if meta.as_ref().is_none_or(|(k, _)| r < *k) {
                 meta = Some((r, p));
@@ -77,7 +75,8 @@ pub fn resolve(base: &Path) -> Result<Members> {
                 vols.push((v, r, p));
             }
         }
-    }
+    })
+    .map_err(|e| Error::io(&dir, e))?;
     vols.sort();
     let mut volumes: Vec<(u32, PathBuf)> = Vec::new();
     for (v, _, p) in vols {

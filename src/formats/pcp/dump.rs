@@ -77,29 +77,8 @@ fn civil(sec: i64) -> (String, String, i64) {
     )
 }
 
-/// A multiply-shift hasher for the small integer keys of the listing's hot
-/// lookups (SipHash showed up in profiles).
-#[derive(Default, Clone, Copy)]
-pub struct IntHasher(u64);
-
-impl std::hash::Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_i32(&mut self, i: i32) {
-        self.write_u32(i as u32);
-    }
-}
-
-type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+pub use crate::model::IntHasher;
+use crate::model::IntMap;
 
 /// Instance list (id, name) of one indom at one time.
 type InstList<'a> = Vec<(i32, &'a str)>;
@@ -856,18 +835,15 @@ pub fn native_dump(
                 same.push((i, serial));
                 let mut cur: InstList<'_> = if i.rtype == TYPE_INDOM_DELTA {
                     let mut cur = list.last().map(|x| x.1.clone()).unwrap_or_default();
-                    for (id, n) in &i.entries {
-                        cur.retain(|(x, _)| x != id);
+                    for (id, n) in i.entries() {
+                        cur.retain(|(x, _)| *x != id);
                         if let Some(n) = n {
-                            cur.push((*id, n.as_str()));
+                            cur.push((id, n));
                         }
                     }
                     cur
                 } else {
-                    i.entries
-                        .iter()
-                        .map(|(id, n)| (*id, n.as_deref().unwrap_or("")))
-                        .collect()
+                    i.entries().map(|(id, n)| (id, n.unwrap_or(""))).collect()
                 };
                 cur.sort_by_key(|x| x.0);
                 let pos = list.partition_point(|(s, _)| *s <= i.stamp);
@@ -1020,29 +996,22 @@ pub fn native_dump(
     // On-disk instance domains, in file order.
     o.push_str("\nInstance Domains on-disk ...\n");
     for (_, r) in &mf.recs {
-        if let MetaRec::InDom(InDomRec {
-            rtype,
-            stamp,
-            indom,
-            entries,
-            ..
-        }) = r
-        {
-            let _ = write!(o, "{} InDom: {}", c.stamp(*stamp), indom_str(*indom));
-            if *rtype == TYPE_INDOM_DELTA {
+        if let MetaRec::InDom(i) = r {
+            let _ = write!(o, "{} InDom: {}", c.stamp(i.stamp), indom_str(i.indom));
+            if i.rtype == TYPE_INDOM_DELTA {
                 o.push_str(" delta");
             }
-            let _ = writeln!(o, " {} instances", entries.len());
-            for (id, n) in entries {
-                match (rtype, n) {
-                    (&TYPE_INDOM_DELTA, None) => {
+            let _ = writeln!(o, " {} instances", i.len());
+            for (id, n) in i.entries() {
+                match (i.rtype, n) {
+                    (TYPE_INDOM_DELTA, None) => {
                         let _ = writeln!(o, "   del {id}");
                     }
-                    (&TYPE_INDOM_DELTA, Some(n)) => {
+                    (TYPE_INDOM_DELTA, Some(n)) => {
                         let _ = writeln!(o, "   add {id} or \"{n}\"");
                     }
                     (_, n) => {
-                        let _ = writeln!(o, "   {id} or \"{}\"", n.as_deref().unwrap_or(""));
+                        let _ = writeln!(o, "   {id} or \"{}\"", n.unwrap_or(""));
                     }
                 }
             }
@@ -1544,8 +1513,8 @@ fn prefixes(n: &str) -> impl Iterator<Item = &str> {
 }
 
 /// An indom record as libpcp compares them: kind and sorted entries.
-fn indom_key(r: &InDomRec) -> (bool, Vec<&(i32, Option<String>)>) {
-    let mut k: Vec<&(i32, Option<String>)> = r.entries.iter().collect();
+fn indom_key(r: &InDomRec) -> (bool, Vec<(i32, Option<&str>)>) {
+    let mut k: Vec<(i32, Option<&str>)> = r.entries().collect();
     k.sort_by_key(|x| x.0);
     (r.rtype == TYPE_INDOM_DELTA, k)
 }

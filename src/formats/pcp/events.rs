@@ -28,7 +28,7 @@
 use super::data::decode_typed;
 use super::dump::IntHasher;
 use super::layout::*;
-use super::meta::MetaRec;
+use super::meta::{MetaRec, TextRec};
 use super::selfdesc;
 use crate::model::*;
 use serde_json::{json, Value as J};
@@ -261,6 +261,9 @@ pub struct EventEncoder {
     batch: Batch,
     scratch: Vec<u8>,
     pub loss: LossReport,
+    /// Events encoded: counted here and put in `loss` once at the end (a
+    /// keyed count per event showed in profiles).
+    pub written: u64,
 }
 
 fn desc(id: MetricId, name: String, vtype: i32, indom: Option<IndomId>) -> MetricDesc {
@@ -305,6 +308,7 @@ impl EventEncoder {
             batch: Batch::default(),
             scratch: Vec::new(),
             loss: LossReport::default(),
+            written: 0,
         }
     }
 
@@ -583,7 +587,7 @@ impl EventEncoder {
             // An entry maps a key to its parameter, whichever event left
             // it: a match is right even past the last event's keys.
             let id = match self.last_extras.get(n) {
-                Some((lk, lkind, id)) if lk == k && *lkind == kind => *id,
+                Some((lk, lkind, id)) if *lkind == kind && crate::model::key_eq(lk, k) => *id,
                 _ => {
                     let id = self.extra_param(k, kind, out);
                     // Overwrite entry n in place: its key text keeps its buffer.
@@ -690,7 +694,7 @@ impl EventEncoder {
             }
         }
         self.scratch = rec;
-        self.loss.wrote("events", 1);
+        self.written += 1;
         done
     }
 
@@ -889,6 +893,13 @@ fn tagged<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
 }
 
 impl EventDecoder {
+    /// True for the help text of the stream's instance domain, which holds
+    /// the source description of an archive polytrace wrote event records
+    /// into: `from_meta` finds nothing in metadata without one.
+    pub fn marks_events(t: &TextRec) -> bool {
+        t.ttype & PM_TEXT_HELP != 0 && t.ttype & PM_TEXT_INDOM != 0 && t.ident == STREAM_INDOM
+    }
+
     /// The decoder of an archive's metadata, if polytrace wrote event
     /// records into it.
     pub fn from_meta(recs: &[(u64, MetaRec)]) -> Option<EventDecoder> {

@@ -373,7 +373,8 @@ mod tests {
             let r = super::super::meta::parse(v, rec, "x".as_ref(), o as u64, 0, &mut vec![]);
             match r.unwrap() {
                 super::super::meta::MetaRec::InDom(i) => {
-                    out.push((i.rtype, i.stamp.ns(), i.entries))
+                    let e = i.entries().map(|(n, s)| (n, s.map(str::to_string)));
+                    out.push((i.rtype, i.stamp.ns(), e.collect()))
                 }
                 r => panic!("not an indom record: {r:?}"),
             }

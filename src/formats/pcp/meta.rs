@@ -14,19 +14,54 @@ pub struct Desc {
     pub names: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct InDomRec {
     /// TYPE_INDOM_V2, TYPE_INDOM or TYPE_INDOM_DELTA.
     pub rtype: i32,
     pub stamp: Stamp,
     pub indom: u32,
-    /// (instance, name); name None = deleted (delta only).
-    pub entries: Vec<(i32, Option<String>)>,
+    /// Per entry its instance and its name's range in `names`; None =
+    /// deleted (delta only).
+    insts: Vec<(i32, Option<(u32, u32)>)>,
+    /// Every name of the record one after another (lossy UTF-8): two
+    /// allocations per record instead of one per instance (an archive's
+    /// `.meta` can hold hundreds of thousands of names).
+    names: String,
     /// Raw bytes of every name, in entry order, when some name is not UTF-8.
     pub raw_names: Option<Vec<Vec<u8>>>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+impl InDomRec {
+    /// Number of entries (instances, and deletions in a delta record).
+    pub fn len(&self) -> usize {
+        self.insts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.insts.is_empty()
+    }
+
+    /// (instance, name) in record order; name None = deleted (delta only).
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (i32, Option<&str>)> + Clone + '_ {
+        self.insts.iter().map(|&(id, r)| {
+            (
+                id,
+                r.map(|(a, b)| self.names.get(a as usize..b as usize).unwrap_or("")),
+            )
+        })
+    }
+
+    /// Append a name to the arena: its range, None if the arena would pass
+    /// 4 GiB (not reachable from a record, whose length is an i32).
+    fn push_name(&mut self, n: &str) -> Option<(u32, u32)> {
+        let a = u32::try_from(self.names.len()).ok()?;
+        let b = u32::try_from(self.names.len() + n.len()).ok()?;
+        self.names.push_str(n);
+        Some((a, b))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RawLabel {
     pub name_off: u16,
     pub name_len: u8,
@@ -35,7 +70,7 @@ pub struct RawLabel {
     pub value_len: u16,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RawLabelSet {
     pub inst: u32,
     pub json: Vec<u8>,
@@ -43,7 +78,7 @@ pub struct RawLabelSet {
     pub labels: Vec<RawLabel>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LabelRec {
     pub rtype: i32,
     pub stamp: Stamp,
@@ -52,7 +87,7 @@ pub struct LabelRec {
     pub sets: Vec<RawLabelSet>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TextRec {
     pub ttype: i32,
     pub ident: u32,
@@ -90,6 +125,47 @@ pub fn parse(
     recno: u64,
     diags: &mut Vec<Diagnostic>,
 ) -> Result<MetaRec> {
+    let mut s = Scratch::default();
+    Ok(match parse_into(v, rec, path, off, recno, diags, &mut s)? {
+        Parsed::Desc(d) => MetaRec::Desc(d),
+        Parsed::InDom => MetaRec::InDom(s.indom),
+        Parsed::Label => MetaRec::Label(s.label),
+        Parsed::Text => MetaRec::Text(s.text),
+    })
+}
+
+/// Buffers records are parsed into by [`parse_into`], kept from one
+/// record to the next: a reader that goes through `.meta` record by
+/// record allocates nothing per record but descriptor names.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    pub indom: InDomRec,
+    pub label: LabelRec,
+    pub text: TextRec,
+    /// Label sets a smaller record left over, kept for a larger one.
+    spare_sets: Vec<RawLabelSet>,
+}
+
+/// What [`parse_into`] parsed: a descriptor, or which buffer of the
+/// [`Scratch`] holds the record.
+#[derive(Debug)]
+pub enum Parsed {
+    Desc(Desc),
+    InDom,
+    Label,
+    Text,
+}
+
+/// [`parse`] into the buffers of `s` (what they held before is replaced).
+pub fn parse_into(
+    v: Version,
+    rec: &[u8],
+    path: &Path,
+    off: u64,
+    recno: u64,
+    diags: &mut Vec<Diagnostic>,
+    s: &mut Scratch,
+) -> Result<Parsed> {
     let pos = || Position::at(path, off, Some(recno));
     let bad = |m: &str| Error::format(pos(), m.to_string());
     let len = rec.len();
@@ -145,7 +221,7 @@ pub fn parse(
                     o += l;
                 }
             }
-            Ok(MetaRec::Desc(Desc {
+            Ok(Parsed::Desc(Desc {
                 pmid,
                 vtype,
                 indom,
@@ -170,8 +246,17 @@ pub fn parse(
                 return Err(trunc());
             }
             let strtab = &rec[str_at..body_end];
-            let mut entries = Vec::with_capacity(n);
-            let mut raw: Vec<Vec<u8>> = Vec::new();
+            let out = &mut s.indom;
+            out.rtype = rtype;
+            out.stamp = stamp;
+            out.indom = indom;
+            out.insts.clear();
+            out.insts.reserve(n);
+            // Names never take more than the string table (but for bytes a
+            // lossy decode widens).
+            out.names.clear();
+            out.names.reserve(strtab.len());
+            out.raw_names = None;
             let mut non_utf8 = false;
             for i in 0..n {
                 let inst = bei32(rec, insts_at + 4 * i).ok_or_else(trunc)?;
@@ -189,7 +274,7 @@ pub fn parse(
                             indom_str(indom)
                         )));
                     }
-                    entries.push((inst, None));
+                    out.insts.push((inst, None));
                     continue;
                 }
                 if sidx < 0 || sidx as usize >= strtab.len() {
@@ -198,19 +283,29 @@ pub fn parse(
                         indom_str(indom)
                     )));
                 }
-                let s = &strtab[sidx as usize..];
-                let e = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-                non_utf8 |= std::str::from_utf8(&s[..e]).is_err();
-                raw.push(s[..e].to_vec());
-                entries.push((inst, Some(String::from_utf8_lossy(&s[..e]).into_owned())));
+                let name = cstr(&strtab[sidx as usize..]);
+                let range = match std::str::from_utf8(name) {
+                    Ok(n) => out.push_name(n),
+                    Err(_) => {
+                        non_utf8 = true;
+                        out.push_name(&String::from_utf8_lossy(name))
+                    }
+                };
+                let range = range.ok_or_else(|| bad("instance names too long"))?;
+                out.insts.push((inst, Some(range)));
             }
-            Ok(MetaRec::InDom(InDomRec {
-                rtype,
-                stamp,
-                indom,
-                entries,
-                raw_names: non_utf8.then_some(raw),
-            }))
+            // The raw bytes are kept only when some name needs them.
+            if non_utf8 {
+                let raw = (0..n)
+                    .filter_map(|i| {
+                        let sidx = bei32(rec, insts_at + 4 * n + 4 * i)?;
+                        let at = usize::try_from(sidx).ok()?;
+                        Some(cstr(&strtab[at..]).to_vec())
+                    })
+                    .collect();
+                out.raw_names = Some(raw);
+            }
+            Ok(Parsed::InDom)
         }
         TYPE_LABEL_V2 | TYPE_LABEL => {
             let (stamp, mut o) = timed(TYPE_LABEL_V2, "label", diags)?;
@@ -222,7 +317,13 @@ pub fn parse(
             if nsets < 0 {
                 return Err(bad("label record with a negative set count"));
             }
-            let mut sets = Vec::new();
+            let l = &mut s.label;
+            l.rtype = rtype;
+            l.stamp = stamp;
+            l.ltype = ltype;
+            l.ident = ident;
+            // Sets (and their buffers) are reused in place, extras dropped.
+            let mut k = 0;
             for _ in 0..nsets {
                 let inst = g(o)?;
                 let jl = g(o + 4)? as i32;
@@ -230,11 +331,20 @@ pub fn parse(
                 if jl < 0 || o + jl as usize > body_end {
                     return Err(bad(&format!("corrupted JSON length {jl} in label set")));
                 }
-                let json = rec[o..o + jl as usize].to_vec();
+                if k == l.sets.len() {
+                    l.sets.push(s.spare_sets.pop().unwrap_or_default());
+                }
+                let set = &mut l.sets[k];
+                k += 1;
+                set.inst = inst;
+                set.json.clear();
+                set.json.extend_from_slice(&rec[o..o + jl as usize]);
                 o += jl as usize;
                 let nl = g(o)? as i32;
                 o += 4;
-                let mut labels = Vec::new();
+                set.nlabels = nl;
+                let labels = &mut set.labels;
+                labels.clear();
                 for _ in 0..nl.max(0) {
                     if o + 8 > body_end {
                         return Err(trunc());
@@ -248,36 +358,30 @@ pub fn parse(
                     });
                     o += 8;
                 }
-                sets.push(RawLabelSet {
-                    inst,
-                    json,
-                    nlabels: nl,
-                    labels,
-                });
             }
-            Ok(MetaRec::Label(LabelRec {
-                rtype,
-                stamp,
-                ltype,
-                ident,
-                sets,
-            }))
+            s.spare_sets.extend(l.sets.drain(k..));
+            Ok(Parsed::Label)
         }
         TYPE_TEXT => {
             let ttype = bei32(rec, 8).filter(|_| 12 <= body_end).ok_or_else(trunc)?;
             let ident = be32(rec, 12).filter(|_| 16 <= body_end).ok_or_else(trunc)?;
             let t = &rec[16..body_end];
             let e = t.iter().position(|&c| c == 0).unwrap_or(t.len());
-            let raw = std::str::from_utf8(&t[..e])
+            let out = &mut s.text;
+            out.ttype = ttype;
+            out.ident = ident;
+            out.text.clear();
+            out.text.push_str(&String::from_utf8_lossy(&t[..e]));
+            out.raw = std::str::from_utf8(&t[..e])
                 .is_err()
                 .then(|| t[..e].to_vec());
-            Ok(MetaRec::Text(TextRec {
-                ttype,
-                ident,
-                text: String::from_utf8_lossy(&t[..e]).into_owned(),
-                raw,
-            }))
+            Ok(Parsed::Text)
         }
         t => Err(bad(&format!("unknown metadata record type {t}"))),
     }
+}
+
+/// `s` up to its first NUL (libpcp reads names as C strings).
+fn cstr(s: &[u8]) -> &[u8] {
+    &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]
 }

@@ -1034,6 +1034,9 @@ impl TraceWriter for PcpWriter {
         if self.tracker.records > 0 {
             self.loss.wrote("instance domains", self.tracker.records);
         }
+        if self.events.written > 0 {
+            self.events.loss.wrote("events", self.events.written);
+        }
         let el = std::mem::take(&mut self.events.loss);
         self.loss.merge(&el);
         if self.vols.is_empty() {

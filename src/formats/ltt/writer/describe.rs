@@ -26,13 +26,22 @@ pub(super) enum Def {
 
 enum Queued {
     Def(Key, u64, Def),
-    Item(Item),
+    /// A help text or label set (its name in the loss report): its record
+    /// text is in `Describe::qtext`, up to this end offset.
+    Text(&'static str, usize),
 }
 
 pub(super) struct Describe {
     /// LTT ids of the facility's events.
     base: u16,
     queue: Vec<Queued>,
+    /// Record texts of the queued help texts and label sets, one after
+    /// another (written when queued, so the items can go back to the reader).
+    qtext: String,
+    /// Text of the record being written (kept for its allocation).
+    jtext: String,
+    /// Instance name of the membership event being written (kept too).
+    name: String,
     next_serial: u64,
     /// Latest definition of each key, with its serial.
     latest: HashMap<Key, (u64, Def)>,
@@ -77,6 +86,9 @@ impl LttWriter {
         self.sd = Some(Describe {
             base: base as u16,
             queue: Vec::new(),
+            qtext: String::new(),
+            jtext: String::new(),
+            name: String::new(),
             next_serial: 0,
             latest: HashMap::new(),
             in_file: HashSet::new(),
@@ -110,7 +122,12 @@ impl LttWriter {
             Item::Indom(u) => self.describe_indom(u),
             Item::Help(_) | Item::Labels(_) => {
                 if let Some(sd) = &mut self.sd {
-                    sd.queue.push(Queued::Item(item.clone()));
+                    match item {
+                        Item::Help(h) => json::help(&mut sd.qtext, h),
+                        Item::Labels(l) => json::labels(&mut sd.qtext, l),
+                        _ => {}
+                    }
+                    sd.queue.push(Queued::Text(kind_name(item), sd.qtext.len()));
                 }
                 Ok(())
             }
@@ -171,19 +188,33 @@ impl LttWriter {
         if sd.queue.is_empty() {
             return Ok(());
         }
-        let queue = std::mem::take(&mut sd.queue);
+        // Both buffers go back emptied, keeping their allocations.
+        let mut queue = std::mem::take(&mut sd.queue);
+        let qtext = std::mem::take(&mut sd.qtext);
         let c = self.counter_for(fkey, time);
-        for q in queue {
-            match q {
-                Queued::Def(key, n, def) => self.write_def(fkey, c, key, n, &def)?,
-                Queued::Item(item) => {
-                    let what = kind_name(&item);
-                    self.record(fkey, EV_DEFINE, c, &codec::item_to_json(&item).to_string())?;
+        let mut from = 0;
+        let mut res = Ok(());
+        for q in queue.drain(..) {
+            res = match q {
+                Queued::Def(key, n, def) => self.write_def(fkey, c, key, n, &def),
+                Queued::Text(what, end) => {
+                    let r = self.record(fkey, EV_DEFINE, c, &qtext[from..end]);
+                    from = end;
                     self.loss.wrote(what, 1);
+                    r
                 }
+            };
+            if res.is_err() {
+                break;
             }
         }
-        Ok(())
+        if let Some(sd) = &mut self.sd {
+            queue.clear();
+            sd.queue = queue;
+            sd.qtext = qtext;
+            sd.qtext.clear();
+        }
+        res
     }
 
     fn write_def(&mut self, fkey: &FileKey, c: u64, key: Key, n: u64, def: &Def) -> Result<()> {
@@ -191,15 +222,28 @@ impl LttWriter {
         let Some(Target::Event { id, .. }) = self.map.get(&key) else {
             return Ok(());
         };
-        let mut j = match def {
-            Def::Type(t) => codec::item_to_json(&Item::EventType(t.clone())),
-            Def::Metric(m) => codec::item_to_json(&Item::Metric(m.clone())),
+        let id = *id;
+        let Some(sd) = &mut self.sd else {
+            return Ok(());
         };
-        if let J::Object(m) = &mut j {
-            set(m, "ltt", J::from(*id));
-            set(m, "n", J::from(n));
+        let mut text = std::mem::take(&mut sd.jtext);
+        text.clear();
+        match def {
+            Def::Type(t) => {
+                let mut j = codec::item_to_json(&Item::EventType(t.clone()));
+                if let J::Object(m) = &mut j {
+                    set(m, "ltt", J::from(id));
+                    set(m, "n", J::from(n));
+                }
+                text.push_str(&j.to_string());
+            }
+            Def::Metric(m) => json::metric(&mut text, m, id, n),
         }
-        self.record(fkey, EV_DEFINE, c, &j.to_string())?;
+        let r = self.record(fkey, EV_DEFINE, c, &text);
+        if let Some(sd) = &mut self.sd {
+            sd.jtext = text;
+        }
+        r?;
         if let Some(sd) = &mut self.sd {
             sd.in_file.insert((fkey.clone(), n));
         }
@@ -254,12 +298,12 @@ impl LttWriter {
         let tag = self
             .tag_source
             .then(|| e.extras.str(crate::model::keys::SOURCE).unwrap_or(""));
-        let exact = match encode_fields(ty.as_ref(), &e.fields, tag, self.bo, &mut payload) {
-            Ok(()) => self.decodes_to(ty.as_ref(), &payload, &model, &e.fields),
+        let exact = match encode_fields(ty.as_deref(), &e.fields, tag, self.bo, &mut payload) {
+            Ok(()) => self.decodes_to(ty.as_deref(), &payload, &model, &e.fields),
             Err(_) => {
                 payload.clear();
                 let ph: Vec<Value> = model.fields.iter().map(|f| placeholder(&f.ty)).collect();
-                if encode_fields(ty.as_ref(), &ph, tag, self.bo, &mut payload).is_err() {
+                if encode_fields(ty.as_deref(), &ph, tag, self.bo, &mut payload).is_err() {
                     self.payload = payload;
                     self.loss
                         .drop_item("events", "field values do not match the event type");
@@ -275,7 +319,7 @@ impl LttWriter {
             // record, LTT readers see placeholders.
             payload.clear();
             let ph: Vec<Value> = model.fields.iter().map(|f| placeholder(&f.ty)).collect();
-            if encode_fields(ty.as_ref(), &ph, tag, self.bo, &mut payload).is_err()
+            if encode_fields(ty.as_deref(), &ph, tag, self.bo, &mut payload).is_err()
                 || !self.fits(payload.len())
             {
                 self.payload = payload;
@@ -436,18 +480,20 @@ impl LttWriter {
                 Entry::Occupied(o) => o.into_mut(),
                 Entry::Vacant(e) => {
                     let key = Key::Metric(mv.metric);
-                    let (id, vty) = match self.map.get(&key) {
+                    let layout = match self.map.get(&key) {
                         Some(Target::Event {
-                            id,
-                            ty: Some(Ty::Struct(f)),
-                            ..
-                        }) if f.len() == 2 || (self.tag_source && f.len() == 3) => {
-                            (*id, f[1].1.clone())
-                        }
-                        _ => {
-                            self.loss.drop_item("sample values", "metric never defined");
-                            continue;
-                        }
+                            id, ty: Some(t), ..
+                        }) => match &**t {
+                            Ty::Struct(f) if f.len() == 2 || (self.tag_source && f.len() == 3) => {
+                                Some((*id, f[1].1.clone()))
+                            }
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    let Some((id, vty)) = layout else {
+                        self.loss.drop_item("sample values", "metric never defined");
+                        continue;
                     };
                     let Some(vt) = self.metrics.get(&mv.metric).map(|m| m.vtype) else {
                         self.loss.drop_item("sample values", "metric never defined");
@@ -612,35 +658,32 @@ impl LttWriter {
         let fkey = FileKey::Cpu(0);
         self.flush_queue(&fkey, time)?;
         let c = self.counter_for(&fkey, time);
-        let mut j = codec::indom_to_json(u, false);
-        if let J::Object(m) = &mut j {
-            set(m, "k", J::from("indom"));
-            set(m, "ltt", J::from(id));
-            set(m, "nadd", J::from(u.instances.len()));
-            set(m, "nrm", J::from(u.removed.len()));
-            // A name with a NUL would end early in an LTT string, one
-            // longer than a block does not fit: all names go here then.
-            let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
-            if u.instances
-                .iter()
-                .any(|i| i.name.contains('\0') || i.name.len() > max)
-            {
-                set(
-                    m,
-                    "names",
-                    J::Array(
-                        u.instances
-                            .iter()
-                            .map(|i| J::from(i.name.as_str()))
-                            .collect(),
-                    ),
-                );
-            }
-        }
-        self.record(&fkey, EV_DEFINE, c, &j.to_string())?;
+        // A name with a NUL would end early in an LTT string, one longer
+        // than a block does not fit: all names go in the record then.
         let max = (self.cfg.block_size as usize).saturating_sub(62 + 4 + 1 + 1);
-        // One set of fields, its name buffer reused for every instance.
-        let mut f = [Value::I64(0), Value::U64(1), Value::Str(String::new())];
+        let names = u
+            .instances
+            .iter()
+            .any(|i| i.name.contains('\0') || i.name.len() > max);
+        let Some(sd) = &mut self.sd else {
+            return Ok(());
+        };
+        let mut text = std::mem::take(&mut sd.jtext);
+        text.clear();
+        json::indom_head(&mut text, u, id, names);
+        let r = self.record(&fkey, EV_DEFINE, c, &text);
+        if let Some(sd) = &mut self.sd {
+            sd.jtext = text;
+        }
+        r?;
+        // One set of fields, its name buffer reused for every instance (and
+        // kept for the next update).
+        let name = self
+            .sd
+            .as_mut()
+            .map(|sd| std::mem::take(&mut sd.name))
+            .unwrap_or_default();
+        let mut f = [Value::I64(0), Value::U64(1), Value::Str(name)];
         for i in &u.instances {
             f[0] = Value::I64(i.id as i64);
             let Value::Str(name) = &mut f[2] else {
@@ -660,6 +703,9 @@ impl LttWriter {
                 );
             }
             self.write_event(key, c as i64, None, Some(0), &f, None)?;
+        }
+        if let (Some(sd), [_, _, Value::Str(name)]) = (&mut self.sd, f) {
+            sd.name = name;
         }
         for r in &u.removed {
             let f = [
