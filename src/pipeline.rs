@@ -228,9 +228,9 @@ fn weight(item: &Item) -> usize {
 
 /// Reader and stages on this thread, the writer on another: the two halves
 /// of a conversion cost about the same, so two CPUs nearly halve the wall
-/// time. Written batches come back so their items reach
-/// [`TraceReader::recycle`] (readers reuse their buffers) and the batch
-/// vectors are reused.
+/// time. The reader fills batches in runs ([`TraceReader::next_batch`]);
+/// written batches come back whole to [`TraceReader::recycle_batch`]
+/// (readers reuse their buffers) and the batch vectors are reused.
 fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
     use std::sync::mpsc;
     let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Item>>(BATCHES_AHEAD);
