@@ -62,6 +62,29 @@ fn fails_with_2(mut child: std::process::Child) -> String {
     err
 }
 
+/// `dump` of `input` (mapped), with `victim` cut to 64 KB once the first
+/// listing bytes arrive (the dump then waits on the full pipe); the exit-2
+/// error text and how many listing lines came out.
+fn dump_cut_midway(input: &Path, victim: &Path) -> (String, usize) {
+    let mut child = Command::new(bin())
+        .arg("dump")
+        .arg(input)
+        .env_remove("POLYTRACE_NO_MMAP")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 4096];
+    stdout.read_exact(&mut first).unwrap();
+    cut_to_64k(victim);
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let err = fails_with_2(child);
+    let lines = first.iter().chain(&rest).filter(|&&b| b == b'\n').count();
+    (err, lines)
+}
+
 fn dump(path: &Path, no_mmap: bool) -> std::process::Output {
     let mut c = Command::new(bin());
     c.arg("dump").arg(path).env_remove("POLYTRACE_NO_MMAP");
@@ -114,23 +137,9 @@ fn mapped_and_copied_inputs_list_the_same() {
 fn truncated_while_mapped_is_an_error_not_sigbus() {
     let dir = tempfile::tempdir().unwrap();
     let tl = big_a2(dir.path());
-    let mut child = Command::new(bin())
-        .arg("dump")
-        .arg(&tl)
-        .env_remove("POLYTRACE_NO_MMAP")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
     // The listing is written in 1 MB pieces into a 64 KB pipe: once the
     // first bytes arrive, the dump waits in the middle of the ring.
-    let mut first = [0u8; 4096];
-    stdout.read_exact(&mut first).unwrap();
-    cut_to_64k(&tl);
-    let mut rest = Vec::new();
-    stdout.read_to_end(&mut rest).unwrap();
-    let err = fails_with_2(child);
+    let (err, lines) = dump_cut_midway(&tl, &tl);
     let name = tl.display().to_string();
     assert!(
         err.starts_with(&format!("polytrace: error: {name}: byte ")),
@@ -141,7 +150,6 @@ fn truncated_while_mapped_is_an_error_not_sigbus() {
         "{err}"
     );
     // The listing stopped: the whole ring would be 65,537 lines.
-    let lines = first.iter().chain(&rest).filter(|&&b| b == b'\n').count();
     assert!(lines < 65_537, "{lines} lines");
 }
 
@@ -279,24 +287,10 @@ fn ltt_mapped_and_copied_list_and_convert_the_same() {
 fn ltt_tracefile_truncated_while_mapped_is_an_error_not_sigbus() {
     let dir = tempfile::tempdir().unwrap();
     let smp = smp_copy(dir.path());
-    let mut child = Command::new(bin())
-        .arg("dump")
-        .arg(&smp)
-        .env_remove("POLYTRACE_NO_MMAP")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
     // The 15 MB listing goes into a 64 KB pipe: once its first bytes
     // arrive, the dump waits in the first 64 KB of each tracefile's block.
-    let mut first = [0u8; 4096];
-    stdout.read_exact(&mut first).unwrap();
     let cpu1 = smp.join("cpu/1");
-    cut_to_64k(&cpu1);
-    let mut rest = Vec::new();
-    stdout.read_to_end(&mut rest).unwrap();
-    let err = fails_with_2(child);
+    let (err, lines) = dump_cut_midway(&smp, &cpu1);
     assert!(
         err.starts_with(&format!("polytrace: error: {}: byte ", cpu1.display())),
         "{err}"
@@ -306,6 +300,5 @@ fn ltt_tracefile_truncated_while_mapped_is_an_error_not_sigbus() {
         "{err}"
     );
     // The listing stopped (173,157 lines when whole).
-    let lines = first.iter().chain(&rest).filter(|&&b| b == b'\n').count();
     assert!(lines < 173_157, "{lines} lines");
 }
