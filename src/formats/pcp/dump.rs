@@ -77,7 +77,6 @@ fn civil(sec: i64) -> (String, String, i64) {
     )
 }
 
-pub use crate::model::IntHasher;
 use crate::model::IntMap;
 
 /// Instance list (id, name) of one indom at one time.

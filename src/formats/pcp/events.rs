@@ -26,7 +26,6 @@
 //! but of another (type, stream), starts a new result.
 
 use super::data::decode_typed;
-use super::dump::IntHasher;
 use super::layout::*;
 use super::meta::{MetaRec, TextRec};
 use super::selfdesc;

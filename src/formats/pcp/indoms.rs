@@ -17,8 +17,8 @@
 //!   latest record before it in time, not in the file) nor before the last
 //!   result written (that result was written without the change).
 
-use super::dump::IntHasher;
 use super::layout::{put_stamp, Stamp, Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYPE_INDOM_V2};
+use crate::model::IntHasher;
 use crate::model::{IndomKind, IndomUpdate};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;

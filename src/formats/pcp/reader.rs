@@ -4,7 +4,6 @@
 
 use super::archive::{self, Members, Rec, RecordReader};
 use super::data::{self, FlatVal, FlatVset, RawResult};
-use super::dump::IntHasher;
 use super::events::EventDecoder;
 use super::layout::*;
 use super::meta::{self, InDomRec, LabelRec, MetaRec, Parsed, Scratch, TextRec};

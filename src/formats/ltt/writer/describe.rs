@@ -9,8 +9,8 @@
 //! can never hand out an event before its definition.
 
 use super::*;
-use crate::formats::pcp::dump::IntHasher;
 use crate::model::codec;
+use crate::model::IntHasher;
 use crate::model::{Event, IndomUpdate, Item, Sample};
 use selfdesc::{Defaults, EV_DATA, EV_DEFINE, EV_EVENT, EV_HEADER, EV_SAMPLE};
 use serde_json::{Map, Value as J};

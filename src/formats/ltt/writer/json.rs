@@ -64,20 +64,22 @@ fn put_extras(o: &mut String, first: &mut bool, x: &Extras) {
 }
 
 fn put_units(o: &mut String, u: &Units) {
+    let all: [i16; 7] = [
+        u.dim_space.into(),
+        u.dim_time.into(),
+        u.dim_count.into(),
+        u.scale_space.into(),
+        u.scale_time.into(),
+        u.scale_count.into(),
+        u.pad.into(),
+    ];
     o.push('[');
-    put_int(o, u.dim_space);
-    o.push(',');
-    put_int(o, u.dim_time);
-    o.push(',');
-    put_int(o, u.dim_count);
-    o.push(',');
-    put_int(o, u.scale_space);
-    o.push(',');
-    put_int(o, u.scale_time);
-    o.push(',');
-    put_int(o, u.scale_count);
-    o.push(',');
-    put_int(o, u.pad);
+    for (i, v) in all.into_iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        put_int(o, v);
+    }
     o.push(']');
 }
 
