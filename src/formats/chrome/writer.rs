@@ -145,6 +145,67 @@ fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
+type Out = BufWriter<Box<dyn Write + Send>>;
+
+/// An event's name: text to quote, or JSON made once per series.
+enum Name<'a> {
+    Text(&'a str),
+    Json(&'a str),
+}
+
+/// What every event line has after its name.
+struct At<'a> {
+    cat: &'a str,
+    ts: i64,
+    /// `X` events only.
+    dur: Option<i64>,
+    tr: Track,
+}
+
+impl<'a> At<'a> {
+    fn new(cat: &'a str, ts: i64, tr: Track) -> At<'a> {
+        At {
+            cat,
+            ts,
+            dur: None,
+            tr,
+        }
+    }
+}
+
+/// An event line up to and including `"args":{`; `ph` is the phase as
+/// JSON text (with an instant's scope: `"i","s":"t"`).
+fn write_head<W: Write + ?Sized>(
+    w: &mut W,
+    ph: &[u8],
+    name: Name<'_>,
+    at: &At<'_>,
+) -> std::io::Result<()> {
+    w.write_all(b"{\"ph\":")?;
+    w.write_all(ph)?;
+    w.write_all(b",\"name\":")?;
+    match name {
+        Name::Text(t) => write_str(w, t)?,
+        Name::Json(j) => w.write_all(j.as_bytes())?,
+    }
+    w.write_all(b",\"cat\":")?;
+    write_str(w, at.cat)?;
+    w.write_all(b",\"ts\":")?;
+    write_us(w, at.ts)?;
+    if let Some(d) = at.dur {
+        w.write_all(b",\"dur\":")?;
+        write_us(w, d)?;
+    }
+    w.write_all(b",\"pid\":")?;
+    write_int(w, at.tr.pid)?;
+    w.write_all(b",\"tid\":")?;
+    write_int(w, at.tr.tid)?;
+    w.write_all(b",\"args\":{")
+}
+
+/// Phases as `write_head` takes them.
+const INSTANT: &[u8] = b"\"i\",\"s\":\"t\"";
+
 impl ChromeWriter {
     pub fn new(out: &OutTarget, header: &Header) -> Result<ChromeWriter> {
         let (sink, path): (Box<dyn Write + Send>, PathBuf) = match out {
@@ -187,7 +248,7 @@ impl ChromeWriter {
     // ------------------------------------------------------------ lines
 
     /// Start one event line (the array's separator included).
-    fn line(&mut self) -> std::io::Result<&mut BufWriter<Box<dyn Write + Send>>> {
+    fn line(&mut self) -> std::io::Result<&mut Out> {
         if self.first_line {
             // The opening is written with the first event, so an input with
             // nothing to write leaves nothing, even on stdout.
@@ -199,14 +260,25 @@ impl ChromeWriter {
         Ok(&mut self.out)
     }
 
+    /// One event line, written by `f`; an I/O error names the output.
+    fn emit(&mut self, f: impl FnOnce(&mut Out) -> std::io::Result<()>) -> Result<()> {
+        let r = self.line().and_then(f);
+        r.map_err(io_err(&self.path))
+    }
+
     fn rel(&self, t: Timestamp) -> i64 {
         t.0.saturating_sub(self.origin.unwrap_or(t).0)
     }
 
-    fn meta(&mut self, what: &str, pid: i64, tid: i64, key: &str, value: &str) -> Result<()> {
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
+    /// A metadata (`M`) line whose args `f` writes.
+    fn meta_line(
+        &mut self,
+        what: &str,
+        pid: i64,
+        tid: i64,
+        f: impl FnOnce(&mut Out) -> std::io::Result<()>,
+    ) -> Result<()> {
+        self.emit(|w| {
             w.write_all(b"{\"ph\":\"M\",\"name\":")?;
             write_str(w, what)?;
             w.write_all(b",\"pid\":")?;
@@ -214,33 +286,26 @@ impl ChromeWriter {
             w.write_all(b",\"tid\":")?;
             write_int(w, tid)?;
             w.write_all(b",\"args\":{")?;
-            write_str(w, key)?;
-            w.write_all(b":")?;
-            write_str(w, value)?;
+            f(w)?;
             w.write_all(b"}}")
-        })()
-        .map_err(io_err(&p))?;
+        })?;
         self.counts.metadata += 1;
         Ok(())
     }
 
+    fn meta(&mut self, what: &str, pid: i64, tid: i64, key: &str, value: &str) -> Result<()> {
+        self.meta_line(what, pid, tid, |w| {
+            write_str(w, key)?;
+            w.write_all(b":")?;
+            write_str(w, value)
+        })
+    }
+
     fn meta_int(&mut self, what: &str, pid: i64, tid: i64, v: i64) -> Result<()> {
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(b"{\"ph\":\"M\",\"name\":")?;
-            write_str(w, what)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tid)?;
-            w.write_all(b",\"args\":{\"sort_index\":")?;
-            write_int(w, v)?;
-            w.write_all(b"}}")
-        })()
-        .map_err(io_err(&p))?;
-        self.counts.metadata += 1;
-        Ok(())
+        self.meta_line(what, pid, tid, |w| {
+            w.write_all(b"\"sort_index\":")?;
+            write_int(w, v)
+        })
     }
 
     // ------------------------------------------------------------ tracks
@@ -515,30 +580,17 @@ impl ChromeWriter {
         track: usize,
         unmatched: bool,
     ) -> Result<()> {
-        let ts = self.rel(time);
-        let tr = self.tracks[track];
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
-            write_str(w, &ty.name)?;
-            w.write_all(b",\"cat\":")?;
-            if unmatched {
-                write_str(w, &format!("{},unmatched", ty.category))?;
-            } else {
-                write_str(w, &ty.category)?;
-            }
-            w.write_all(b",\"ts\":")?;
-            write_us(w, ts)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, tr.pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tr.tid)?;
-            w.write_all(b",\"args\":{")?;
+        let cat = if unmatched {
+            format!("{},unmatched", ty.category).into()
+        } else {
+            std::borrow::Cow::Borrowed(ty.category.as_str())
+        };
+        let at = At::new(&cat, self.rel(time), self.tracks[track]);
+        self.emit(|w| {
+            write_head(w, INSTANT, Name::Text(&ty.name), &at)?;
             write_fields(w, ty, fields, "")?;
             w.write_all(b"}}")
-        })()
-        .map_err(io_err(&p))?;
+        })?;
         self.counts.instants += 1;
         Ok(())
     }
@@ -648,23 +700,12 @@ impl ChromeWriter {
                 .degrade("durations", "exit earlier than its entry: duration 0");
             dur = 0;
         }
-        let tr = self.tracks[track];
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(b"{\"ph\":\"X\",\"name\":")?;
-            write_str(w, &name)?;
-            w.write_all(b",\"cat\":")?;
-            write_str(w, &oti.ty.category)?;
-            w.write_all(b",\"ts\":")?;
-            write_us(w, ts)?;
-            w.write_all(b",\"dur\":")?;
-            write_us(w, dur)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, tr.pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tr.tid)?;
-            w.write_all(b",\"args\":{")?;
+        let at = At {
+            dur: Some(dur),
+            ..At::new(&oti.ty.category, ts, self.tracks[track])
+        };
+        let r = self.emit(|w| {
+            write_head(w, b"\"X\"", Name::Text(&name), &at)?;
             let n = write_fields(w, &oti.ty, &open.fields, "")?;
             if !close.fields.is_empty() {
                 if n > 0 {
@@ -673,9 +714,9 @@ impl ChromeWriter {
                 write_fields(w, &close_ti.ty, &close.fields, "exit.")?;
             }
             w.write_all(b"}}")
-        })()
-        .map_err(io_err(&p))?;
+        });
         self.namebuf = name;
+        r?;
         self.counts.durations += 1;
         Ok(())
     }
@@ -740,27 +781,14 @@ impl ChromeWriter {
                 .map(|r| r.label.clone())
                 .unwrap_or_else(|| self.process_label(pid))
         };
-        let ts = self.rel(at);
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(if begin {
-                b"{\"ph\":\"B\",\"name\":"
-            } else {
-                b"{\"ph\":\"E\",\"name\":"
-            })?;
-            write_str(w, &label)?;
-            w.write_all(b",\"cat\":\"sched\",\"ts\":")?;
-            write_us(w, ts)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, tr.pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tr.tid)?;
-            w.write_all(b",\"args\":{\"pid\":")?;
+        let at = At::new("sched", self.rel(at), tr);
+        self.emit(|w| {
+            let ph: &[u8] = if begin { b"\"B\"" } else { b"\"E\"" };
+            write_head(w, ph, Name::Text(&label), &at)?;
+            w.write_all(b"\"pid\":")?;
             write_int(w, pid)?;
             w.write_all(b"}}")
-        })()
-        .map_err(io_err(&p))?;
+        })?;
         if begin {
             self.counts.running += 1;
         }
@@ -880,20 +908,12 @@ impl ChromeWriter {
                         .drop_item("metric values", "NaN or infinite: no JSON number");
                     return Ok(());
                 }
-                let p = self.path.clone();
                 let se = self.series(m, inst)?;
                 let (tr, name) = (se.track, std::mem::take(&mut se.name_json));
-                let w = self.line().map_err(io_err(&p))?;
-                let r = (|| {
-                    w.write_all(b"{\"ph\":\"C\",\"name\":")?;
-                    w.write_all(name.as_bytes())?;
-                    w.write_all(b",\"cat\":\"metric\",\"ts\":")?;
-                    write_us(w, ts)?;
-                    w.write_all(b",\"pid\":")?;
-                    write_int(w, tr.pid)?;
-                    w.write_all(b",\"tid\":")?;
-                    write_int(w, tr.tid)?;
-                    w.write_all(b",\"args\":{\"value\":")?;
+                let at = At::new("metric", ts, tr);
+                let r = self.emit(|w| {
+                    write_head(w, b"\"C\"", Name::Json(&name), &at)?;
+                    w.write_all(b"\"value\":")?;
                     match *v {
                         Value::I64(x) | Value::Enum(x) => write_int(w, x)?,
                         Value::U64(x) => write_int(w, x)?,
@@ -902,12 +922,12 @@ impl ChromeWriter {
                         _ => unreachable!("numeric arm"),
                     }
                     w.write_all(b"}}")
-                })();
+                });
                 self.series
                     .get_mut(&(m, inst))
                     .expect("made above")
                     .name_json = name;
-                r.map_err(io_err(&p))?;
+                r?;
                 self.counts.counters += 1;
             }
             Value::Str(s) => {
@@ -921,22 +941,13 @@ impl ChromeWriter {
                 }
                 se.last_str = Some(s.clone());
                 let (tr, name) = (se.track, se.name_json.clone());
-                let p = self.path.clone();
-                let w = self.line().map_err(io_err(&p))?;
-                (|| {
-                    w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
-                    w.write_all(name.as_bytes())?;
-                    w.write_all(b",\"cat\":\"metric\",\"ts\":")?;
-                    write_us(w, ts)?;
-                    w.write_all(b",\"pid\":")?;
-                    write_int(w, tr.pid)?;
-                    w.write_all(b",\"tid\":")?;
-                    write_int(w, tr.tid)?;
-                    w.write_all(b",\"args\":{\"value\":")?;
+                let at = At::new("metric", ts, tr);
+                self.emit(|w| {
+                    write_head(w, INSTANT, Name::Json(&name), &at)?;
+                    w.write_all(b"\"value\":")?;
                     write_str(w, s)?;
                     w.write_all(b"}}")
-                })()
-                .map_err(io_err(&p))?;
+                })?;
                 self.counts.instants += 1;
             }
             Value::Events(recs) => {
@@ -969,18 +980,10 @@ impl ChromeWriter {
                 (n, &p.value)
             })
             .collect();
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
-            w.write_all(name.as_bytes())?;
-            w.write_all(b",\"cat\":\"event record\",\"ts\":")?;
-            write_us(w, ts)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, tr.pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tr.tid)?;
-            write!(w, ",\"args\":{{\"flags\":{},\"params\":[", rec.flags)?;
+        let at = At::new("event record", ts, tr);
+        self.emit(|w| {
+            write_head(w, INSTANT, Name::Json(&name), &at)?;
+            write!(w, "\"flags\":{},\"params\":[", rec.flags)?;
             for (i, (n, v)) in params.iter().enumerate() {
                 if i > 0 {
                     w.write_all(b",")?;
@@ -992,8 +995,7 @@ impl ChromeWriter {
                 w.write_all(b"]")?;
             }
             w.write_all(b"]}}")
-        })()
-        .map_err(io_err(&p))?;
+        })?;
         self.counts.instants += 1;
         Ok(())
     }
@@ -1002,20 +1004,12 @@ impl ChromeWriter {
 
     fn mark(&mut self, m: &Mark) -> Result<()> {
         let track = self.track(TrackKey::Marks)?;
-        let tr = self.tracks[track];
-        let ts = self.rel(m.time);
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(b"{\"ph\":\"i\",\"s\":\"g\",\"name\":\"mark\",\"cat\":\"mark\",\"ts\":")?;
-            write_us(w, ts)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, tr.pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tr.tid)?;
-            w.write_all(b",\"args\":{}}")
-        })()
-        .map_err(io_err(&p))?;
+        let at = At::new("mark", self.rel(m.time), self.tracks[track]);
+        // A global instant: a line across the whole view.
+        self.emit(|w| {
+            write_head(w, b"\"i\",\"s\":\"g\"", Name::Text("mark"), &at)?;
+            w.write_all(b"}}")
+        })?;
         self.counts.instants += 1;
         Ok(())
     }
@@ -1028,34 +1022,23 @@ impl ChromeWriter {
             }
             None => self.track(TrackKey::Notes)?,
         };
-        let tr = self.tracks[track];
-        let ts = self.rel(a.time);
+        let at = At::new("annotation", self.rel(a.time), self.tracks[track]);
         // The name is the start of the text (a viewer's label); all of it is in args.
         let name = match a.text.char_indices().nth(80) {
             Some((i, _)) => &a.text[..i],
             None => a.text.as_str(),
         };
         let ctid = a.extras.str(X_CTID);
-        let p = self.path.clone();
-        let w = self.line().map_err(io_err(&p))?;
-        (|| {
-            w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"name\":")?;
-            write_str(w, name)?;
-            w.write_all(b",\"cat\":\"annotation\",\"ts\":")?;
-            write_us(w, ts)?;
-            w.write_all(b",\"pid\":")?;
-            write_int(w, tr.pid)?;
-            w.write_all(b",\"tid\":")?;
-            write_int(w, tr.tid)?;
-            w.write_all(b",\"args\":{\"text\":")?;
+        self.emit(|w| {
+            write_head(w, INSTANT, Name::Text(name), &at)?;
+            w.write_all(b"\"text\":")?;
             write_str(w, &a.text)?;
             if let Some(c) = ctid {
                 w.write_all(b",\"ctid\":")?;
                 write_str(w, c)?;
             }
             w.write_all(b"}}")
-        })()
-        .map_err(io_err(&p))?;
+        })?;
         self.counts.instants += 1;
         Ok(())
     }
