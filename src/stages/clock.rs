@@ -6,7 +6,7 @@
 //! (`keys::RAW_CLOCK`). The decision is `formats::raw_clock_fate`, the same
 //! the mapping table prints.
 
-use crate::error::{Diagnostic, Result};
+use crate::error::Result;
 use crate::formats::{raw_clock_fate, Fate, RawClock};
 use crate::model::{keys, Header, Item, LossReport, TraceReader};
 use std::cell::RefCell;
@@ -115,21 +115,7 @@ impl TraceReader for RawClocks {
         }
         r
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
-    fn recycle(&mut self, item: Item) {
-        self.inner.recycle(item);
-    }
-    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
-        self.inner.recycle_batch(items);
-    }
+    pass_to_inner!(diagnostics, native_counts, progress, recycle, recycle_batch);
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Events → per-type counters, for metrics-only writers (PCP archive, MMV).
 
-use crate::error::{Diagnostic, Result};
+use crate::error::Result;
 use crate::model::*;
 use std::collections::BTreeMap;
 
@@ -53,9 +53,6 @@ impl EventCounters {
 }
 
 impl TraceReader for EventCounters {
-    fn header(&self) -> &Header {
-        self.inner.header()
-    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             if let Some(it) = self.queue.pop_front() {
@@ -121,13 +118,5 @@ impl TraceReader for EventCounters {
             }
         }
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
+    pass_to_inner!(header, diagnostics, native_counts, progress);
 }

@@ -2,8 +2,8 @@
 //! `--exclude-…` forms) as a stage. The rules live with the model
 //! ([`crate::model::select`]) so native listings apply the same ones.
 
-use crate::error::{Diagnostic, Result};
-use crate::model::{Header, Item, ItemFilter, Selection, TraceReader};
+use crate::error::Result;
+use crate::model::{Item, ItemFilter, Selection, TraceReader};
 use std::collections::VecDeque;
 
 pub struct Filter {
@@ -29,9 +29,6 @@ impl Filter {
 }
 
 impl TraceReader for Filter {
-    fn header(&self) -> &Header {
-        self.inner.header()
-    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             if let Some(it) = self.queue.pop_front() {
@@ -49,16 +46,5 @@ impl TraceReader for Filter {
             }
         }
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn recycle(&mut self, item: Item) {
-        self.inner.recycle(item);
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
+    pass_to_inner!(header, diagnostics, native_counts, progress, recycle);
 }

@@ -2,8 +2,8 @@
 //! block start/end, heartbeats, facility loads) before another format's
 //! writer sees them. The target writes its own framing where it has any.
 
-use crate::error::{Diagnostic, Result};
-use crate::model::{EventTypeId, Header, Item, TraceReader};
+use crate::error::Result;
+use crate::model::{EventTypeId, Item, TraceReader};
 use std::collections::HashSet;
 
 pub struct Unframe {
@@ -79,9 +79,6 @@ impl Unframe {
 }
 
 impl TraceReader for Unframe {
-    fn header(&self) -> &Header {
-        self.inner.header()
-    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             // The result is returned as it came (not taken apart and built
@@ -145,21 +142,14 @@ impl TraceReader for Unframe {
         }
         r
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn recycle(&mut self, item: Item) {
-        self.inner.recycle(item);
-    }
-    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
-        self.inner.recycle_batch(items);
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
+    pass_to_inner!(
+        header,
+        diagnostics,
+        native_counts,
+        progress,
+        recycle,
+        recycle_batch
+    );
 }
 
 #[cfg(test)]

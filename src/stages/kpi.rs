@@ -35,7 +35,7 @@
 //! Derived items go through the shared KPI [`Assembler`], so groups,
 //! instance domains and extras are exactly those of KPI read from a file.
 
-use crate::error::{Diagnostic, Result};
+use crate::error::Result;
 use crate::formats::kpi::assemble::Assembler;
 use crate::formats::kpi::dataset::Dataset;
 use crate::model::*;
@@ -735,9 +735,6 @@ impl KpiFromProc {
 }
 
 impl TraceReader for KpiFromProc {
-    fn header(&self) -> &Header {
-        self.inner.header()
-    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             if let Some(it) = self.queue.pop_front() {
@@ -787,15 +784,7 @@ impl TraceReader for KpiFromProc {
             self.queue.push_back(item);
         }
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
+    pass_to_inner!(header, diagnostics, native_counts, progress);
 }
 
 #[cfg(test)]

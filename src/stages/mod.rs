@@ -2,6 +2,42 @@
 //! adapters that sit between a reader and a writer (or a listing). Each
 //! takes the stream it wraps and yields a stream of the same model.
 
+/// `TraceReader` methods a stage passes to its `inner` reader unchanged,
+/// named in its `impl TraceReader`: `pass_to_inner!(header, progress);`.
+macro_rules! pass_to_inner {
+    ($($m:ident),* $(,)?) => { $(pass_to_inner!(@ $m);)* };
+    (@ header) => {
+        fn header(&self) -> &crate::model::Header {
+            self.inner.header()
+        }
+    };
+    (@ diagnostics) => {
+        fn diagnostics(&self) -> &[crate::error::Diagnostic] {
+            self.inner.diagnostics()
+        }
+    };
+    (@ native_counts) => {
+        fn native_counts(&self) -> Vec<(String, u64)> {
+            self.inner.native_counts()
+        }
+    };
+    (@ progress) => {
+        fn progress(&self) -> Option<(u64, u64)> {
+            self.inner.progress()
+        }
+    };
+    (@ recycle) => {
+        fn recycle(&mut self, item: crate::model::Item) {
+            self.inner.recycle(item);
+        }
+    };
+    (@ recycle_batch) => {
+        fn recycle_batch(&mut self, items: &mut Vec<crate::model::Item>) {
+            self.inner.recycle_batch(items);
+        }
+    };
+}
+
 pub mod clock;
 pub mod counters;
 pub mod filter;

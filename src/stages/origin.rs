@@ -6,7 +6,7 @@
 //! `dlt-convert -a` lines; `AbsoluteTime` in each `FormatInfo`) stop with an
 //! error naming the options instead of inventing 1970.
 
-use crate::error::{Diagnostic, Error, Result};
+use crate::error::{Error, Result};
 use crate::model::{keys, ExtraValue, Header, Item, TimeBase, Timestamp, TraceReader};
 use std::collections::VecDeque;
 use std::path::Path;
@@ -133,18 +133,7 @@ impl TraceReader for Origin {
         self.shift(&mut it);
         Ok(Some(it))
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
-    fn recycle(&mut self, item: Item) {
-        self.inner.recycle(item);
-    }
+    pass_to_inner!(diagnostics, native_counts, progress, recycle);
 }
 
 /// True when the stream's times are dates: absolute, or cycles with both a

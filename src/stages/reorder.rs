@@ -10,8 +10,8 @@
 //! Untimed definitions leave at once, so they still come before any item
 //! that uses them.
 
-use crate::error::{Diagnostic, Result};
-use crate::model::{Header, Item, Timestamp, TraceReader};
+use crate::error::Result;
+use crate::model::{Item, Timestamp, TraceReader};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -109,9 +109,6 @@ impl Reorder {
 }
 
 impl TraceReader for Reorder {
-    fn header(&self) -> &Header {
-        self.inner.header()
-    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             if let Some(it) = self.pop_ready() {
@@ -152,18 +149,7 @@ impl TraceReader for Reorder {
             }
         }
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
-    fn recycle(&mut self, item: Item) {
-        self.inner.recycle(item);
-    }
+    pass_to_inner!(header, diagnostics, native_counts, progress, recycle);
 }
 
 #[cfg(test)]

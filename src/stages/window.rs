@@ -1,7 +1,7 @@
 //! The time window: keep only data items inside `[begin, end]`.
 
-use crate::error::{Diagnostic, Error, Result};
-use crate::model::{Header, Item, TimeWindow, Timestamp, TraceReader, WindowClock};
+use crate::error::{Error, Result};
+use crate::model::{Item, TimeWindow, Timestamp, TraceReader, WindowClock};
 
 /// A reader that keeps only data items inside the window. Definitions
 /// always pass, so writers still see every definition before use.
@@ -30,9 +30,6 @@ impl Window {
 }
 
 impl TraceReader for Window {
-    fn header(&self) -> &Header {
-        self.inner.header()
-    }
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             let Some(item) = self.inner.next_item()? else {
@@ -49,16 +46,5 @@ impl TraceReader for Window {
             self.inner.recycle(item);
         }
     }
-    fn diagnostics(&self) -> &[Diagnostic] {
-        self.inner.diagnostics()
-    }
-    fn native_counts(&self) -> Vec<(String, u64)> {
-        self.inner.native_counts()
-    }
-    fn recycle(&mut self, item: Item) {
-        self.inner.recycle(item);
-    }
-    fn progress(&self) -> Option<(u64, u64)> {
-        self.inner.progress()
-    }
+    pass_to_inner!(header, diagnostics, native_counts, progress, recycle);
 }
