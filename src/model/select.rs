@@ -317,8 +317,9 @@ impl ItemFilter {
     }
 
     /// Feed one item; what is kept goes to `out` (an indom definition may
-    /// be held until the metric that uses it is seen).
-    pub fn push(&mut self, item: Item, out: &mut VecDeque<Item>) {
+    /// be held until the metric that uses it is seen). An item dropped
+    /// whole is returned, so that its reader can reuse its buffers.
+    pub fn push(&mut self, item: Item, out: &mut VecDeque<Item>) -> Option<Item> {
         let keep = match &item {
             Item::EventType(t) => {
                 let k = !self.ev || self.sel.event_type(t);
@@ -348,14 +349,17 @@ impl ItemFilter {
                         // (still before any value of it).
                         out.push_back(item);
                         self.release(i, out);
-                        return;
+                        return None;
                     }
                 }
                 k
             }
             Item::Help(h) => match h.target {
                 HelpTarget::Metric(id) => self.metric_kept(id),
-                HelpTarget::Indom(i) => return self.indom_def(i, item, out),
+                HelpTarget::Indom(i) => {
+                    self.indom_def(i, item, out);
+                    return None;
+                }
             },
             Item::Labels(l) => match l.target {
                 LabelTarget::Context => true,
@@ -366,13 +370,19 @@ impl ItemFilter {
                 LabelTarget::Cluster(c) => self.metrics.iter().any(|(id, (k, _))| {
                     *k && (id & !0x3ff == c & !0x3ff || (c < 4096 && (id >> 10) & 0xfff == c))
                 }),
-                LabelTarget::Indom(i) => return self.indom_def(i, item, out),
+                LabelTarget::Indom(i) => {
+                    self.indom_def(i, item, out);
+                    return None;
+                }
                 LabelTarget::Instances(i) => {
                     if self.sel.filters_instances() && !self.inst_kept(Some(i), l.inst) {
                         self.dropped += 1;
-                        return;
+                        return None;
                     }
-                    return self.indom_def(i, item, out);
+                    {
+                        self.indom_def(i, item, out);
+                        return None;
+                    }
                 }
             },
             Item::Indom(u) => {
@@ -404,7 +414,10 @@ impl ItemFilter {
                 } else {
                     item
                 };
-                return self.indom_def(id, item, out);
+                {
+                    self.indom_def(id, item, out);
+                    return None;
+                }
             }
             Item::Sample(s) => {
                 if s.metrics.iter().all(|mv| {
@@ -438,17 +451,19 @@ impl ItemFilter {
                     }
                     if s.metrics.is_empty() {
                         self.dropped += 1;
-                        return;
+                        return None;
                     }
                     out.push_back(Item::Sample(s));
-                    return;
+                    return None;
                 }
             }
         };
         if keep {
             out.push_back(item);
+            None
         } else {
             self.dropped += 1;
+            Some(item)
         }
     }
 
@@ -547,10 +562,13 @@ impl TraceReader for Subset {
             if let (Some(c), true) = (self.clock.as_mut(), it.is_data()) {
                 let t = it.time().unwrap_or_default();
                 if !c.contains(t).map_err(crate::Error::Usage)? {
+                    self.inner.recycle(it);
                     continue;
                 }
             }
-            self.filter.push(it, &mut self.queue);
+            if let Some(dropped) = self.filter.push(it, &mut self.queue) {
+                self.inner.recycle(dropped);
+            }
         }
     }
     fn diagnostics(&self) -> &[crate::Diagnostic] {
@@ -595,7 +613,7 @@ mod tests {
         let mut f = ItemFilter::new(sel);
         let mut out = VecDeque::new();
         for it in items {
-            f.push(it, &mut out);
+            let _ = f.push(it, &mut out);
         }
         f.finish();
         out.into_iter().collect()
