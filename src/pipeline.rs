@@ -207,10 +207,12 @@ fn writer_thread(reader: &dyn TraceReader) -> bool {
 }
 
 /// Items travel in batches (one channel operation per batch, not per
-/// item), closed at this many items or values, whichever comes first, so
-/// that wide PCP samples do not make a batch large.
+/// item), closed at this many items, values or bytes, whichever comes
+/// first, so that wide PCP samples do not make a batch large and a batch
+/// stays in the cache.
 const BATCH_ITEMS: usize = 1024;
 const BATCH_VALUES: usize = 4096;
+const BATCH_BYTES: usize = 256 << 10;
 /// Batches under way at most: memory stays flat whatever the input size.
 const BATCHES_AHEAD: usize = 4;
 
@@ -228,24 +230,25 @@ fn weight(item: &Item) -> usize {
 
 /// Reader and stages on this thread, the writer on another: the two halves
 /// of a conversion cost about the same, so two CPUs nearly halve the wall
-/// time. The reader fills batches in runs ([`TraceReader::next_batch`]);
-/// written batches come back whole to [`TraceReader::recycle_batch`]
-/// (readers reuse their buffers) and the batch vectors are reused.
+/// time. Items cross in their byte form ([`crate::model::wire`]): the
+/// reader gets each item back as soon as it is encoded (its buffers are
+/// reused while still in this CPU's cache) and the writer decodes into
+/// items of its own; written batches come back empty for reuse.
 fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
+    use crate::model::wire::{WireBatch, WireDecoder, WireEncoder};
     use std::sync::mpsc;
-    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Item>>(BATCHES_AHEAD);
-    let (spent_tx, spent_rx) = mpsc::channel::<Vec<Item>>();
+    let (full_tx, full_rx) = mpsc::sync_channel::<WireBatch>(BATCHES_AHEAD);
+    let (spent_tx, spent_rx) = mpsc::channel::<WireBatch>();
     std::thread::scope(|s| {
         // Named, so profiles and debuggers tell the two halves apart.
         let writer = std::thread::Builder::new()
             .name("writer".into())
             .spawn_scoped(s, move || -> Result<()> {
+                let mut dec = WireDecoder::new();
                 for mut batch in full_rx {
-                    for item in &batch {
-                        w.write_item(item)?;
-                    }
+                    dec.each(&mut batch, |item| w.write_item(item))?;
                     // The reader may have stopped; the batch is then dropped here.
-                    if let Err(mpsc::SendError(b)) = spent_tx.send(std::mem::take(&mut batch)) {
+                    if let Err(mpsc::SendError(b)) = spent_tx.send(batch) {
                         drop(b);
                     }
                 }
@@ -253,39 +256,47 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
             })
             .map_err(|e| Error::Unsupported(format!("cannot start the writer thread: {e}")))?;
         let mut data = 0u64;
-        let mut spare: Vec<Vec<Item>> = Vec::new();
-        let mut batch: Vec<Item> = Vec::with_capacity(BATCH_ITEMS);
+        let mut enc = WireEncoder::new();
+        let mut spare: Vec<WireBatch> = Vec::new();
+        let mut batch = WireBatch::default();
+        let mut run: Vec<Item> = Vec::with_capacity(RUN_ITEMS);
         let mut values = 0usize;
         let mut read_err = None;
         let mut writer_gone = false;
         loop {
             // Runs of a few items (`next_batch`), so that a batch closes
-            // near its item and value bounds.
-            let start = batch.len();
-            let more = match reader.next_batch(&mut batch, RUN_ITEMS.min(BATCH_ITEMS - start)) {
+            // near its bounds.
+            let room = RUN_ITEMS.min(BATCH_ITEMS - batch.len());
+            let got = reader.next_batch(&mut run, room);
+            // On an error, the items before it are still written.
+            for item in run.iter_mut() {
+                data += item.is_data() as u64;
+                values += weight(item);
+                enc.push(item, &mut batch);
+            }
+            // Back at once, while their buffers are in this CPU's cache.
+            reader.recycle_batch(&mut run);
+            let more = match got {
                 Ok(more) => more,
                 Err(e) => {
                     read_err = Some(e);
                     break;
                 }
             };
-            for item in &batch[start..] {
-                data += item.is_data() as u64;
-                values += weight(item);
-            }
             if !more {
                 break;
             }
-            if batch.len() >= BATCH_ITEMS || values >= BATCH_VALUES {
-                // Give back what the writer is done with (once per batch:
-                // a channel operation per item would cost more than it saves).
-                while let Ok(mut b) = spent_rx.try_recv() {
-                    reader.recycle_batch(&mut b);
+            if batch.len() >= BATCH_ITEMS
+                || values >= BATCH_VALUES
+                || batch.byte_len() >= BATCH_BYTES
+            {
+                // Written batches come back to be filled again: as many
+                // batches as can be under way, allocated once.
+                for mut b in spent_rx.try_iter() {
+                    reader.recycle_batch(b.whole_mut());
                     spare.push(b);
                 }
-                let next = spare
-                    .pop()
-                    .unwrap_or_else(|| Vec::with_capacity(BATCH_ITEMS));
+                let next = spare.pop().unwrap_or_default();
                 if full_tx.send(std::mem::replace(&mut batch, next)).is_err() {
                     writer_gone = true;
                     break;

@@ -120,6 +120,16 @@ impl Extras {
         }
         self.set(key, ExtraValue::Str(v.to_string()));
     }
+    /// The entries in key order (the item hand-off between threads,
+    /// `wire`, numbers the keys).
+    pub(crate) fn entries(&self) -> &[(ExtraKey, ExtraValue)] {
+        &self.0
+    }
+    /// The entries, for `wire` to fill in the order `entries` gave them
+    /// (key order stays as it was).
+    pub(crate) fn entries_mut(&mut self) -> &mut Vec<(ExtraKey, ExtraValue)> {
+        &mut self.0
+    }
     /// Drop every entry, keeping the allocation (reused items).
     pub fn clear(&mut self) {
         self.0.clear();

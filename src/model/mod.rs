@@ -15,6 +15,7 @@ mod render;
 pub mod select;
 pub mod time;
 mod types;
+pub mod wire;
 
 pub use extras::{key_eq, keys, ExtraKey, ExtraValue, Extras};
 pub use hash::{IntHasher, IntMap, IntSet};
