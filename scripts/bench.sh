@@ -146,8 +146,12 @@ def row(work, ours, ref, ref_name, cleanup=(), anon=False, note=None, direct=Fal
     verdict = f"{r:.2f}× the reference" if r >= 1 else f"{1 / r:.2f}× faster"
     mem = "–" if direct else f"{ra:.1f} MB{extra} / {rb:.1f} MB"
     d = 4 if direct else 3
-    print(f"| {work}{n} | {ma:.{d}f} s | {ref_name} {mb:.{d}f} s | {r:.2f} ({verdict}) | "
-          f"{mem} |", flush=True)
+    # The spread of our runs: on a virtual machine, where the host puts the
+    # two CPUs can change a two-thread run's time from one run to the next.
+    lo = min(x[0] for x in a)
+    hi = max(x[0] for x in a)
+    print(f"| {work}{n} | {ma:.{d}f} s ({lo:.{d}f}–{hi:.{d}f}) | {ref_name} {mb:.{d}f} s | "
+          f"{r:.2f} ({verdict}) | {mem} |", flush=True)
 
 
 def size(paths):
@@ -180,7 +184,7 @@ def members(base):
     return sorted(glob.glob(base + ".*"))
 
 
-print("| work | polytrace | reference | ratio | peak RSS (ours / reference) |")
+print("| work | polytrace, median (fastest–slowest run) | reference | ratio | peak RSS (ours / reference) |")
 print("| --- | --- | --- | --- | --- |", flush=True)
 
 pidstat = plain_archive("pcp-pidstat-process-args")

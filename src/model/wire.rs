@@ -99,18 +99,26 @@ fn same_key(a: &str, b: &str) -> bool {
     (std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()) || key_eq(a, b)
 }
 
+/// Equal to the bit (`-0.0` is not `0.0` here, a NaN is its own payload);
+/// lists never are (they have no byte form).
+fn same_extra(a: &ExtraValue, b: &ExtraValue) -> bool {
+    match (a, b) {
+        (ExtraValue::U64(x), ExtraValue::U64(y)) => x == y,
+        (ExtraValue::I64(x), ExtraValue::I64(y)) => x == y,
+        (ExtraValue::F64(x), ExtraValue::F64(y)) => x.to_bits() == y.to_bits(),
+        (ExtraValue::Bool(x), ExtraValue::Bool(y)) => x == y,
+        (ExtraValue::Str(x), ExtraValue::Str(y)) => x.as_bytes() == y.as_bytes(),
+        (ExtraValue::Bytes(x), ExtraValue::Bytes(y)) => x == y,
+        _ => false,
+    }
+}
+
 fn same_extras(a: &Extras, b: &Extras) -> bool {
     let (a, b) = (a.entries(), b.entries());
     a.len() == b.len()
-        && a.iter().zip(b).all(|((ka, va), (kb, vb))| {
-            same_key(ka, kb)
-                && match (va, vb) {
-                    (ExtraValue::U64(x), ExtraValue::U64(y)) => x == y,
-                    (ExtraValue::I64(x), ExtraValue::I64(y)) => x == y,
-                    (ExtraValue::Str(x), ExtraValue::Str(y)) => x.as_bytes() == y.as_bytes(),
-                    _ => va == vb,
-                }
-        })
+        && a.iter()
+            .zip(b)
+            .all(|((ka, va), (kb, vb))| same_key(ka, kb) && same_extra(va, vb))
 }
 
 /// `src` into `dst`, in the text buffers `dst` has.
@@ -986,6 +994,17 @@ mod tests {
                     // A key built at run time, not a constant.
                     (ExtraKey::Owned(format!("x.{}", 1)), ExtraValue::U64(1)),
                 ]),
+            ),
+            // Extras equal as numbers but not to the bit: both travel.
+            event(
+                7,
+                vec![],
+                extras(vec![("a.f".into(), ExtraValue::F64(-0.0))]),
+            ),
+            event(
+                8,
+                vec![],
+                extras(vec![("a.f".into(), ExtraValue::F64(0.0))]),
             ),
             // Fewer fields and extras than the event before.
             event(4, vec![Value::Str("four".into())], Extras::default()),
