@@ -294,6 +294,7 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
                 // batches as can be under way, allocated once.
                 for mut b in spent_rx.try_iter() {
                     reader.recycle_batch(b.whole_mut());
+                    b.shrink_to(2 * BATCH_BYTES);
                     spare.push(b);
                 }
                 let next = spare.pop().unwrap_or_default();

@@ -66,6 +66,13 @@ impl WireBatch {
     pub fn byte_len(&self) -> usize {
         self.bytes.len()
     }
+    /// Give back memory beyond `bytes` that one huge item left behind, so
+    /// that a reused batch stays about its usual size.
+    pub fn shrink_to(&mut self, bytes: usize) {
+        if self.bytes.capacity() > bytes {
+            self.bytes.shrink_to(bytes);
+        }
+    }
     /// The items sent whole, for the reader to reuse once the writer is
     /// done with them; the rest of a written batch is empty already.
     pub fn whole_mut(&mut self) -> &mut Vec<Item> {
@@ -477,28 +484,57 @@ fn spare(pool: &mut Vec<String>, v: Value) {
     }
 }
 
+/// `s` into the text a value already has (None), else into a pooled
+/// buffer for a new value (Some).
+fn text_into(old: Option<&mut String>, s: &str, pool: &mut Vec<String>) -> Option<String> {
+    match old {
+        Some(t) => {
+            set_string(t, s);
+            None
+        }
+        None => {
+            let mut t = pool.pop().unwrap_or_default();
+            set_string(&mut t, s);
+            Some(t)
+        }
+    }
+}
+
+/// [`text_into`] for bytes (rare: no pool).
+fn bytes_into(old: Option<&mut Vec<u8>>, s: &[u8]) -> Option<Vec<u8>> {
+    match old {
+        Some(t) => {
+            t.clear();
+            t.extend_from_slice(s);
+            None
+        }
+        None => Some(s.to_vec()),
+    }
+}
+
 fn get_value(c: &mut Cursor, slot: &mut Value, pool: &mut Vec<String>) -> Result<()> {
     let at = c.at;
     let tag = c.u8()?;
     let new = match tag {
         STR => {
-            let s = c.str()?;
-            if let Value::Str(t) = slot {
-                set_string(t, s);
-                return Ok(());
+            let old = match slot {
+                Value::Str(t) => Some(t),
+                _ => None,
+            };
+            match text_into(old, c.str()?, pool) {
+                Some(t) => Value::Str(t),
+                None => return Ok(()),
             }
-            let mut t = pool.pop().unwrap_or_default();
-            set_string(&mut t, s);
-            Value::Str(t)
         }
         BYTES => {
-            let s = c.bytes()?;
-            if let Value::Bytes(t) = slot {
-                t.clear();
-                t.extend_from_slice(s);
-                return Ok(());
+            let old = match slot {
+                Value::Bytes(t) => Some(t),
+                _ => None,
+            };
+            match bytes_into(old, c.bytes()?) {
+                Some(t) => Value::Bytes(t),
+                None => return Ok(()),
             }
-            Value::Bytes(s.to_vec())
         }
         _ => {
             let x = c.u64()?;
@@ -552,23 +588,24 @@ fn get_extra(c: &mut Cursor, slot: &mut ExtraValue, pool: &mut Vec<String>) -> R
     let at = c.at;
     let new = match c.u8()? {
         STR => {
-            let s = c.str()?;
-            if let ExtraValue::Str(t) = slot {
-                set_string(t, s);
-                return Ok(());
+            let old = match slot {
+                ExtraValue::Str(t) => Some(t),
+                _ => None,
+            };
+            match text_into(old, c.str()?, pool) {
+                Some(t) => ExtraValue::Str(t),
+                None => return Ok(()),
             }
-            let mut t = pool.pop().unwrap_or_default();
-            set_string(&mut t, s);
-            ExtraValue::Str(t)
         }
         BYTES => {
-            let s = c.bytes()?;
-            if let ExtraValue::Bytes(t) = slot {
-                t.clear();
-                t.extend_from_slice(s);
-                return Ok(());
+            let old = match slot {
+                ExtraValue::Bytes(t) => Some(t),
+                _ => None,
+            };
+            match bytes_into(old, c.bytes()?) {
+                Some(t) => ExtraValue::Bytes(t),
+                None => return Ok(()),
             }
-            ExtraValue::Bytes(s.to_vec())
         }
         tag => {
             let x = c.u64()?;
