@@ -228,7 +228,7 @@ fn put_extra(b: &mut Vec<u8>, v: &ExtraValue) -> Enc {
 }
 
 /// Values a sample may have and still travel as bytes.
-const NARROW_VALUES: usize = 64;
+const NARROW_VALUES: usize = 256;
 
 fn narrow(s: &Sample) -> bool {
     let mut n = 0;
