@@ -70,16 +70,13 @@ pub struct Assembler {
     events: Vec<Item>,
 }
 
-/// The text buffer of the first text or bytes value of `fields`, emptied.
-fn take_buf(fields: &mut [Value]) -> Vec<u8> {
-    for v in fields.iter_mut() {
-        match std::mem::replace(v, Value::I64(0)) {
-            Value::Str(s) => return s.into_bytes(),
-            Value::Bytes(b) => return b,
-            _ => {}
-        }
+/// The text buffer a value holds, if any.
+fn text_buf(v: Value) -> Option<Vec<u8>> {
+    match v {
+        Value::Str(s) => Some(s.into_bytes()),
+        Value::Bytes(b) => Some(b),
+        _ => None,
     }
-    Vec::new()
 }
 
 /// `b` as a text value, in `buf`'s allocation.
@@ -138,15 +135,9 @@ impl Assembler {
     pub fn recycle(&mut self, item: Item) {
         match item {
             Item::Event(mut e) if self.spare_events.len() < POOL => {
-                // Text buffers apart: an event of another type may need them.
-                while self.spare_texts.len() < POOL {
-                    let b = take_buf(&mut e.fields);
-                    if b.capacity() == 0 {
-                        break;
-                    }
-                    self.spare_texts.push(b);
-                }
-                e.fields.clear();
+                // Fields stay as they are: `event` sets them where they lie
+                // (a value built apart and moved into its slot stalls on
+                // store forwarding), text buffers included.
                 // Extras of another source's event are not ours to update.
                 if ![schema::NEW_TYPE, schema::STP_TYPE, schema::CHK_TYPE].contains(&e.type_id) {
                     e.extras.clear();
@@ -285,13 +276,24 @@ impl Assembler {
         true
     }
 
-    /// A KPI event of the message `at`; `fill` puts its values into the
-    /// (reused) field list, given a reused text buffer.
+    /// A text buffer the pool can keep.
+    fn keep_text(&mut self, v: Value) {
+        if let Some(b) = text_buf(v) {
+            if b.capacity() > 0 && self.spare_texts.len() < POOL {
+                self.spare_texts.push(b);
+            }
+        }
+    }
+
+    /// A KPI event of the message `at`: the numbers `ints`, then the text
+    /// (command line) if any, set in the field slots of a recycled event
+    /// where they lie (same kind: the value is written in place).
     fn event(
         &mut self,
         type_id: EventTypeId,
         at: &EventAt,
-        fill: impl FnOnce(&mut Vec<Value>, Vec<u8>),
+        ints: &[i64],
+        text: Option<&[u8]>,
     ) -> Item {
         let mut e = self.spare_events.pop().unwrap_or_default();
         e.time = at.time;
@@ -299,9 +301,45 @@ impl Assembler {
         e.type_id = type_id;
         e.cpu = None;
         e.stream = None;
-        e.fields.clear();
-        let buf = self.spare_texts.pop().unwrap_or_default();
-        fill(&mut e.fields, buf);
+        let n = ints.len() + text.is_some() as usize;
+        if e.fields.len() > n {
+            for v in e.fields.drain(n..) {
+                self.keep_text(v);
+            }
+        }
+        for (i, &x) in ints.iter().enumerate() {
+            match e.fields.get_mut(i) {
+                Some(Value::I64(y)) => *y = x,
+                Some(v) => {
+                    let old = std::mem::replace(v, Value::I64(x));
+                    self.keep_text(old);
+                }
+                None => e.fields.push(Value::I64(x)),
+            }
+        }
+        if let Some(b) = text {
+            let i = ints.len();
+            let in_place = match (e.fields.get_mut(i), std::str::from_utf8(b)) {
+                (Some(Value::Str(s)), Ok(t)) => {
+                    s.clear();
+                    s.push_str(t);
+                    true
+                }
+                _ => false,
+            };
+            if !in_place {
+                let buf = match e.fields.get_mut(i) {
+                    Some(v) => text_buf(std::mem::replace(v, Value::I64(0))),
+                    None => None,
+                };
+                let buf = buf.or_else(|| self.spare_texts.pop()).unwrap_or_default();
+                let v = text_in(b, buf);
+                match e.fields.get_mut(i) {
+                    Some(slot) => *slot = v,
+                    None => e.fields.push(v),
+                }
+            }
+        }
         Self::group_extras(&mut e.extras, at.kind, at.group, at.beg_time, at.beg_raw);
         Item::Event(e)
     }
@@ -407,11 +445,7 @@ impl Assembler {
             match ds {
                 Dataset::New { pid, ppid, cmdline } => {
                     self.add_proc(pid, &cmdline, time, &mut adds);
-                    let ev = self.event(schema::NEW_TYPE, &at, |f, buf| {
-                        f.push(Value::I64(pid));
-                        f.push(Value::I64(ppid));
-                        f.push(text_in(&cmdline, buf));
-                    });
+                    let ev = self.event(schema::NEW_TYPE, &at, &[pid, ppid], Some(&cmdline));
                     events.push(ev);
                 }
                 Dataset::Stp { pid } => {
@@ -425,17 +459,14 @@ impl Assembler {
                                 .push(id);
                         }
                     }
-                    let ev = self.event(schema::STP_TYPE, &at, |f, _| f.push(Value::I64(pid)));
+                    let ev = self.event(schema::STP_TYPE, &at, &[pid], None);
                     events.push(ev);
                 }
                 Dataset::Chk { pid, cmdline } => {
                     if !self.procs.contains(&pid) {
                         self.add_proc(pid, &cmdline, time, &mut adds);
                     }
-                    let ev = self.event(schema::CHK_TYPE, &at, |f, buf| {
-                        f.push(Value::I64(pid));
-                        f.push(text_in(&cmdline, buf));
-                    });
+                    let ev = self.event(schema::CHK_TYPE, &at, &[pid], Some(&cmdline));
                     events.push(ev);
                 }
                 Dataset::Act { pid, values } => {
