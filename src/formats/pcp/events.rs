@@ -258,7 +258,6 @@ pub struct EventEncoder {
     /// the archive starts at the first event's time.
     results: u64,
     batch: Batch,
-    scratch: Vec<u8>,
     pub loss: LossReport,
     /// Events encoded: counted here and put in `loss` once at the end (a
     /// keyed count per event showed in profiles).
@@ -305,7 +304,6 @@ impl EventEncoder {
             started: false,
             results: 0,
             batch: Batch::default(),
-            scratch: Vec::new(),
             loss: LossReport::default(),
             written: 0,
         }
@@ -604,9 +602,30 @@ impl EventEncoder {
             };
             ids.push(id);
         }
-        // Encode the record.
-        let mut rec = std::mem::take(&mut self.scratch);
-        rec.clear();
+        // The record is encoded straight into the batch's payload for
+        // (record, instance): no second copy.
+        let b = &mut self.batch;
+        let k = match b.sets.iter().position(|(p, _)| *p == record) {
+            Some(k) => k,
+            None => {
+                let list = self.spare_lists.pop().unwrap_or_default();
+                b.sets.push((record, list));
+                b.sets.len() - 1
+            }
+        };
+        let set = &mut b.sets[k].1;
+        let j = match set.iter().position(|(i, _, _)| *i == inst) {
+            Some(j) => j,
+            None => {
+                // Room for the record count, filled in by `take`.
+                let mut v = self.spare_payloads.pop().unwrap_or_default();
+                v.extend_from_slice(&[0u8; 4]);
+                set.push((inst, 0, v));
+                set.len() - 1
+            }
+        };
+        let rec = &mut set[j].2;
+        let start = rec.len();
         rec.extend_from_slice(&e.time.secs().to_be_bytes());
         rec.extend_from_slice(&(e.time.subsec_nanos() as i64).to_be_bytes());
         rec.extend_from_slice(&FLAG_POINT.to_be_bytes());
@@ -622,10 +641,10 @@ impl EventEncoder {
             };
             let pid = pmid(DOMAIN, pmid_cluster(record), i as u32 + 1);
             let ok = match slot {
-                Slot::Scalar(t) => put_scalar(&mut rec, pid, *t, v),
+                Slot::Scalar(t) => put_scalar(rec, pid, *t, v),
                 Slot::Json => {
                     let s = selfdesc::value_json(v, &te.fields[i]).to_string();
-                    put_param(&mut rec, pid, 6, s.as_bytes(), true);
+                    put_param(rec, pid, 6, s.as_bytes(), true);
                     true
                 }
             };
@@ -644,55 +663,41 @@ impl EventEncoder {
             );
         }
         if let Some(r) = e.raw_clock {
-            put_param(&mut rec, RAW_CLOCK_PMID, 3, &r.to_be_bytes(), false);
+            put_param(rec, RAW_CLOCK_PMID, 3, &r.to_be_bytes(), false);
             np += 1;
         }
         for (id, v) in ids.iter().zip(e.extras.values()) {
             if let Some(id) = id {
-                put_extra(&mut rec, *id, v);
+                put_extra(rec, *id, v);
                 np += 1;
             }
         }
         self.extra_ids = ids;
         rec[np_at..np_at + 4].copy_from_slice(&np.to_be_bytes());
-        if rec.len() + 8 > MAX_VLEN {
+        let len = rec.len() - start;
+        if len + 8 > MAX_VLEN {
             self.loss
                 .drop_item("events", "event larger than a PCP value block (16 MB)");
-            self.scratch = rec;
+            rec.truncate(start);
+            // An entry (and a set) made for this record alone goes again.
+            if set[j].1 == 0 {
+                let (_, _, mut v) = set.remove(j);
+                v.clear();
+                self.spare_payloads.push(v);
+                if set.is_empty() {
+                    let (_, list) = b.sets.remove(k);
+                    self.spare_lists.push(list);
+                }
+            }
             return done;
         }
-        let b = &mut self.batch;
+        set[j].1 += 1;
         if b.last.is_none() {
             b.first = t;
         }
         b.last = Some((record, inst, t));
         b.records += 1;
-        b.bytes += rec.len();
-        let set = match b.sets.iter_mut().position(|(p, _)| *p == record) {
-            Some(k) => &mut b.sets[k].1,
-            None => {
-                let list = self.spare_lists.pop().unwrap_or_default();
-                b.sets.push((record, list));
-                &mut b.sets.last_mut().expect("just pushed").1
-            }
-        };
-        match set.iter_mut().find(|(i, _, _)| *i == inst) {
-            Some((_, n, buf)) => {
-                *n += 1;
-                buf.extend_from_slice(&rec);
-            }
-            None => {
-                // Room for the record count, filled in by `take`.
-                let mut v = self
-                    .spare_payloads
-                    .pop()
-                    .unwrap_or_else(|| Vec::with_capacity(4 + rec.len() * 8));
-                v.extend_from_slice(&[0u8; 4]);
-                v.extend_from_slice(&rec);
-                set.push((inst, 1, v));
-            }
-        }
-        self.scratch = rec;
+        b.bytes += len;
         self.written += 1;
         done
     }
@@ -1194,6 +1199,63 @@ mod tests {
             roles,
             streams,
             header: None,
+        }
+    }
+
+    /// An event too large for a value block is dropped and said so; the
+    /// events around it are written as if it had not been there, in their
+    /// arrays (it was encoded in place into its array's payload).
+    #[test]
+    fn an_event_too_large_is_dropped_and_the_others_kept() {
+        let t = EventType::new(5, "core", "x", vec![Field::new("s", FieldType::String)]);
+        // The large one is of another type: its array would hold it alone.
+        let big = EventType::new(6, "core", "y", vec![Field::new("s", FieldType::String)]);
+        let ev = |ns: i64, s: String| Event {
+            time: Timestamp(1_795_319_035_000_000_000 + ns),
+            raw_clock: None,
+            type_id: if s.len() > 1 { 6 } else { 5 },
+            cpu: None,
+            stream: None,
+            fields: vec![Value::Str(s)],
+            extras: Extras::default(),
+        };
+        let huge = "x".repeat(MAX_VLEN);
+        let mut meta = Vec::new();
+        // Alone in its result (its array made for it goes again), and
+        // after an event of the same array.
+        for before in [false, true] {
+            let mut enc = EventEncoder::new(&Header::new(FormatId::Ltt, "2.2"));
+            enc.define(&t, &mut meta);
+            enc.define(&big, &mut meta);
+            let mut want = Vec::new();
+            let mut results = Vec::new();
+            if before {
+                results.extend(enc.event(&ev(0, "a".into()), &mut meta));
+                want.push(ev(0, "a".into()));
+            }
+            results.extend(enc.event(&ev(1, huge.clone()), &mut meta));
+            assert!(enc.loss.has_loss(), "the large event was not reported");
+            results.extend(enc.event(&ev(1, "b".into()), &mut meta));
+            want.push(ev(1, "b".into()));
+            results.extend(enc.take());
+            let dec = decoder_for(&t);
+            let mut got = Vec::new();
+            for r in &results {
+                for (p, insts) in &r.sets {
+                    for (inst, pay) in insts {
+                        let n = got.len();
+                        dec.decode(*p, 10, *inst, pay, &mut got).unwrap();
+                        assert!(got.len() > n, "an empty event array was written");
+                    }
+                }
+            }
+            // (The test decoder names every stream cpu/3: compare the rest.)
+            let key = |e: &Event| (e.time, e.fields.clone());
+            assert_eq!(
+                got.iter().map(key).collect::<Vec<_>>(),
+                want.iter().map(key).collect::<Vec<_>>(),
+                "before: {before}"
+            );
         }
     }
 
