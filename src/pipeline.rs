@@ -209,8 +209,10 @@ fn writer_thread(reader: &dyn TraceReader) -> bool {
 /// Items travel in batches (one channel operation per batch, not per
 /// item), closed at this many items, values or bytes, whichever comes
 /// first, so that wide PCP samples do not make a batch large and a batch
-/// stays in the cache.
-const BATCH_ITEMS: usize = 1024;
+/// stays in the cache. (4,096 items rather than 1,024: fewer hand-offs,
+/// x167.dlt -> PCP 0.435 -> 0.420 s; the byte bound closes a batch of
+/// KPI events at about 3,600.)
+const BATCH_ITEMS: usize = 4096;
 const BATCH_VALUES: usize = 4096;
 const BATCH_BYTES: usize = 256 << 10;
 /// Batches under way at most: memory stays flat whatever the input size.
