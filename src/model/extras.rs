@@ -73,10 +73,19 @@ fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
     a.len().cmp(&b.len())
 }
 
-/// `a == b` for keys, inline (see [`key_order`]).
+/// The same key text at the same address: keys are mostly a format's
+/// constants, passed as the same constant, so this says "same key"
+/// without comparing (false says nothing).
+#[inline]
+pub fn same_address(a: &str, b: &str) -> bool {
+    std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()
+}
+
+/// `a == b` for keys, inline (see [`key_order`]); a key at the same
+/// address is equal without comparing.
 #[inline]
 pub fn key_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && key_order(a, b).is_eq()
+    same_address(a, b) || (a.len() == b.len() && key_order(a, b).is_eq())
 }
 
 impl Extras {
@@ -91,13 +100,7 @@ impl Extras {
         if self.0.is_empty() {
             return Err(0);
         }
-        // Keys are mostly a format's constants, passed as the same
-        // constant: the same address is the same key, without comparing.
-        if let Some(i) = self
-            .0
-            .iter()
-            .position(|(k, _)| std::ptr::eq(k.as_ptr(), key.as_ptr()) && k.len() == key.len())
-        {
+        if let Some(i) = self.0.iter().position(|(k, _)| same_address(k, key)) {
             return Ok(i);
         }
         self.0.binary_search_by(|(k, _)| key_order(k, key))

@@ -17,7 +17,7 @@ pub mod time;
 mod types;
 pub mod wire;
 
-pub use extras::{key_eq, keys, ExtraKey, ExtraValue, Extras};
+pub use extras::{key_eq, keys, same_address, ExtraKey, ExtraValue, Extras};
 pub use hash::{IntHasher, IntMap, IntSet};
 pub use loss::LossReport;
 pub use select::{CpuList, Glob, ItemFilter, Selection};

@@ -99,13 +99,6 @@ pub struct WireEncoder {
     last_extras: [Extras; 4],
 }
 
-/// Keys are mostly one format's constants: the same address is the same
-/// key, without comparing.
-#[inline]
-fn same_key(a: &str, b: &str) -> bool {
-    (std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()) || key_eq(a, b)
-}
-
 /// Equal to the bit (`-0.0` is not `0.0` here, a NaN is its own payload);
 /// lists never are (they have no byte form).
 fn same_extra(a: &ExtraValue, b: &ExtraValue) -> bool {
@@ -125,7 +118,7 @@ fn same_extras(a: &Extras, b: &Extras) -> bool {
     a.len() == b.len()
         && a.iter()
             .zip(b)
-            .all(|((ka, va), (kb, vb))| same_key(ka, kb) && same_extra(va, vb))
+            .all(|((ka, va), (kb, vb))| key_eq(ka, kb) && same_extra(va, vb))
 }
 
 /// `src` into `dst`, in the text buffers `dst` has.
@@ -135,7 +128,7 @@ fn copy_extras(dst: &mut Extras, src: &Extras) {
     for (i, (k, v)) in s.iter().enumerate() {
         match d.get_mut(i) {
             Some((dk, dv)) => {
-                if !same_key(dk, k) {
+                if !key_eq(dk, k) {
                     *dk = k.clone();
                 }
                 match (dv, v) {
@@ -278,7 +271,7 @@ impl WireEncoder {
     ) -> std::result::Result<u16, Whole> {
         let name: &str = key;
         if let Some(&n) = self.recent.get(pos) {
-            if self.keys.get(n as usize).is_some_and(|k| same_key(k, name)) {
+            if self.keys.get(n as usize).is_some_and(|k| key_eq(k, name)) {
                 return Ok(n);
             }
         }
@@ -751,10 +744,10 @@ fn get_extras(
     for i in 0..n as usize {
         let at = c.at;
         let key = keys.get(c.u16()? as usize).ok_or_else(|| damaged(at))?;
-        if entries.get(i).is_some_and(|(k, _)| !same_key(k, key)) {
+        if entries.get(i).is_some_and(|(k, _)| !key_eq(k, key)) {
             // Both lists are in key order: entries before this key's are
             // gone; if it has none, a new entry goes here.
-            match entries[i..].iter().position(|(k, _)| same_key(k, key)) {
+            match entries[i..].iter().position(|(k, _)| key_eq(k, key)) {
                 Some(j) => {
                     for (_, v) in entries.drain(i..i + j) {
                         spare_extra(pool, v);

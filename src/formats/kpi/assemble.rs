@@ -229,19 +229,16 @@ impl Assembler {
         beg_time: Option<i64>,
         beg_raw: Option<u64>,
     ) -> bool {
-        fn is(k: &str, c: &'static str) -> bool {
-            std::ptr::eq(k.as_ptr(), c.as_ptr()) && k.len() == c.len()
-        }
         let e = x.entries_mut();
         let n = e.len();
-        if n < 2 || !is(&e[n - 1].0, X_KIND) || !is(&e[n - 2].0, X_GROUP) {
+        if n < 2 || !same_address(&e[n - 1].0, X_KIND) || !same_address(&e[n - 2].0, X_GROUP) {
             return false;
         }
         // The start keys sort right before kpi.group.
         let mut i = n - 2;
-        let has_time = i >= 1 && is(&e[i - 1].0, X_BEG_TIME);
+        let has_time = i >= 1 && same_address(&e[i - 1].0, X_BEG_TIME);
         i -= has_time as usize;
-        let has_raw = i >= 1 && is(&e[i - 1].0, X_BEG_RAW);
+        let has_raw = i >= 1 && same_address(&e[i - 1].0, X_BEG_RAW);
         i -= has_raw as usize;
         // Whatever comes before must sort before them (a start key at
         // another address would not).
