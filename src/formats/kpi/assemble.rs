@@ -315,25 +315,21 @@ impl Assembler {
             }
         }
         if let Some(b) = text {
-            let i = ints.len();
-            let in_place = match (e.fields.get_mut(i), std::str::from_utf8(b)) {
+            // The slot after the numbers, if the recycled event has one
+            // (`fields` holds at least the numbers now).
+            match (e.fields.get_mut(ints.len()), std::str::from_utf8(b)) {
                 (Some(Value::Str(s)), Ok(t)) => {
                     s.clear();
                     s.push_str(t);
-                    true
                 }
-                _ => false,
-            };
-            if !in_place {
-                let buf = match e.fields.get_mut(i) {
-                    Some(v) => text_buf(std::mem::replace(v, Value::I64(0))),
-                    None => None,
-                };
-                let buf = buf.or_else(|| self.spare_texts.pop()).unwrap_or_default();
-                let v = text_in(b, buf);
-                match e.fields.get_mut(i) {
-                    Some(slot) => *slot = v,
-                    None => e.fields.push(v),
+                (Some(slot), _) => {
+                    let buf = text_buf(std::mem::replace(slot, Value::I64(0)));
+                    let buf = buf.or_else(|| self.spare_texts.pop()).unwrap_or_default();
+                    *slot = text_in(b, buf);
+                }
+                (None, _) => {
+                    let buf = self.spare_texts.pop().unwrap_or_default();
+                    e.fields.push(text_in(b, buf));
                 }
             }
         }
