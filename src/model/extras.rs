@@ -133,6 +133,51 @@ impl Extras {
     pub(crate) fn entries_mut(&mut self) -> &mut Vec<(ExtraKey, ExtraValue)> {
         &mut self.0
     }
+    /// The same keys with values equal to the bit (`-0.0` is not `0.0`
+    /// here, a NaN is its own payload); lists never are. Consecutive items
+    /// of one message mostly carry the same extras: the thread hand-off
+    /// (`wire`) and the PCP event encoder then reuse what they made of them.
+    pub(crate) fn same_bits(&self, other: &Extras) -> bool {
+        fn same(a: &ExtraValue, b: &ExtraValue) -> bool {
+            match (a, b) {
+                (ExtraValue::U64(x), ExtraValue::U64(y)) => x == y,
+                (ExtraValue::I64(x), ExtraValue::I64(y)) => x == y,
+                (ExtraValue::F64(x), ExtraValue::F64(y)) => x.to_bits() == y.to_bits(),
+                (ExtraValue::Bool(x), ExtraValue::Bool(y)) => x == y,
+                (ExtraValue::Str(x), ExtraValue::Str(y)) => x.as_bytes() == y.as_bytes(),
+                (ExtraValue::Bytes(x), ExtraValue::Bytes(y)) => x == y,
+                _ => false,
+            }
+        }
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((ka, va), (kb, vb))| key_eq(ka, kb) && same(va, vb))
+    }
+    /// Become a copy of `src`, in the text buffers this one has.
+    pub(crate) fn copy_from(&mut self, src: &Extras) {
+        let d = &mut self.0;
+        d.truncate(src.0.len());
+        for (i, (k, v)) in src.0.iter().enumerate() {
+            match d.get_mut(i) {
+                Some((dk, dv)) => {
+                    if !key_eq(dk, k) {
+                        *dk = k.clone();
+                    }
+                    match (dv, v) {
+                        (ExtraValue::Str(t), ExtraValue::Str(x)) => {
+                            t.clear();
+                            t.push_str(x);
+                        }
+                        (dv, v) => *dv = v.clone(),
+                    }
+                }
+                None => d.push((k.clone(), v.clone())),
+            }
+        }
+    }
     /// Drop every entry, keeping the allocation (reused items).
     pub fn clear(&mut self) {
         self.0.clear();

@@ -99,48 +99,6 @@ pub struct WireEncoder {
     last_extras: [Extras; 4],
 }
 
-/// Equal to the bit (`-0.0` is not `0.0` here, a NaN is its own payload);
-/// lists never are (they have no byte form).
-fn same_extra(a: &ExtraValue, b: &ExtraValue) -> bool {
-    match (a, b) {
-        (ExtraValue::U64(x), ExtraValue::U64(y)) => x == y,
-        (ExtraValue::I64(x), ExtraValue::I64(y)) => x == y,
-        (ExtraValue::F64(x), ExtraValue::F64(y)) => x.to_bits() == y.to_bits(),
-        (ExtraValue::Bool(x), ExtraValue::Bool(y)) => x == y,
-        (ExtraValue::Str(x), ExtraValue::Str(y)) => x.as_bytes() == y.as_bytes(),
-        (ExtraValue::Bytes(x), ExtraValue::Bytes(y)) => x == y,
-        _ => false,
-    }
-}
-
-fn same_extras(a: &Extras, b: &Extras) -> bool {
-    let (a, b) = (a.entries(), b.entries());
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|((ka, va), (kb, vb))| key_eq(ka, kb) && same_extra(va, vb))
-}
-
-/// `src` into `dst`, in the text buffers `dst` has.
-fn copy_extras(dst: &mut Extras, src: &Extras) {
-    let (d, s) = (dst.entries_mut(), src.entries());
-    d.truncate(s.len());
-    for (i, (k, v)) in s.iter().enumerate() {
-        match d.get_mut(i) {
-            Some((dk, dv)) => {
-                if !key_eq(dk, k) {
-                    *dk = k.clone();
-                }
-                match (dv, v) {
-                    (ExtraValue::Str(t), ExtraValue::Str(x)) => set_string(t, x),
-                    (dv, v) => *dv = v.clone(),
-                }
-            }
-            None => d.push((k.clone(), v.clone())),
-        }
-    }
-}
-
 /// In place of an extras count: the same extras as the previous item of
 /// this kind.
 const SAME_EXTRAS: u16 = u16::MAX;
@@ -303,7 +261,7 @@ impl WireEncoder {
             .ok()
             .filter(|n| *n != SAME_EXTRAS)
             .ok_or(Whole)?;
-        if same_extras(x, &self.last_extras[tag as usize]) {
+        if x.same_bits(&self.last_extras[tag as usize]) {
             batch.bytes.extend_from_slice(&SAME_EXTRAS.to_ne_bytes());
             return Ok(());
         }
@@ -313,7 +271,7 @@ impl WireEncoder {
             batch.bytes.extend_from_slice(&id.to_ne_bytes());
             put_extra(&mut batch.bytes, v)?;
         }
-        copy_extras(&mut self.last_extras[tag as usize], x);
+        self.last_extras[tag as usize].copy_from(x);
         Ok(())
     }
 

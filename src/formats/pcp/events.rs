@@ -246,6 +246,13 @@ pub struct EventEncoder {
     /// source mostly carry the same keys, found here without a lookup or
     /// an allocation.
     last_extras: Vec<(String, XKind, Option<MetricId>)>,
+    /// The last event's extras and their parameters as encoded: the events
+    /// of one message share them (a KPI dataset list: five of an event's
+    /// nine parameters), and are then copied, not encoded again.
+    tail_extras: Extras,
+    tail: Vec<u8>,
+    tail_params: u32,
+    tail_valid: bool,
     /// Buffers of written results, for the next ones.
     spare_payloads: Vec<Vec<u8>>,
     spare_lists: Vec<Vec<(InstId, u32, Vec<u8>)>>,
@@ -295,6 +302,10 @@ impl EventEncoder {
             extras: HashMap::new(),
             extras_count: 0,
             last_extras: Vec::new(),
+            tail_extras: Extras::default(),
+            tail: Vec::new(),
+            tail_params: 0,
+            tail_valid: false,
             spare_payloads: Vec::new(),
             spare_lists: Vec::new(),
             spare_sets: Vec::new(),
@@ -577,9 +588,13 @@ impl EventEncoder {
                 out,
             );
         }
+        let same_tail = self.tail_valid && e.extras.same_bits(&self.tail_extras);
         let mut ids = std::mem::take(&mut self.extra_ids);
         ids.clear();
         for (n, (k, v)) in e.extras.iter().enumerate() {
+            if same_tail {
+                break;
+            }
             let kind = XKind::of(v);
             // An entry maps a key to its parameter, whichever event left
             // it: a match is right even past the last event's keys.
@@ -666,11 +681,23 @@ impl EventEncoder {
             put_param(rec, RAW_CLOCK_PMID, 3, &r.to_be_bytes(), false);
             np += 1;
         }
-        for (id, v) in ids.iter().zip(e.extras.values()) {
-            if let Some(id) = id {
-                put_extra(rec, *id, v);
-                np += 1;
+        if same_tail {
+            rec.extend_from_slice(&self.tail);
+            np += self.tail_params;
+        } else {
+            let from = rec.len();
+            let np0 = np;
+            for (id, v) in ids.iter().zip(e.extras.values()) {
+                if let Some(id) = id {
+                    put_extra(rec, *id, v);
+                    np += 1;
+                }
             }
+            self.tail.clear();
+            self.tail.extend_from_slice(&rec[from..]);
+            self.tail_params = np - np0;
+            self.tail_extras.copy_from(&e.extras);
+            self.tail_valid = true;
         }
         self.extra_ids = ids;
         rec[np_at..np_at + 4].copy_from_slice(&np.to_be_bytes());
@@ -1183,6 +1210,10 @@ mod tests {
             pmid(DOMAIN, SHARED_CLUSTER, 1),
             Role::Extra("kpi.group".into(), XKind::U64),
         );
+        roles.insert(
+            pmid(DOMAIN, SHARED_CLUSTER, 2),
+            Role::Extra("kpi.kind".into(), XKind::Str),
+        );
         let mut types = HashMap::new();
         types.insert(
             p,
@@ -1257,6 +1288,62 @@ mod tests {
                 "before: {before}"
             );
         }
+    }
+
+    /// Events carrying the same extras as the one before get a copy of its
+    /// encoded extras; any difference (a value, a key more or less, none)
+    /// encodes them anew.
+    #[test]
+    fn each_event_keeps_its_own_extras() {
+        let t = EventType::new(5, "core", "x", vec![Field::new("a", FieldType::Uint(4))]);
+        let x = |group: Option<u64>, kind: Option<&str>| {
+            let mut e = Extras::default();
+            if let Some(g) = group {
+                e.set("kpi.group", ExtraValue::U64(g));
+            }
+            if let Some(k) = kind {
+                e.set("kpi.kind", ExtraValue::Str(k.into()));
+            }
+            e
+        };
+        let seq = [
+            x(Some(9), None),
+            x(Some(9), None),
+            x(Some(10), None),
+            x(Some(10), Some("NEW")),
+            x(Some(10), Some("NEW")),
+            x(Some(10), Some("STP")),
+            x(None, None),
+            x(Some(9), None),
+        ];
+        let mut enc = EventEncoder::new(&Header::new(FormatId::Ltt, "2.2"));
+        let mut meta = Vec::new();
+        enc.define(&t, &mut meta);
+        let mut results = Vec::new();
+        for (i, extras) in seq.iter().enumerate() {
+            let e = Event {
+                time: Timestamp(1_795_319_035_000_000_000 + i as i64),
+                raw_clock: None,
+                type_id: 5,
+                cpu: None,
+                stream: None,
+                fields: vec![Value::U64(i as u64)],
+                extras: extras.clone(),
+            };
+            results.extend(enc.event(&e, &mut meta));
+        }
+        results.extend(enc.take());
+        let dec = decoder_for(&t);
+        let mut got = Vec::new();
+        for r in &results {
+            for (p, insts) in &r.sets {
+                for (inst, pay) in insts {
+                    dec.decode(*p, 10, *inst, pay, &mut got).unwrap();
+                }
+            }
+        }
+        let got: Vec<_> = got.iter().map(|e| e.extras.clone()).collect();
+        assert_eq!(got, seq.to_vec());
     }
 
     #[test]
