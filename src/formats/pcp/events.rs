@@ -809,16 +809,16 @@ fn pmid_item(p: MetricId) -> u32 {
 /// One parameter: pmid, type and length word, payload padded to 4 (with a
 /// NUL after strings).
 fn put_param(b: &mut Vec<u8>, pid: MetricId, t: i32, pay: &[u8], nul: bool) {
-    b.extend_from_slice(&pid.to_be_bytes());
     let len = 4 + pay.len() + nul as usize;
-    b.extend_from_slice(&(((t as u32) << 24) | (len as u32 & 0x00ff_ffff)).to_be_bytes());
+    // The NUL and the padding to 4 bytes are zeros alike.
+    let zeros = (4 - (pay.len() + nul as usize) % 4) % 4 + nul as usize;
+    b.reserve(8 + pay.len() + zeros);
+    let mut head = [0u8; 8];
+    head[..4].copy_from_slice(&pid.to_be_bytes());
+    head[4..].copy_from_slice(&(((t as u32) << 24) | (len as u32 & 0x00ff_ffff)).to_be_bytes());
+    b.extend_from_slice(&head);
     b.extend_from_slice(pay);
-    if nul {
-        b.push(0);
-    }
-    while !b.len().is_multiple_of(4) {
-        b.push(0);
-    }
+    b.extend_from_slice(&[0u8; 4][..zeros]);
 }
 
 fn int_of(v: &Value) -> Option<i128> {
