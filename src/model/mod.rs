@@ -770,6 +770,30 @@ impl Trace {
     }
 }
 
+/// A reader that gives real runs (the default `next_batch` gives one
+/// item), for the tests of stages that take runs.
+#[cfg(test)]
+pub struct Runs(pub VecReader);
+
+#[cfg(test)]
+impl TraceReader for Runs {
+    fn header(&self) -> &Header {
+        self.0.header()
+    }
+    fn next_item(&mut self) -> crate::Result<Option<Item>> {
+        self.0.next_item()
+    }
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> crate::Result<bool> {
+        for _ in 0..max {
+            match self.0.next_item()? {
+                Some(it) => out.push(it),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
 /// A reader over an in-memory trace (tests, writers that re-read).
 pub struct VecReader {
     header: Header,

@@ -158,27 +158,6 @@ mod tests {
     use crate::model::*;
     use std::sync::Arc;
 
-    /// A reader that gives real runs (the default gives one item).
-    struct Runs(VecReader);
-
-    impl TraceReader for Runs {
-        fn header(&self) -> &Header {
-            self.0.header()
-        }
-        fn next_item(&mut self) -> Result<Option<Item>> {
-            self.0.next_item()
-        }
-        fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
-            for _ in 0..max {
-                match self.0.next_item()? {
-                    Some(it) => out.push(it),
-                    None => return Ok(false),
-                }
-            }
-            Ok(true)
-        }
-    }
-
     #[test]
     fn framing_events_and_their_types_are_left_out() {
         let mut block = EventType::new(17, "core", "block_start", vec![]);

@@ -19,6 +19,8 @@ use std::collections::{BinaryHeap, VecDeque};
 pub const WINDOW_NS: i64 = 10_000_000_000;
 /// At most this many items wait.
 pub const CAP: usize = 65_536;
+/// Items asked of the inner reader at a time.
+const RUN_IN: usize = 64;
 
 struct Waiting {
     time: Timestamp,
@@ -55,6 +57,13 @@ pub struct Reorder {
     window: i64,
     cap: usize,
     done: bool,
+    /// Items of the inner reader's last run not taken in yet (a run out
+    /// may fill before a run in is through), and the run being read.
+    pending: VecDeque<Item>,
+    scratch: Vec<Item>,
+    inner_done: bool,
+    /// The inner reader's error, given once the items before it are in.
+    error: Option<crate::error::Error>,
 }
 
 impl Reorder {
@@ -71,6 +80,10 @@ impl Reorder {
             window,
             cap: cap.max(1),
             done: false,
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
+            inner_done: false,
+            error: None,
         }
     }
 
@@ -108,48 +121,102 @@ impl Reorder {
     }
 }
 
+impl Reorder {
+    /// Take `item` in: it waits, or it leaves at once (into `out`) when it
+    /// has no time or would be the first to leave anyway.
+    fn accept(&mut self, item: Item, out: &mut Vec<Item>) {
+        let Some(t) = item.time() else {
+            // Definitions without a time pass at once.
+            out.push(item);
+            return;
+        };
+        self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
+        self.seq += 1;
+        // Settled already and earlier than all that waits: it would leave
+        // first, so it leaves now (a source that restarts its clock sends
+        // long runs of these).
+        let settled = self.settled(t);
+        let first = self.run.front().is_none_or(|r| t < r.time)
+            && self.heap.peek().is_none_or(|h| t < h.0.time);
+        if settled && first {
+            out.push(item);
+            return;
+        }
+        let w = Waiting {
+            time: t,
+            seq: self.seq,
+            item,
+        };
+        if self.run.back().is_none_or(|b| b.time <= t) {
+            self.run.push_back(w);
+        } else {
+            self.heap.push(Reverse(w));
+        }
+    }
+}
+
 impl TraceReader for Reorder {
     fn next_item(&mut self) -> Result<Option<Item>> {
+        let mut one = std::mem::take(&mut self.scratch);
+        let r = self.next_batch(&mut one, 1);
+        // An error comes alone: a call that gave an item ended there.
+        let item = one.pop();
+        self.scratch = one;
+        r.map(|_| item)
+    }
+
+    /// Items are taken in by runs from the inner reader and leave in
+    /// runs: the order is the one item by item (after each item taken in,
+    /// whatever became ready leaves before the next is looked at).
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        let want = out.len() + max;
         loop {
-            if let Some(it) = self.pop_ready() {
-                return Ok(Some(it));
+            while out.len() < want {
+                match self.pop_ready() {
+                    Some(it) => out.push(it),
+                    None => break,
+                }
             }
-            if self.done {
-                return Ok(None);
+            if out.len() == want {
+                return Ok(true);
             }
-            match self.inner.next_item()? {
-                None => self.done = true,
-                Some(item) => match item.time() {
-                    // Definitions without a time pass at once.
-                    None => return Ok(Some(item)),
-                    Some(t) => {
-                        self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
-                        self.seq += 1;
-                        let w = Waiting {
-                            time: t,
-                            seq: self.seq,
-                            item,
-                        };
-                        // Settled already and earlier than all that waits:
-                        // it would leave first, so it leaves now (a source
-                        // that restarts its clock sends long runs of these).
-                        let settled = self.settled(t);
-                        let first = self.run.front().is_none_or(|r| t < r.time)
-                            && self.heap.peek().is_none_or(|h| t < h.0.time);
-                        if settled && first {
-                            return Ok(Some(w.item));
-                        }
-                        if self.run.back().is_none_or(|b| b.time <= t) {
-                            self.run.push_back(w);
-                        } else {
-                            self.heap.push(Reverse(w));
-                        }
-                    }
-                },
+            if let Some(item) = self.pending.pop_front() {
+                self.accept(item, out);
+                continue;
+            }
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            if self.inner_done {
+                if self.done {
+                    // All that waited has left.
+                    return Ok(false);
+                }
+                self.done = true;
+                continue;
+            }
+            let mut run = std::mem::take(&mut self.scratch);
+            let r = self.inner.next_batch(&mut run, RUN_IN);
+            self.pending.extend(run.drain(..));
+            self.scratch = run;
+            match r {
+                Ok(true) => {}
+                Ok(false) => self.inner_done = true,
+                Err(e) => {
+                    self.error = Some(e);
+                    self.inner_done = true;
+                }
             }
         }
     }
-    pass_to_inner!(header, diagnostics, native_counts, progress, recycle);
+    pass_to_inner!(
+        header,
+        diagnostics,
+        native_counts,
+        progress,
+        recycle,
+        recycle_batch
+    );
 }
 
 #[cfg(test)]
@@ -179,6 +246,76 @@ mod tests {
             }
         }
         got
+    }
+
+    /// Runs give what items one by one give, whatever the run sizes in
+    /// and out: definitions without a time where they were, late items in
+    /// their place, a clock restart through.
+    #[test]
+    fn runs_give_the_order_of_items_one_by_one() {
+        let def = |id: u32| {
+            Item::EventType(std::sync::Arc::new(EventType::new(
+                id,
+                "c",
+                &format!("t{id}"),
+                vec![],
+            )))
+        };
+        let items = || {
+            vec![
+                def(1),
+                note(100, "a"),
+                note(200, "b"),
+                note(150, "c"),
+                def(2),
+                note(50, "d"),
+                note(50, "e"),
+                note(195, "f"),
+                def(3),
+                note(330, "g"),
+                note(205, "h"),
+                note(400, "i"),
+            ]
+        };
+        let label = |it: &Item| match it {
+            Item::Annotation(a) => a.text.clone(),
+            Item::EventType(t) => t.name.clone(),
+            _ => unreachable!(),
+        };
+        let trace = || Trace {
+            header: Header::new(FormatId::Dlt, "1"),
+            items: items(),
+        };
+        let mut r = Reorder::with_limits(Box::new(VecReader::new(trace())), 10, 100);
+        let mut want = Vec::new();
+        while let Some(it) = r.next_item().unwrap() {
+            want.push(label(&it));
+        }
+        let by_hand = [
+            "t1", "a", "c", "t2", "d", "e", "t3", "f", "b", "h", "g", "i",
+        ];
+        assert_eq!(want, by_hand);
+        for max in [1, 2, 3, 5, 100] {
+            for runs in [false, true] {
+                let inner: Box<dyn TraceReader> = if runs {
+                    Box::new(Runs(VecReader::new(trace())))
+                } else {
+                    Box::new(VecReader::new(trace()))
+                };
+                let mut r = Reorder::with_limits(inner, 10, 100);
+                let mut got = Vec::new();
+                let mut run = Vec::new();
+                loop {
+                    let more = r.next_batch(&mut run, max).unwrap();
+                    assert!(run.len() <= max, "{} items for at most {max}", run.len());
+                    got.extend(run.drain(..).map(|it| label(&it)));
+                    if !more {
+                        break;
+                    }
+                }
+                assert_eq!(got, want, "runs of {max}, inner runs: {runs}");
+            }
+        }
     }
 
     #[test]

@@ -633,6 +633,26 @@ impl DltReader {
         })
     }
 
+    /// The next message's items into the queue, or the end of the input.
+    fn next_message(&mut self) -> Result<()> {
+        match self.sc.next_msg() {
+            Ok(Some(m)) => {
+                self.st.message(self.idx, &m);
+                self.idx += 1;
+            }
+            Ok(None) => {
+                self.done = true;
+                self.st.diags.append(&mut self.sc.diags);
+                self.st.finish();
+            }
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Datasets per KPI type so far.
     pub fn counts(&self) -> std::collections::BTreeMap<String, u64> {
         self.st.asm.counts()
@@ -656,21 +676,25 @@ impl TraceReader for DltReader {
             if self.done {
                 return Ok(None);
             }
-            match self.sc.next_msg() {
-                Ok(Some(m)) => {
-                    self.st.message(self.idx, &m);
-                    self.idx += 1;
-                }
-                Ok(None) => {
-                    self.done = true;
-                    self.st.diags.append(&mut self.sc.diags);
-                    self.st.finish();
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
+            self.next_message()?;
+        }
+    }
+
+    /// The items of as many messages as fit in `max`, moved from the
+    /// queue in one go (an item passed up by `next_item` is moved at every
+    /// stage it passes).
+    fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        let want = out.len() + max;
+        loop {
+            let n = (want - out.len()).min(self.st.queue.len());
+            out.extend(self.st.queue.drain(..n));
+            if out.len() == want || !self.st.queue.is_empty() {
+                return Ok(true);
             }
+            if self.done {
+                return Ok(false);
+            }
+            self.next_message()?;
         }
     }
 
@@ -680,6 +704,12 @@ impl TraceReader for DltReader {
 
     fn recycle(&mut self, item: Item) {
         self.st.asm.recycle(item);
+    }
+
+    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        for item in items.drain(..) {
+            self.st.asm.recycle(item);
+        }
     }
 
     fn native_counts(&self) -> Vec<(String, u64)> {
