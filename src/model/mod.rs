@@ -638,7 +638,21 @@ pub struct Annotation {
 
 #[cfg(test)]
 mod tests {
-    use super::Units;
+    #[test]
+    fn utf8_takes_ascii_and_utf8_and_refuses_the_rest() {
+        assert_eq!(utf8(b""), Some(""));
+        assert_eq!(utf8(b"/usr/bin/sleep 10"), Some("/usr/bin/sleep 10"));
+        assert_eq!(
+            utf8("caf\u{e9} \u{1f600}".as_bytes()),
+            Some("caf\u{e9} \u{1f600}")
+        );
+        // A lone continuation byte, a cut sequence, an overlong NUL.
+        for bad in [&b"ab\x80"[..], b"\xe2\x82", b"\xc0\x80"] {
+            assert_eq!(utf8(bad), None, "{bad:?}");
+        }
+    }
+
+    use super::{utf8, Units};
 
     #[test]
     fn units_text_like_pmunitsstr() {
@@ -722,6 +736,19 @@ pub trait TraceReader {
     /// ask `progress()` then), and the total; None where there is none.
     fn progress_shared(&self) -> Option<(std::sync::Arc<std::sync::atomic::AtomicU64>, u64)> {
         None
+    }
+}
+
+/// `b` as text when it is UTF-8. ASCII, nearly all the text of traces, is
+/// recognised a word at a time without the UTF-8 decoder (a cost per
+/// string that showed on command lines and names decoded by the million).
+#[inline]
+pub fn utf8(b: &[u8]) -> Option<&str> {
+    if b.is_ascii() {
+        // SAFETY: ASCII bytes are UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(b) })
+    } else {
+        std::str::from_utf8(b).ok()
     }
 }
 

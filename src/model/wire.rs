@@ -407,7 +407,7 @@ impl<'a> Cursor<'a> {
     }
     fn str(&mut self) -> Result<&'a str> {
         let at = self.at;
-        std::str::from_utf8(self.bytes()?).map_err(|_| damaged(at))
+        crate::model::utf8(self.bytes()?).ok_or_else(|| damaged(at))
     }
 }
 

@@ -32,9 +32,9 @@ pub fn cut_nul(b: &[u8]) -> &[u8] {
 
 /// Text bytes as a value: UTF-8 text when valid, bytes otherwise.
 pub fn text_value(b: &[u8]) -> Value {
-    match std::str::from_utf8(b) {
-        Ok(s) => Value::Str(s.to_string()),
-        Err(_) => Value::Bytes(b.to_vec()),
+    match crate::model::utf8(b) {
+        Some(s) => Value::Str(s.to_string()),
+        None => Value::Bytes(b.to_vec()),
     }
 }
 

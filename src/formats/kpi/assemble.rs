@@ -317,8 +317,8 @@ impl Assembler {
         if let Some(b) = text {
             // The slot after the numbers, if the recycled event has one
             // (`fields` holds at least the numbers now).
-            match (e.fields.get_mut(ints.len()), std::str::from_utf8(b)) {
-                (Some(Value::Str(s)), Ok(t)) => {
+            match (e.fields.get_mut(ints.len()), crate::model::utf8(b)) {
+                (Some(Value::Str(s)), Some(t)) => {
                     s.clear();
                     s.push_str(t);
                 }

@@ -214,7 +214,7 @@ impl<'a> Dataset<'a> {
                 };
                 let name = Some(first)
                     .filter(|n| !n.is_empty())
-                    .and_then(|n| std::str::from_utf8(n).ok())
+                    .and_then(|n| crate::model::utf8(n))
                     .ok_or_else(|| format!("bad IRQ dataset {:?} (no row name)", show()))?
                     .into();
                 // A row with a name only has no columns (not one empty one).

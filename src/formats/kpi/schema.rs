@@ -154,9 +154,13 @@ pub fn proc_instance_name(pid: i64, cmdline: &str) -> String {
 /// [`proc_instance_name`] into `out` (its buffer reused), from the
 /// command line's bytes (invalid UTF-8 replaced, as `from_utf8_lossy`).
 pub fn proc_instance_name_into(out: &mut String, pid: i64, cmdline: &[u8]) {
-    use std::fmt::Write as _;
     out.clear();
-    let _ = write!(out, "{pid} ");
+    out.push_str(itoa::Buffer::new().format(pid));
+    out.push(' ');
+    if let Some(t) = crate::model::utf8(cmdline) {
+        out.push_str(t);
+        return;
+    }
     for chunk in cmdline.utf8_chunks() {
         out.push_str(chunk.valid());
         if !chunk.invalid().is_empty() {

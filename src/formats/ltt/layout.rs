@@ -316,9 +316,9 @@ pub fn decode(ty: &Ty, b: &[u8], at: &mut usize, bo: Bo) -> Result<Value, Decode
             let e = skip(ty, b, p, bo)?;
             *at = e;
             let s = &b[p..e - 1];
-            match std::str::from_utf8(s) {
-                Ok(s) => Value::Str(s.to_string()),
-                Err(_) => Value::Bytes(s.to_vec()),
+            match crate::model::utf8(s) {
+                Some(s) => Value::Str(s.to_string()),
+                None => Value::Bytes(s.to_vec()),
             }
         }
         Ty::Array { len, elem } => {

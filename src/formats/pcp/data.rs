@@ -232,14 +232,14 @@ fn decode_typed_reusing(t: i32, p: &[u8], spare: &mut Vec<String>) -> Value {
         6 => {
             // Strings normally end in a NUL, but not always (value-test).
             let s = p.strip_suffix(&[0]).unwrap_or(p);
-            match std::str::from_utf8(s) {
-                Ok(s) => {
+            match crate::model::utf8(s) {
+                Some(s) => {
                     let mut buf = spare.pop().unwrap_or_default();
                     buf.clear();
                     buf.push_str(s);
                     Value::Str(buf)
                 }
-                Err(_) => Value::Bytes(s.to_vec()),
+                None => Value::Bytes(s.to_vec()),
             }
         }
         9 => decode_events(p, false)

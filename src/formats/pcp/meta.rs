@@ -284,9 +284,9 @@ pub fn parse_into(
                     )));
                 }
                 let name = cstr(&strtab[sidx as usize..]);
-                let range = match std::str::from_utf8(name) {
-                    Ok(n) => out.push_name(n),
-                    Err(_) => {
+                let range = match crate::model::utf8(name) {
+                    Some(n) => out.push_name(n),
+                    None => {
                         non_utf8 = true;
                         out.push_name(&String::from_utf8_lossy(name))
                     }
