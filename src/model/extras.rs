@@ -52,7 +52,7 @@ pub struct Extras(Vec<(ExtraKey, ExtraValue)>);
 /// `a.cmp(b)` for keys, inline: keys are short and share prefixes
 /// (`kpi.`, `dlt.`), and a `memcmp` call per comparison showed in profiles.
 #[inline]
-fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let n = a.len().min(b.len());
     let mut i = 0;
@@ -144,7 +144,8 @@ impl Extras {
                 (ExtraValue::I64(x), ExtraValue::I64(y)) => x == y,
                 (ExtraValue::F64(x), ExtraValue::F64(y)) => x.to_bits() == y.to_bits(),
                 (ExtraValue::Bool(x), ExtraValue::Bool(y)) => x == y,
-                (ExtraValue::Str(x), ExtraValue::Str(y)) => x.as_bytes() == y.as_bytes(),
+                // Short texts (`kpi.kind`): compared inline, not by memcmp.
+                (ExtraValue::Str(x), ExtraValue::Str(y)) => key_eq(x, y),
                 (ExtraValue::Bytes(x), ExtraValue::Bytes(y)) => x == y,
                 _ => false,
             }

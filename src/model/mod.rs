@@ -17,6 +17,7 @@ pub mod time;
 mod types;
 pub mod wire;
 
+pub(crate) use extras::key_order;
 pub use extras::{key_eq, keys, same_address, ExtraKey, ExtraValue, Extras};
 pub use hash::{IntHasher, IntMap, IntSet};
 pub use loss::LossReport;

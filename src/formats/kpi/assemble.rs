@@ -242,10 +242,11 @@ impl Assembler {
         i -= has_raw as usize;
         // Whatever comes before must sort before them (a start key at
         // another address would not).
-        if i >= 1 && &*e[i - 1].0 >= X_BEG_RAW {
+        if i >= 1 && crate::model::key_order(&e[i - 1].0, X_BEG_RAW).is_ge() {
             return false;
         }
         match &mut e[n - 1].1 {
+            ExtraValue::Str(s) if crate::model::key_eq(s, kind.name()) => {}
             ExtraValue::Str(s) => {
                 s.clear();
                 s.push_str(kind.name());
