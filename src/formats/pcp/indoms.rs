@@ -28,11 +28,14 @@ use std::sync::Arc;
 /// next records: one allocation per instance added, none per record.
 type Name = Arc<str>;
 type Orig = HashMap<i32, Option<Name>, BuildHasherDefault<IntHasher>>;
+/// Unordered: a KPI source adds or removes an instance per process event,
+/// and a full record sorts its ids once.
+type Members = HashMap<i32, Name, BuildHasherDefault<IntHasher>>;
 
 #[derive(Default)]
 struct Dom {
     /// Current membership.
-    cur: BTreeMap<i32, Name>,
+    cur: Members,
     /// The state in the last record written of every instance touched
     /// since (None: not a member).
     orig_base: Orig,
