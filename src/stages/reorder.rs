@@ -57,8 +57,8 @@ pub struct Reorder {
     window: i64,
     cap: usize,
     done: bool,
-    /// Items of the inner reader's last run not taken in yet (a run out
-    /// may fill before a run in is through), and the run being read.
+    /// Items of the inner reader's last run not taken in yet (the run out
+    /// filled before the run in was through), and the run being read.
     pending: VecDeque<Item>,
     scratch: Vec<Item>,
     inner_done: bool,
@@ -195,9 +195,27 @@ impl TraceReader for Reorder {
                 self.done = true;
                 continue;
             }
+            // No more than fit: each item taken in lets at most one
+            // leave at once, and the rest wait where they are, so a run
+            // is taken in whole unless ready items fill `out` first.
             let mut run = std::mem::take(&mut self.scratch);
-            let r = self.inner.next_batch(&mut run, RUN_IN);
-            self.pending.extend(run.drain(..));
+            let r = self
+                .inner
+                .next_batch(&mut run, RUN_IN.min(want - out.len()));
+            let mut items = run.drain(..);
+            for item in items.by_ref() {
+                self.accept(item, out);
+                while out.len() < want {
+                    match self.pop_ready() {
+                        Some(it) => out.push(it),
+                        None => break,
+                    }
+                }
+                if out.len() == want {
+                    break;
+                }
+            }
+            self.pending.extend(items);
             self.scratch = run;
             match r {
                 Ok(true) => {}
