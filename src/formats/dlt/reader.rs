@@ -154,10 +154,12 @@ struct State {
     app: [u8; 4],
     ctx: [u8; 4],
     asm: Assembler,
+    /// The items of the messages read, in order: taken in runs by
+    /// `next_batch` (one copy), else through `queue` one by one.
+    staged: Vec<Item>,
     queue: VecDeque<Item>,
     /// Scratch of `message` (allocations reused between messages).
     args: Vec<&'static [u8]>,
-    out: Vec<Item>,
     header: Header,
     diags: Vec<Diagnostic>,
     kpi_msgs: u64,
@@ -223,16 +225,16 @@ impl State {
                         self.beg_storage[k.index()] = Some(stored);
                     }
                 }
-                let mut out = std::mem::take(&mut self.out);
-                if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
+                let mut staged = std::mem::take(&mut self.staged);
+                let from = staged.len();
+                if let Err(e) = self.asm.message(&args, time, raw, &mut staged) {
                     self.warn(m.offset, idx, e);
                 }
                 self.args = crate::model::reuse_vec(args);
-                for it in &mut out {
+                for it in &mut staged[from..] {
                     self.mark_storage(it, Some(stored));
                 }
-                self.queue.extend(out.drain(..));
-                self.out = out;
+                self.staged = staged;
                 for w in std::mem::take(&mut self.asm.warnings) {
                     self.warn(m.offset, idx, w);
                 }
@@ -306,7 +308,7 @@ impl State {
             x.set(X_NOAR, ExtraValue::U64(e.noar as u64));
         }
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
-        self.queue.push_back(Item::Event(Event {
+        self.staged.push(Item::Event(Event {
             time,
             raw_clock: raw,
             type_id,
@@ -420,7 +422,7 @@ impl State {
         {
             t.extras.set(X_UNITS, ExtraValue::List(units));
         }
-        self.queue.push_back(Item::EventType(Arc::new(t)));
+        self.staged.push(Item::EventType(Arc::new(t)));
         id
     }
 
@@ -444,7 +446,7 @@ impl State {
         x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
         x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
-        self.queue.push_back(Item::Annotation(Annotation {
+        self.staged.push(Item::Annotation(Annotation {
             time,
             raw_clock: raw,
             text: String::from_utf8_lossy(&self.text).into_owned(),
@@ -519,7 +521,7 @@ impl State {
         for it in &mut out {
             self.mark_storage(it, None);
         }
-        self.queue.extend(out);
+        self.staged.append(&mut out);
         // Totals over the whole file (datasets flagged, groups left open):
         // no one record to point at.
         let p = Position::new(&self.path);
@@ -603,9 +605,9 @@ impl DltReader {
                 app,
                 ctx,
                 asm: Assembler::new(),
+                staged: Vec::new(),
                 queue: VecDeque::new(),
                 args: Vec::with_capacity(64),
-                out: Vec::new(),
                 header,
                 diags: Vec::new(),
                 kpi_msgs: 0,
@@ -673,6 +675,10 @@ impl TraceReader for DltReader {
             if let Some(it) = self.st.queue.pop_front() {
                 return Ok(Some(it));
             }
+            if !self.st.staged.is_empty() {
+                self.st.queue.extend(self.st.staged.drain(..));
+                continue;
+            }
             if self.done {
                 return Ok(None);
             }
@@ -680,15 +686,26 @@ impl TraceReader for DltReader {
         }
     }
 
-    /// The items of as many messages as fit in `max`, moved from the
-    /// queue in one go (an item passed up by `next_item` is moved at every
-    /// stage it passes).
+    /// The items of as many messages as fit in `max`, copied in one go
+    /// (an item passed up by `next_item` is moved at every stage).
     fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
         let want = out.len() + max;
+        // Items left in the queue by `next_item` come first.
+        while out.len() < want {
+            match self.st.queue.pop_front() {
+                Some(it) => out.push(it),
+                None => break,
+            }
+        }
         loop {
-            let n = (want - out.len()).min(self.st.queue.len());
-            out.extend(self.st.queue.drain(..n));
-            if out.len() == want || !self.st.queue.is_empty() {
+            let room = want - out.len();
+            let staged = &mut self.st.staged;
+            if staged.len() > room {
+                out.extend(staged.drain(..room));
+                return Ok(true);
+            }
+            out.append(staged);
+            if out.len() == want {
                 return Ok(true);
             }
             if self.done {
@@ -729,5 +746,52 @@ impl TraceReader for DltReader {
         v.push(("KPI counter gaps".into(), self.st.mcnt_gaps));
         v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs give what item by item gives, with the two ways mixed, in runs
+    /// shorter and longer than a message's items.
+    #[test]
+    fn runs_give_what_items_one_by_one_give() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/corpus/kpi/kpi-capture.dlt");
+        let input = Input::resolve(&path).unwrap();
+        let opts = ReadOptions::default();
+        let show = |it: &Item| format!("{it:?}");
+        let mut r = DltReader::open(&input, &opts).unwrap();
+        let mut want = Vec::new();
+        while let Some(it) = r.next_item().unwrap() {
+            want.push(show(&it));
+        }
+        assert!(want.len() > 1000, "{} items", want.len());
+        for max in [1, 5, 64, 4096] {
+            let mut r = DltReader::open(&input, &opts).unwrap();
+            let (mut got, mut run) = (Vec::new(), Vec::new());
+            for k in 0.. {
+                if k % 3 == 2 {
+                    match r.next_item().unwrap() {
+                        Some(it) => got.push(show(&it)),
+                        None => break,
+                    }
+                    continue;
+                }
+                let more = r.next_batch(&mut run, max).unwrap();
+                assert!(run.len() <= max, "{} items for at most {max}", run.len());
+                got.extend(run.drain(..).map(|it| show(&it)));
+                if !more {
+                    break;
+                }
+            }
+            assert!(
+                got == want,
+                "runs of {max}: {} items, {} one by one",
+                got.len(),
+                want.len()
+            );
+        }
     }
 }
