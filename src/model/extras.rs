@@ -113,6 +113,15 @@ impl Extras {
             Err(i) => self.0.insert(i, (key, v)),
         }
     }
+    /// Set `key` to the number `v`, written where it lies when the value
+    /// is a number of that kind already (reused items): no drop of the old
+    /// value, no 32-byte value built apart and moved in.
+    pub fn set_i64(&mut self, key: &'static str, v: i64) {
+        match self.get_mut(key) {
+            Some(ExtraValue::I64(x)) => *x = v,
+            _ => self.set(key, ExtraValue::I64(v)),
+        }
+    }
     /// Set `key` to text `v`, in the text buffer it has if it has one
     /// (reused items).
     pub fn set_str(&mut self, key: &'static str, v: &str) {
@@ -319,6 +328,25 @@ pub mod keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_i64_sets_replaces_and_keeps_order() {
+        let mut x = Extras::default();
+        x.set_i64("k.b", 5);
+        x.set("k.a", ExtraValue::Str("t".into()));
+        x.set("k.c", ExtraValue::Str("u".into()));
+        x.set_i64("k.b", -7);
+        x.set_i64("k.c", 9);
+        let got: Vec<_> = x.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        assert_eq!(
+            got,
+            [
+                ("k.a".to_string(), ExtraValue::Str("t".into())),
+                ("k.b".to_string(), ExtraValue::I64(-7)),
+                ("k.c".to_string(), ExtraValue::I64(9)),
+            ]
+        );
+    }
 
     #[test]
     fn key_order_is_text_order() {

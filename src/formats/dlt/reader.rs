@@ -482,7 +482,7 @@ impl State {
         match it {
             // Recycled items may hold an earlier storage time: set or drop.
             Item::Event(e) => match event_storage {
-                Some(t) => e.extras.set(X_STORAGE, ExtraValue::I64(t)),
+                Some(t) => e.extras.set_i64(X_STORAGE, t),
                 None => {
                     e.extras.remove(X_STORAGE);
                 }
@@ -494,7 +494,7 @@ impl State {
                     .and_then(|k| Kind::parse(k.as_bytes()))
                     .and_then(|k| self.beg_storage[k.index()]);
                 match beg {
-                    Some(t) => s.extras.set(X_STORAGE, ExtraValue::I64(t)),
+                    Some(t) => s.extras.set_i64(X_STORAGE, t),
                     None => {
                         s.extras.remove(X_STORAGE);
                     }
