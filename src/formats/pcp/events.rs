@@ -1233,6 +1233,22 @@ mod tests {
         }
     }
 
+    /// The events of `results`, decoded in order.
+    fn decode_all<'a>(
+        dec: &EventDecoder,
+        results: impl IntoIterator<Item = &'a EventResult>,
+    ) -> Vec<Event> {
+        let mut got = Vec::new();
+        for r in results {
+            for (p, insts) in &r.sets {
+                for (inst, pay) in insts {
+                    dec.decode(*p, 10, *inst, pay, &mut got).unwrap();
+                }
+            }
+        }
+        got
+    }
+
     /// An event too large for a value block is dropped and said so; the
     /// events around it are written as if it had not been there, in their
     /// arrays (it was encoded in place into its array's payload).
@@ -1333,15 +1349,7 @@ mod tests {
             results.extend(enc.event(&e, &mut meta));
         }
         results.extend(enc.take());
-        let dec = decoder_for(&t);
-        let mut got = Vec::new();
-        for r in &results {
-            for (p, insts) in &r.sets {
-                for (inst, pay) in insts {
-                    dec.decode(*p, 10, *inst, pay, &mut got).unwrap();
-                }
-            }
-        }
+        let got = decode_all(&decoder_for(&t), &results);
         let got: Vec<_> = got.iter().map(|e| e.extras.clone()).collect();
         assert_eq!(got, seq.to_vec());
     }
@@ -1391,14 +1399,7 @@ mod tests {
         let second = enc.take().unwrap();
         assert!(!enc.loss.has_loss(), "{}", enc.loss);
         let dec = decoder_for(&t);
-        let mut got = Vec::new();
-        for r in [&first, &second] {
-            for (p, insts) in &r.sets {
-                for (inst, pay) in insts {
-                    dec.decode(*p, 10, *inst, pay, &mut got).unwrap();
-                }
-            }
-        }
+        let got = decode_all(&dec, [&first, &second]);
         assert_eq!(got, vec![ev(0), ev(1), ev(1)]);
         // A cut array is a positioned error upstream, never a panic.
         let pay = &second.sets[0].1[0].1;
