@@ -86,17 +86,16 @@ fn text_in(b: &[u8], mut buf: Vec<u8>) -> Value {
     text_owned(buf)
 }
 
-/// Make `metrics` hold one empty value list per id of `ids`, reusing the
-/// lists it has.
+/// Make `metrics` hold one value list per id of `ids`, reusing the lists
+/// it has; the values they hold are overwritten by [`fill`].
 fn columns(metrics: &mut Vec<MetricValues>, ids: &[MetricId]) {
     metrics.truncate(ids.len());
     for (i, id) in ids.iter().enumerate() {
         match metrics.get_mut(i) {
             Some(m) => {
                 m.metric = *id;
-                match &mut m.values {
-                    Ok(v) => v.clear(),
-                    Err(_) => m.values = Ok(Vec::new()),
+                if m.values.is_err() {
+                    m.values = Ok(Vec::new());
                 }
             }
             None => metrics.push(MetricValues {
@@ -105,6 +104,28 @@ fn columns(metrics: &mut Vec<MetricValues>, ids: &[MetricId]) {
             }),
         }
     }
+}
+
+/// `col` becomes `vals`, numbers written where they lie: clearing the
+/// list first dropped its values one by one (a sample of a recycled KPI
+/// group holds hundreds), and most keep their kind.
+fn fill(col: &mut Vec<(InstId, Value)>, vals: impl Iterator<Item = (InstId, Value)>) {
+    let mut n = 0;
+    for (id, v) in vals {
+        match col.get_mut(n) {
+            Some(slot) => {
+                slot.0 = id;
+                match (&mut slot.1, v) {
+                    (Value::I64(x), Value::I64(y)) => *x = y,
+                    (Value::U64(x), Value::U64(y)) => *x = y,
+                    (old, v) => *old = v,
+                }
+            }
+            None => col.push((id, v)),
+        }
+        n += 1;
+    }
+    col.truncate(n);
 }
 
 impl Assembler {
@@ -601,20 +622,23 @@ impl Assembler {
                 columns(&mut s.metrics, &schema::ACT_METRICS);
                 for (c, m) in s.metrics.iter_mut().enumerate() {
                     let Ok(col) = &mut m.values else { continue };
-                    for (pid, v) in &o.act {
-                        // cpu, io_bytes, io_wait are unsigned in dlt-kpi (%lu).
-                        let val = if c == 1 || c == 2 {
-                            Value::I64(v[c])
-                        } else {
-                            Value::U64(v[c] as u64)
-                        };
-                        col.push((*pid as InstId, val));
-                    }
+                    fill(
+                        col,
+                        o.act.iter().map(|(pid, v)| {
+                            // cpu, io_bytes, io_wait are unsigned in dlt-kpi (%lu).
+                            let val = if c == 1 || c == 2 {
+                                Value::I64(v[c])
+                            } else {
+                                Value::U64(v[c] as u64)
+                            };
+                            (*pid as InstId, val)
+                        }),
+                    );
                 }
             } else {
                 columns(&mut s.metrics, &[schema::IRQ_COUNT]);
                 if let Some(Ok(col)) = s.metrics.first_mut().map(|m| &mut m.values) {
-                    col.extend(o.irq.iter().map(|&(id, n)| (id, Value::U64(n))));
+                    fill(col, o.irq.iter().map(|&(id, n)| (id, Value::U64(n))));
                 }
             }
             Self::group_extras(&mut s.extras, kind, o.group, None, None);
@@ -669,6 +693,31 @@ pub fn text_value(b: &[u8]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refilled value list holds exactly the new values, in order,
+    /// whatever kinds and how many it held before.
+    #[test]
+    fn fill_gives_exactly_the_new_values() {
+        let mut col = vec![
+            (1, Value::I64(5)),
+            (2, Value::Str("x".into())),
+            (3, Value::U64(7)),
+        ];
+        fill(
+            &mut col,
+            [(4, Value::I64(-1)), (5, Value::U64(2))].into_iter(),
+        );
+        assert_eq!(col, [(4, Value::I64(-1)), (5, Value::U64(2))]);
+        let more = [
+            (6, Value::U64(1)),
+            (7, Value::I64(2)),
+            (8, Value::Str("y".into())),
+        ];
+        fill(&mut col, more.clone().into_iter());
+        assert_eq!(col, more);
+        fill(&mut col, std::iter::empty());
+        assert!(col.is_empty());
+    }
 
     /// Messages of every type, groups with and without BEG/END, repeated
     /// so that recycled items come back for other types and groups.
