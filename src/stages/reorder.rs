@@ -119,9 +119,7 @@ impl Reorder {
         };
         w.map(|w| w.item)
     }
-}
 
-impl Reorder {
     /// Take `item` in: it waits, or it leaves at once (into `out`) when it
     /// has no time or would be the first to leave anyway.
     fn accept(&mut self, item: Item, out: &mut Vec<Item>) {
