@@ -16,6 +16,27 @@ pub enum ExtraValue {
     List(Vec<ExtraValue>),
 }
 
+impl ExtraValue {
+    /// Become the number `x`, written where it lies when this is a number
+    /// of that kind already (reused items): no drop of the old value, no
+    /// 32-byte value built apart and moved in (that stalled in profiles).
+    #[inline]
+    pub fn put_i64(&mut self, x: i64) {
+        match self {
+            ExtraValue::I64(y) => *y = x,
+            v => *v = ExtraValue::I64(x),
+        }
+    }
+    /// [`Self::put_i64`] for an unsigned number.
+    #[inline]
+    pub fn put_u64(&mut self, x: u64) {
+        match self {
+            ExtraValue::U64(y) => *y = x,
+            v => *v = ExtraValue::U64(x),
+        }
+    }
+}
+
 impl std::fmt::Display for ExtraValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -113,13 +134,12 @@ impl Extras {
             Err(i) => self.0.insert(i, (key, v)),
         }
     }
-    /// Set `key` to the number `v`, written where it lies when the value
-    /// is a number of that kind already (reused items): no drop of the old
-    /// value, no 32-byte value built apart and moved in.
+    /// Set `key` to the number `v`, in place where the key is there
+    /// ([`ExtraValue::put_i64`]).
     pub fn set_i64(&mut self, key: &'static str, v: i64) {
         match self.get_mut(key) {
-            Some(ExtraValue::I64(x)) => *x = v,
-            _ => self.set(key, ExtraValue::I64(v)),
+            Some(x) => x.put_i64(v),
+            None => self.set(key, ExtraValue::I64(v)),
         }
     }
     /// Set `key` to text `v`, in the text buffer it has if it has one

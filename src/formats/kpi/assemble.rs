@@ -274,18 +274,10 @@ impl Assembler {
             }
             v => *v = ExtraValue::Str(kind.name().to_string()),
         }
-        // Numbers written where they lie (a value built apart, moved in
-        // after the old one is dropped, stalled here).
-        match &mut e[n - 2].1 {
-            ExtraValue::U64(g) => *g = group,
-            v => *v = ExtraValue::U64(group),
-        }
+        e[n - 2].1.put_u64(group);
         let t_at = i + has_raw as usize;
         match (beg_time, has_time) {
-            (Some(t), true) => match &mut e[t_at].1 {
-                ExtraValue::I64(x) => *x = t,
-                v => *v = ExtraValue::I64(t),
-            },
+            (Some(t), true) => e[t_at].1.put_i64(t),
             (Some(t), false) => e.insert(t_at, (X_BEG_TIME.into(), ExtraValue::I64(t))),
             (None, true) => {
                 e.remove(t_at);
@@ -293,10 +285,7 @@ impl Assembler {
             (None, false) => {}
         }
         match (beg_raw, has_raw) {
-            (Some(r), true) => match &mut e[i].1 {
-                ExtraValue::U64(x) => *x = r,
-                v => *v = ExtraValue::U64(r),
-            },
+            (Some(r), true) => e[i].1.put_u64(r),
             (Some(r), false) => e.insert(i, (X_BEG_RAW.into(), ExtraValue::U64(r))),
             (None, true) => {
                 e.remove(i);
