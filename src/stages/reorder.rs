@@ -120,6 +120,17 @@ impl Reorder {
         w.map(|w| w.item)
     }
 
+    /// Ready items into `out` until it holds `want`; true when it does.
+    fn leave_ready(&mut self, out: &mut Vec<Item>, want: usize) -> bool {
+        while out.len() < want {
+            match self.pop_ready() {
+                Some(it) => out.push(it),
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// Take `item` in: it waits, or it leaves at once (into `out`) when it
     /// has no time or would be the first to leave anyway.
     fn accept(&mut self, item: Item, out: &mut Vec<Item>) {
@@ -169,13 +180,7 @@ impl TraceReader for Reorder {
     fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
         let want = out.len() + max;
         loop {
-            while out.len() < want {
-                match self.pop_ready() {
-                    Some(it) => out.push(it),
-                    None => break,
-                }
-            }
-            if out.len() == want {
+            if self.leave_ready(out, want) {
                 return Ok(true);
             }
             if let Some(item) = self.pending.pop_front() {
@@ -203,13 +208,7 @@ impl TraceReader for Reorder {
             let mut items = run.drain(..);
             for item in items.by_ref() {
                 self.accept(item, out);
-                while out.len() < want {
-                    match self.pop_ready() {
-                        Some(it) => out.push(it),
-                        None => break,
-                    }
-                }
-                if out.len() == want {
+                if self.leave_ready(out, want) {
                     break;
                 }
             }
