@@ -248,11 +248,11 @@ pub struct EventEncoder {
     last_extras: Vec<(String, XKind, Option<MetricId>)>,
     /// The last event's extras and their parameters as encoded: the events
     /// of one message share them (a KPI dataset list: five of an event's
-    /// nine parameters), and are then copied, not encoded again.
+    /// nine parameters), and are then copied, not encoded again. Empty at
+    /// first, which is what an event without extras encodes to.
     tail_extras: Extras,
     tail: Vec<u8>,
     tail_params: u32,
-    tail_valid: bool,
     /// Buffers of written results, for the next ones.
     spare_payloads: Vec<Vec<u8>>,
     spare_lists: Vec<Vec<(InstId, u32, Vec<u8>)>>,
@@ -305,7 +305,6 @@ impl EventEncoder {
             tail_extras: Extras::default(),
             tail: Vec::new(),
             tail_params: 0,
-            tail_valid: false,
             spare_payloads: Vec::new(),
             spare_lists: Vec::new(),
             spare_sets: Vec::new(),
@@ -588,34 +587,33 @@ impl EventEncoder {
                 out,
             );
         }
-        let same_tail = self.tail_valid && e.extras.same_bits(&self.tail_extras);
+        let same_tail = e.extras.same_bits(&self.tail_extras);
         let mut ids = std::mem::take(&mut self.extra_ids);
         ids.clear();
-        for (n, (k, v)) in e.extras.iter().enumerate() {
-            if same_tail {
-                break;
-            }
-            let kind = XKind::of(v);
-            // An entry maps a key to its parameter, whichever event left
-            // it: a match is right even past the last event's keys.
-            let id = match self.last_extras.get(n) {
-                Some((lk, lkind, id)) if *lkind == kind && crate::model::key_eq(lk, k) => *id,
-                _ => {
-                    let id = self.extra_param(k, kind, out);
-                    // Overwrite entry n in place: its key text keeps its buffer.
-                    match self.last_extras.get_mut(n) {
-                        Some(slot) => {
-                            slot.0.clear();
-                            slot.0.push_str(k);
-                            slot.1 = kind;
-                            slot.2 = id;
+        if !same_tail {
+            for (n, (k, v)) in e.extras.iter().enumerate() {
+                let kind = XKind::of(v);
+                // An entry maps a key to its parameter, whichever event left
+                // it: a match is right even past the last event's keys.
+                let id = match self.last_extras.get(n) {
+                    Some((lk, lkind, id)) if *lkind == kind && crate::model::key_eq(lk, k) => *id,
+                    _ => {
+                        let id = self.extra_param(k, kind, out);
+                        // Overwrite entry n in place: its key text keeps its buffer.
+                        match self.last_extras.get_mut(n) {
+                            Some(slot) => {
+                                slot.0.clear();
+                                slot.0.push_str(k);
+                                slot.1 = kind;
+                                slot.2 = id;
+                            }
+                            None => self.last_extras.push((k.to_string(), kind, id)),
                         }
-                        None => self.last_extras.push((k.to_string(), kind, id)),
+                        id
                     }
-                    id
-                }
-            };
-            ids.push(id);
+                };
+                ids.push(id);
+            }
         }
         // The record is encoded straight into the batch's payload for
         // (record, instance): no second copy.
@@ -697,7 +695,6 @@ impl EventEncoder {
             self.tail.extend_from_slice(&rec[from..]);
             self.tail_params = np - np0;
             self.tail_extras.copy_from(&e.extras);
-            self.tail_valid = true;
         }
         self.extra_ids = ids;
         rec[np_at..np_at + 4].copy_from_slice(&np.to_be_bytes());
