@@ -639,6 +639,8 @@ pub struct Annotation {
 
 #[cfg(test)]
 mod tests {
+    use super::{utf8, Units};
+
     #[test]
     fn utf8_takes_ascii_and_utf8_and_refuses_the_rest() {
         assert_eq!(utf8(b""), Some(""));
@@ -652,8 +654,6 @@ mod tests {
             assert_eq!(utf8(bad), None, "{bad:?}");
         }
     }
-
-    use super::{utf8, Units};
 
     #[test]
     fn units_text_like_pmunitsstr() {
@@ -750,6 +750,15 @@ pub fn utf8(b: &[u8]) -> Option<&str> {
         Some(unsafe { std::str::from_utf8_unchecked(b) })
     } else {
         std::str::from_utf8(b).ok()
+    }
+}
+
+/// Text bytes as a value: UTF-8 text when valid, bytes otherwise (DLT
+/// string arguments, command lines).
+pub fn text_value(b: &[u8]) -> Value {
+    match utf8(b) {
+        Some(s) => Value::Str(s.to_string()),
+        None => Value::Bytes(b.to_vec()),
     }
 }
 

@@ -30,14 +30,6 @@ pub fn cut_nul(b: &[u8]) -> &[u8] {
     &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
 }
 
-/// Text bytes as a value: UTF-8 text when valid, bytes otherwise.
-pub fn text_value(b: &[u8]) -> Value {
-    match crate::model::utf8(b) {
-        Some(s) => Value::Str(s.to_string()),
-        None => Value::Bytes(b.to_vec()),
-    }
-}
-
 /// `Enum{1, false/true}`: how a DLT BOOL is typed in the model.
 pub fn bool_type() -> FieldType {
     FieldType::Enum {
@@ -99,7 +91,7 @@ pub fn decode<'a>(m: &Msg<'a>, out: &mut Vec<Arg<'a>>) -> Result<(), String> {
                 name = Some(name_only(&mut c).ok_or_else(short)?);
             }
             let s = c.bytes(len as usize).ok_or_else(short)?;
-            (FieldType::String, text_value(cut_nul(s)))
+            (FieldType::String, crate::model::text_value(cut_nul(s)))
         } else if ti & TI_BOOL != 0 {
             if vari {
                 name = Some(name_only(&mut c).ok_or_else(short)?);
@@ -156,7 +148,7 @@ pub fn decode<'a>(m: &Msg<'a>, out: &mut Vec<Arg<'a>>) -> Result<(), String> {
         } else if ti & TI_TRAI != 0 {
             let len = c.u16().ok_or_else(short)?;
             let s = c.bytes(len as usize).ok_or_else(short)?;
-            (FieldType::String, text_value(cut_nul(s)))
+            (FieldType::String, crate::model::text_value(cut_nul(s)))
         } else {
             return Err(format!(
                 "argument {i}: type info 0x{ti:08x} (arrays, structs) is not supported"

@@ -663,19 +663,11 @@ impl Assembler {
     }
 }
 
-/// [`text_value`] of bytes owned already (no copy).
+/// [`crate::model::text_value`] of bytes owned already (no copy).
 fn text_owned(b: Vec<u8>) -> Value {
     match String::from_utf8(b) {
         Ok(s) => Value::Str(s),
         Err(e) => Value::Bytes(e.into_bytes()),
-    }
-}
-
-/// Command lines are bytes; keep them as text when they are UTF-8.
-pub fn text_value(b: &[u8]) -> Value {
-    match std::str::from_utf8(b) {
-        Ok(s) => Value::Str(s.to_string()),
-        Err(_) => Value::Bytes(b.to_vec()),
     }
 }
 
