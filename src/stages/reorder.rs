@@ -132,14 +132,20 @@ impl Reorder {
     }
 
     /// Take `item` in: it waits, or it leaves at once (into `out`) when it
-    /// has no time or would be the first to leave anyway.
-    fn accept(&mut self, item: Item, out: &mut Vec<Item>) {
+    /// has no time or would be the first to leave anyway. False when no
+    /// waiting item can have become ready: it left at once and the newest
+    /// time did not move (most items of a source that restarted its clock;
+    /// looking for ready items after each of them cost more than the rest).
+    fn accept(&mut self, item: Item, out: &mut Vec<Item>) -> bool {
         let Some(t) = item.time() else {
             // Definitions without a time pass at once.
             out.push(item);
-            return;
+            return false;
         };
-        self.newest = Some(self.newest.map_or(t, |n| n.max(t)));
+        let moved = self.newest.is_none_or(|n| t > n);
+        if moved {
+            self.newest = Some(t);
+        }
         self.seq += 1;
         // Settled already and earlier than all that waits: it would leave
         // first, so it leaves now (a source that restarts its clock sends
@@ -149,7 +155,7 @@ impl Reorder {
             && self.heap.peek().is_none_or(|h| t < h.0.time);
         if settled && first {
             out.push(item);
-            return;
+            return moved;
         }
         let w = Waiting {
             time: t,
@@ -161,6 +167,7 @@ impl Reorder {
         } else {
             self.heap.push(Reverse(w));
         }
+        true
     }
 }
 
@@ -207,8 +214,8 @@ impl TraceReader for Reorder {
                 .next_batch(&mut run, RUN_IN.min(want - out.len()));
             let mut items = run.drain(..);
             for item in items.by_ref() {
-                self.accept(item, out);
-                if self.leave_ready(out, want) {
+                let woke = self.accept(item, out);
+                if out.len() >= want || (woke && self.leave_ready(out, want)) {
                     break;
                 }
             }
