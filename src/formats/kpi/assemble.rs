@@ -30,6 +30,14 @@ struct EventAt {
     beg_raw: Option<u64>,
 }
 
+/// The extras say where the group began: `kpi.beg_time` (at the address
+/// this module sets it with) sorts third from the end, before `kpi.group`
+/// and `kpi.kind`.
+fn has_start(x: &Extras) -> bool {
+    let e = x.entries();
+    e.len() >= 3 && same_address(&e[e.len() - 3].0, X_BEG_TIME)
+}
+
 /// The value lists of a closed group, kept for the next one.
 type GroupBuffers = (Vec<(i64, [i64; 5])>, Vec<(InstId, u64)>);
 
@@ -60,7 +68,11 @@ pub struct Assembler {
     flags: BTreeMap<&'static str, (u64, String)>,
     /// Problems in the data (bad datasets, sanity flags); not fatal.
     pub warnings: Vec<String>,
-    spare_events: Vec<Event>,
+    /// Recycled events, apart by whether their extras say where the group
+    /// began ([1]) or not ([0]): an event taken from the pool of its own
+    /// kind has its extras in place; from the other, two entries are
+    /// inserted or removed (that churn was a fifth of `group_extras`).
+    spare_events: [Vec<Event>; 2],
     spare_texts: Vec<Vec<u8>>,
     spare_samples: Vec<Sample>,
     spare_indoms: Vec<IndomUpdate>,
@@ -155,7 +167,7 @@ impl Assembler {
     /// An item the writer is done with: its buffers serve a later item.
     pub fn recycle(&mut self, item: Item) {
         match item {
-            Item::Event(mut e) if self.spare_events.len() < POOL => {
+            Item::Event(mut e) => {
                 // Fields stay as they are: `event` sets them where they lie
                 // (a value built apart and moved into its slot stalls on
                 // store forwarding), text buffers included.
@@ -163,7 +175,10 @@ impl Assembler {
                 if ![schema::NEW_TYPE, schema::STP_TYPE, schema::CHK_TYPE].contains(&e.type_id) {
                     e.extras.clear();
                 }
-                self.spare_events.push(e);
+                let pool = &mut self.spare_events[has_start(&e.extras) as usize];
+                if pool.len() < POOL {
+                    pool.push(e);
+                }
             }
             Item::Sample(s) if self.spare_samples.len() < POOL => self.spare_samples.push(s),
             Item::Indom(u) if self.spare_indoms.len() < POOL => self.spare_indoms.push(u),
@@ -314,7 +329,10 @@ impl Assembler {
         ints: &[i64],
         text: Option<&[u8]>,
     ) -> Item {
-        let mut e = self.spare_events.pop().unwrap_or_default();
+        let own = at.beg_time.is_some() as usize;
+        let mut e = (self.spare_events[own].pop())
+            .or_else(|| self.spare_events[1 - own].pop())
+            .unwrap_or_default();
         e.time = at.time;
         e.raw_clock = at.raw_clock;
         e.type_id = type_id;
