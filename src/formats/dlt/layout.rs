@@ -297,10 +297,36 @@ pub fn string_args<'a>(m: &Msg<'a>, out: &mut Vec<&'a [u8]>) -> bool {
         let Some(s) = c.bytes(len as usize) else {
             return false;
         };
-        let n = memchr::memchr(0, s).unwrap_or(s.len());
-        out.push(&s[..n]);
+        out.push(&s[..first_nul(s)]);
     }
     true
+}
+
+/// Where the first NUL of `s` is (its length if none). String arguments
+/// are mostly under 32 bytes (KPI types, datasets): a word at a time,
+/// inline, costs less than the vectorised search's call and set-up, which
+/// was three quarters of [`string_args`]; long ones still go to `memchr`.
+#[inline]
+fn first_nul(s: &[u8]) -> usize {
+    if s.len() > 64 {
+        return memchr::memchr(0, s).unwrap_or(s.len());
+    }
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for w in words.by_ref() {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or_default());
+        // The lowest byte flagged is the first zero byte (a borrow can
+        // only flag bytes above a zero one).
+        let z = x.wrapping_sub(ONES) & !x & HIGHS;
+        if z != 0 {
+            return at + (z.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    let rest = words.remainder();
+    at + rest.iter().position(|&b| b == 0).unwrap_or(rest.len())
 }
 
 /// Append one verbose ASCII string argument (type info 0x200, u16 length
@@ -367,4 +393,34 @@ pub fn put_record_flags(out: &mut Vec<u8>, flags: u8, r: &RecordSpec) {
         out.extend_from_slice(&r.ctid);
     }
     out.extend_from_slice(r.payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_nul;
+
+    #[test]
+    fn first_nul_finds_the_first_zero_byte() {
+        // Every length around the word and the memchr bounds, a NUL at
+        // every place (and a second one after it), or none.
+        for len in 0..80usize {
+            let base: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert_eq!(first_nul(&base), len, "no NUL, length {len}");
+            for at in 0..len {
+                let mut s = base.clone();
+                s[at] = 0;
+                if at + 3 < len {
+                    s[at + 3] = 0;
+                }
+                assert_eq!(first_nul(&s), at, "length {len}, NUL at {at}");
+            }
+        }
+        // Bytes above 0x80 and 0x01 next to a NUL (the borrow cases).
+        let s = [0x80u8, 0x01, 0xff, 0x00, 0x01, 0x00, 0x80, 0x01, 0x00];
+        assert_eq!(first_nul(&s), 3);
+        assert_eq!(
+            first_nul(&[0x01u8, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0]),
+            8
+        );
+    }
 }
