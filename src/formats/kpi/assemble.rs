@@ -38,6 +38,19 @@ fn has_start(x: &Extras) -> bool {
     e.len() >= 3 && same_address(&e[e.len() - 3].0, X_BEG_TIME)
 }
 
+/// Pools of recycled events: one per KPI event type and start flag, one
+/// for other events (their extras cleared).
+const POOLS: usize = 7;
+
+fn pool_of(type_id: EventTypeId, start: bool) -> usize {
+    match type_id {
+        schema::NEW_TYPE | schema::STP_TYPE | schema::CHK_TYPE => {
+            (type_id - schema::NEW_TYPE) as usize * 2 + start as usize
+        }
+        _ => POOLS - 1,
+    }
+}
+
 /// The value lists of a closed group, kept for the next one.
 type GroupBuffers = (Vec<(i64, [i64; 5])>, Vec<(InstId, u64)>);
 
@@ -68,11 +81,12 @@ pub struct Assembler {
     flags: BTreeMap<&'static str, (u64, String)>,
     /// Problems in the data (bad datasets, sanity flags); not fatal.
     pub warnings: Vec<String>,
-    /// Recycled events, apart by whether their extras say where the group
-    /// began ([1]) or not ([0]): an event taken from the pool of its own
-    /// kind has its extras in place; from the other, two entries are
-    /// inserted or removed (that churn was a fifth of `group_extras`).
-    spare_events: [Vec<Event>; 2],
+    /// Recycled events, apart by type and by whether their extras say
+    /// where the group began (see [`pool_of`]): an event taken from its
+    /// own pool has its fields and extras laid out as it needs them; from
+    /// another, fields and two extras entries are added or dropped (that
+    /// churn was a third of `event`).
+    spare_events: [Vec<Event>; POOLS],
     spare_texts: Vec<Vec<u8>>,
     spare_samples: Vec<Sample>,
     spare_indoms: Vec<IndomUpdate>,
@@ -175,7 +189,7 @@ impl Assembler {
                 if ![schema::NEW_TYPE, schema::STP_TYPE, schema::CHK_TYPE].contains(&e.type_id) {
                     e.extras.clear();
                 }
-                let pool = &mut self.spare_events[has_start(&e.extras) as usize];
+                let pool = &mut self.spare_events[pool_of(e.type_id, has_start(&e.extras))];
                 if pool.len() < POOL {
                     pool.push(e);
                 }
@@ -329,10 +343,13 @@ impl Assembler {
         ints: &[i64],
         text: Option<&[u8]>,
     ) -> Item {
-        let own = at.beg_time.is_some() as usize;
-        let mut e = (self.spare_events[own].pop())
-            .or_else(|| self.spare_events[1 - own].pop())
-            .unwrap_or_default();
+        let own = pool_of(type_id, at.beg_time.is_some());
+        let mut e = match self.spare_events[own].pop() {
+            Some(e) => e,
+            None => (self.spare_events.iter_mut())
+                .find_map(|p| p.pop())
+                .unwrap_or_default(),
+        };
         e.time = at.time;
         e.raw_clock = at.raw_clock;
         e.type_id = type_id;
