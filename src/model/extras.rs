@@ -67,8 +67,53 @@ pub type ExtraKey = Cow<'static, str>;
 /// Extras as a small map kept sorted by key: items carry a handful of
 /// entries, so a sorted Vec beats a tree (one allocation, no nodes), and
 /// constant keys cost nothing. Iteration is in key order, as before.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Extras(Vec<(ExtraKey, ExtraValue)>);
+///
+/// Each also carries a stamp of its contents: 0 (none) after any change,
+/// a number no other contents had once [`Extras::restamp`] gives one, and
+/// copied with the contents. Equal stamps other than 0 mean equal contents
+/// without comparing them: the thread hand-off (`wire`) stamps the extras
+/// it decodes and leaves them as they were for an item that has the same,
+/// so the PCP event encoder sees at once that they are the ones it encoded
+/// last. (Stamping at every change cost the reading thread more than the
+/// comparisons it saved.)
+#[derive(Clone, Default)]
+pub struct Extras(Vec<(ExtraKey, ExtraValue)>, Stamp);
+
+type Stamp = u64;
+
+/// Stamps come in blocks of 2^32 per thread (one atomic step per block,
+/// none per stamp): unique across threads without the two CPUs sharing a
+/// counter's cache line.
+fn new_stamp() -> Stamp {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static BLOCKS: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NEXT: Cell<Stamp> = const { Cell::new(0) };
+    }
+    NEXT.with(|n| {
+        let mut s = n.get();
+        if s & 0xffff_ffff == 0 {
+            // First use on this thread, or the block is spent.
+            s = BLOCKS.fetch_add(1, Ordering::Relaxed) << 32;
+            s += 1;
+        }
+        n.set(s + 1);
+        s
+    })
+}
+
+impl PartialEq for Extras {
+    fn eq(&self, o: &Extras) -> bool {
+        self.0 == o.0
+    }
+}
+
+impl std::fmt::Debug for Extras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Extras").field(&self.0).finish()
+    }
+}
 
 /// `a.cmp(b)` for keys, inline: keys are short and share prefixes
 /// (`kpi.`, `dlt.`), and a `memcmp` call per comparison showed in profiles.
@@ -111,7 +156,7 @@ pub fn key_eq(a: &str, b: &str) -> bool {
 
 impl Extras {
     pub fn with_capacity(n: usize) -> Extras {
-        Extras(Vec::with_capacity(n))
+        Extras(Vec::with_capacity(n), 0)
     }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -128,6 +173,7 @@ impl Extras {
     }
     /// Set `key` (a `&'static str` constant or an owned `String`).
     pub fn set(&mut self, key: impl Into<ExtraKey>, v: ExtraValue) {
+        self.touch();
         let key = key.into();
         match self.find(&key) {
             Ok(i) => self.0[i].1 = v,
@@ -160,13 +206,30 @@ impl Extras {
     /// The entries, for `wire` to fill in the order `entries` gave them
     /// (key order stays as it was).
     pub(crate) fn entries_mut(&mut self) -> &mut Vec<(ExtraKey, ExtraValue)> {
+        self.touch();
         &mut self.0
     }
-    /// The same keys with values equal to the bit (`-0.0` is not `0.0`
-    /// here, a NaN is its own payload); lists never are. Consecutive items
-    /// of one message mostly carry the same extras: the thread hand-off
-    /// (`wire`) and the PCP event encoder then reuse what they made of them.
+    /// Every change, and every handing out of a way to change them, drops
+    /// the stamp.
+    #[inline]
+    fn touch(&mut self) {
+        self.1 = 0;
+    }
+    /// A stamp no other contents had, for extras that will be compared
+    /// with copies of themselves (see [`Extras::same_bits`]).
+    pub(crate) fn restamp(&mut self) {
+        self.1 = new_stamp();
+    }
+    /// The same stamp (contents unchanged since one was copied from the
+    /// other), or the same keys with values equal to the bit (`-0.0` is not
+    /// `0.0` here, a NaN is its own payload; lists never are). Consecutive
+    /// items of one message mostly carry the same extras: the thread
+    /// hand-off (`wire`) and the PCP event encoder then reuse what they made
+    /// of them.
     pub(crate) fn same_bits(&self, other: &Extras) -> bool {
+        if self.1 != 0 && self.1 == other.1 {
+            return true;
+        }
         fn same(a: &ExtraValue, b: &ExtraValue) -> bool {
             match (a, b) {
                 (ExtraValue::U64(x), ExtraValue::U64(y)) => x == y,
@@ -188,6 +251,7 @@ impl Extras {
     }
     /// Become a copy of `src`, in the text buffers this one has.
     pub(crate) fn copy_from(&mut self, src: &Extras) {
+        self.1 = src.1;
         let d = &mut self.0;
         d.truncate(src.0.len());
         for (i, (k, v)) in src.0.iter().enumerate() {
@@ -210,12 +274,16 @@ impl Extras {
     }
     /// Drop every entry, keeping the allocation (reused items).
     pub fn clear(&mut self) {
+        self.touch();
         self.0.clear();
     }
     pub fn remove(&mut self, key: &str) -> Option<ExtraValue> {
-        self.find(key).ok().map(|i| self.0.remove(i).1)
+        let i = self.find(key).ok()?;
+        self.touch();
+        Some(self.0.remove(i).1)
     }
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &ExtraValue) -> bool) {
+        self.touch();
         self.0.retain(|(k, v)| keep(k, v));
     }
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &ExtraValue)> {
@@ -232,7 +300,9 @@ impl Extras {
         self.find(key).ok().map(|i| &self.0[i].1)
     }
     pub fn get_mut(&mut self, key: &str) -> Option<&mut ExtraValue> {
-        self.find(key).ok().map(|i| &mut self.0[i].1)
+        let i = self.find(key).ok()?;
+        self.touch();
+        Some(&mut self.0[i].1)
     }
     pub fn u64(&self, key: &str) -> Option<u64> {
         match self.get(key)? {
@@ -348,6 +418,59 @@ pub mod keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every way to change extras drops the stamp: a copy changed any way
+    /// is never taken for the original by its stamp.
+    #[test]
+    fn a_changed_copy_is_not_the_same_by_stamp() {
+        let mut a = Extras::default();
+        a.set("k.a", ExtraValue::U64(1));
+        a.set("k.b", ExtraValue::Str("x".into()));
+        a.restamp();
+        let same = a.clone();
+        assert!(same.same_bits(&a) && same.1 == a.1 && a.1 != 0);
+        let mut copied = Extras::default();
+        copied.copy_from(&a);
+        assert_eq!(copied.1, a.1);
+        type Change = (&'static str, fn(&mut Extras));
+        let changes: Vec<Change> = vec![
+            ("set", |x| x.set("k.a", ExtraValue::U64(2))),
+            ("set_i64", |x| x.set_i64("k.a", 7)),
+            ("set_str", |x| x.set_str("k.b", "y")),
+            ("get_mut", |x| {
+                if let Some(v) = x.get_mut("k.a") {
+                    *v = ExtraValue::U64(3);
+                }
+            }),
+            ("entries_mut", |x| x.entries_mut()[0].1 = ExtraValue::U64(4)),
+            ("clear", |x| x.clear()),
+            ("remove", |x| {
+                x.remove("k.a");
+            }),
+            ("retain", |x| x.retain(|k, _| k != "k.b")),
+            ("copy_from", |x| {
+                let mut o = Extras::default();
+                o.set("k.z", ExtraValue::Bool(true));
+                x.copy_from(&o);
+            }),
+        ];
+        for (name, change) in changes {
+            let mut b = a.clone();
+            change(&mut b);
+            assert_ne!(b, a, "{name} changed nothing");
+            assert!(!b.same_bits(&a), "{name}: taken for the original");
+        }
+        // Stamps differ between extras stamped apart, on any thread.
+        let mut c = a.clone();
+        c.restamp();
+        let other = std::thread::spawn(|| {
+            let mut d = Extras::default();
+            d.restamp();
+            d.1
+        });
+        let d = other.join().unwrap_or(0);
+        assert!(c.1 != a.1 && d != a.1 && d != c.1 && d != 0);
+    }
 
     #[test]
     fn set_i64_sets_replaces_and_keeps_order() {

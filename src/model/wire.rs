@@ -728,6 +728,9 @@ fn get_extras(
             spare_extra(pool, v);
         }
     }
+    // Items that follow with the same extras keep these as they are: the
+    // writer then knows them by their stamp.
+    x.restamp();
     Ok(())
 }
 
