@@ -536,7 +536,7 @@ impl Assembler {
                         continue;
                     };
                     let mut o = self.open[kind.index()].as_mut();
-                    for (cpu, n) in counts.iter() {
+                    counts.for_each(|cpu, n| {
                         let id = match ids.get(&cpu) {
                             Some(id) => *id,
                             None => {
@@ -563,7 +563,7 @@ impl Assembler {
                         if let Some(o) = o.as_deref_mut() {
                             o.irq.push((id, n));
                         }
-                    }
+                    });
                 }
             }
         }
