@@ -88,7 +88,10 @@ pub struct Assembler {
     /// churn was a third of `event`).
     spare_events: [Vec<Event>; POOLS],
     spare_texts: Vec<Vec<u8>>,
-    spare_samples: Vec<Sample>,
+    /// Recycled samples, ACT ([0]) apart from IRQ ([1]): a sample of the
+    /// other kind has other columns, whose values were dropped and made
+    /// again one by one.
+    spare_samples: [Vec<Sample>; 2],
     spare_indoms: Vec<IndomUpdate>,
     spare_groups: Vec<GroupBuffers>,
     /// Scratch of `message` kept between calls (their allocations reused).
@@ -194,7 +197,16 @@ impl Assembler {
                     pool.push(e);
                 }
             }
-            Item::Sample(s) if self.spare_samples.len() < POOL => self.spare_samples.push(s),
+            Item::Sample(s) => {
+                let irq = s
+                    .metrics
+                    .first()
+                    .is_some_and(|m| m.metric == schema::IRQ_COUNT);
+                let pool = &mut self.spare_samples[irq as usize];
+                if pool.len() < POOL {
+                    pool.push(s);
+                }
+            }
             Item::Indom(u) if self.spare_indoms.len() < POOL => self.spare_indoms.push(u),
             _ => {}
         }
@@ -634,7 +646,10 @@ impl Assembler {
             _ => false,
         };
         if wanted {
-            let mut s = self.spare_samples.pop().unwrap_or_else(|| Sample {
+            let own = (kind == Kind::Irq) as usize;
+            let spare =
+                (self.spare_samples[own].pop()).or_else(|| self.spare_samples[1 - own].pop());
+            let mut s = spare.unwrap_or_else(|| Sample {
                 time: o.time,
                 raw_clock: o.raw,
                 metrics: Vec::new(),
