@@ -27,7 +27,7 @@ pub struct Arg<'a> {
 
 /// `[…]` up to the first NUL: what a DLT reader shows of a name or string.
 pub fn cut_nul(b: &[u8]) -> &[u8] {
-    &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())]
+    &b[..first_nul(b)]
 }
 
 /// `Enum{1, false/true}`: how a DLT BOOL is typed in the model.

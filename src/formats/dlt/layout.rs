@@ -302,12 +302,13 @@ pub fn string_args<'a>(m: &Msg<'a>, out: &mut Vec<&'a [u8]>) -> bool {
     true
 }
 
-/// Where the first NUL of `s` is (its length if none). String arguments
-/// are mostly under 32 bytes (KPI types, datasets): a word at a time,
-/// inline, costs less than the vectorised search's call and set-up, which
-/// was three quarters of [`string_args`]; long ones still go to `memchr`.
+/// Where the first NUL of `s` is (its length if none; `args::cut_nul`
+/// cuts there). String arguments are mostly under 32 bytes (KPI types,
+/// datasets): a word at a time, inline, costs less than the vectorised
+/// search's call and set-up, which was three quarters of [`string_args`];
+/// long ones still go to `memchr`.
 #[inline]
-fn first_nul(s: &[u8]) -> usize {
+pub fn first_nul(s: &[u8]) -> usize {
     if s.len() > 64 {
         return memchr::memchr(0, s).unwrap_or(s.len());
     }

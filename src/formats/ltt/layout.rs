@@ -315,11 +315,7 @@ pub fn decode(ty: &Ty, b: &[u8], at: &mut usize, bo: Bo) -> Result<Value, Decode
         Ty::Str => {
             let e = skip(ty, b, p, bo)?;
             *at = e;
-            let s = &b[p..e - 1];
-            match crate::model::utf8(s) {
-                Some(s) => Value::Str(s.to_string()),
-                None => Value::Bytes(s.to_vec()),
-            }
+            crate::model::text_value(&b[p..e - 1])
         }
         Ty::Array { len, elem } => {
             let n = check_count(*len as u64, elem, p, b.len())?;
