@@ -220,6 +220,10 @@ impl Extras {
     pub(crate) fn restamp(&mut self) {
         self.1 = new_stamp();
     }
+    #[cfg(test)]
+    pub(crate) fn stamp(&self) -> Stamp {
+        self.1
+    }
     /// The same stamp (contents unchanged since one was copied from the
     /// other), or the same keys with values equal to the bit (`-0.0` is not
     /// `0.0` here, a NaN is its own payload; lists never are). Consecutive
@@ -249,28 +253,38 @@ impl Extras {
                 .zip(&other.0)
                 .all(|((ka, va), (kb, vb))| key_eq(ka, kb) && same(va, vb))
     }
-    /// Become a copy of `src`, in the text buffers this one has.
+    /// Become a copy of `src`, in the text buffers this one has. Numbers
+    /// of the kind already there are written where they lie (no drop of
+    /// the old value: that was most of a copy), texts copied only when
+    /// they differ.
     pub(crate) fn copy_from(&mut self, src: &Extras) {
         self.1 = src.1;
         let d = &mut self.0;
         d.truncate(src.0.len());
-        for (i, (k, v)) in src.0.iter().enumerate() {
-            match d.get_mut(i) {
-                Some((dk, dv)) => {
-                    if !key_eq(dk, k) {
-                        *dk = k.clone();
-                    }
-                    match (dv, v) {
-                        (ExtraValue::Str(t), ExtraValue::Str(x)) => {
-                            t.clear();
-                            t.push_str(x);
-                        }
-                        (dv, v) => *dv = v.clone(),
+        let have = d.len();
+        for ((dk, dv), (k, v)) in d.iter_mut().zip(&src.0) {
+            if !key_eq(dk, k) {
+                *dk = k.clone();
+            }
+            match (dv, v) {
+                (ExtraValue::U64(a), ExtraValue::U64(b)) => *a = *b,
+                (ExtraValue::I64(a), ExtraValue::I64(b)) => *a = *b,
+                (ExtraValue::F64(a), ExtraValue::F64(b)) => *a = *b,
+                (ExtraValue::Bool(a), ExtraValue::Bool(b)) => *a = *b,
+                (ExtraValue::Str(t), ExtraValue::Str(x)) => {
+                    if !key_eq(t, x) {
+                        t.clear();
+                        t.push_str(x);
                     }
                 }
-                None => d.push((k.clone(), v.clone())),
+                (ExtraValue::Bytes(t), ExtraValue::Bytes(x)) => {
+                    t.clear();
+                    t.extend_from_slice(x);
+                }
+                (dv, v) => *dv = v.clone(),
             }
         }
+        d.extend_from_slice(&src.0[have..]);
     }
     /// Drop every entry, keeping the allocation (reused items).
     pub fn clear(&mut self) {

@@ -246,7 +246,7 @@ impl KpiFromProc {
     /// to report: the derived values are what the source says).
     fn msg(&mut self, args: &[&[u8]], time: Timestamp) {
         let mut out = Vec::new();
-        if self.asm.message(args, time, None, &mut out).is_ok() {
+        if self.asm.message(args, time, None, None, &mut out).is_ok() {
             self.queue.extend(out);
         }
         self.asm.warnings.clear();

@@ -49,9 +49,7 @@ pub const X_MSIN: &str = "dlt.msin";
 pub const X_TMSP: &str = "dlt.tmsp";
 /// The whole original record (storage header included).
 pub const X_RAW: &str = "dlt.raw";
-/// KPI events and samples: the storage-header time (ns) of the message the
-/// event came from, or of the group's BEG message for a sample.
-pub const X_STORAGE: &str = "dlt.storage_ns";
+pub use crate::formats::kpi::text::X_STORAGE;
 /// Header: the offset (ns) added to tmsp × 100 µs for the first segment.
 pub const X_OFFSET: &str = "dlt.time_offset_ns";
 /// Events: the record's `htyp` (which header extras it had).
@@ -227,12 +225,16 @@ impl State {
                 }
                 let mut staged = std::mem::take(&mut self.staged);
                 let from = staged.len();
-                if let Err(e) = self.asm.message(&args, time, raw, &mut staged) {
+                // Events get the message's storage time from the assembler.
+                if let Err(e) = self
+                    .asm
+                    .message(&args, time, raw, Some(stored), &mut staged)
+                {
                     self.warn(m.offset, idx, e);
                 }
                 self.args = crate::model::reuse_vec(args);
                 for it in &mut staged[from..] {
-                    self.mark_storage(it, Some(stored));
+                    self.mark_storage(it);
                 }
                 self.staged = staged;
                 for w in std::mem::take(&mut self.asm.warnings) {
@@ -476,31 +478,22 @@ impl State {
         self.last_mcnt = Some((m.mcnt, m.session));
     }
 
-    /// Attach the storage time: the message's for events, the group BEG's
-    /// for samples (the assembler emits them at END).
-    fn mark_storage(&self, it: &mut Item, event_storage: Option<i64>) {
-        match it {
-            // Recycled items may hold an earlier storage time: set or drop.
-            Item::Event(e) => match event_storage {
-                Some(t) => e.extras.set_i64(X_STORAGE, t),
+    /// Attach the storage time of a sample: the group BEG's (the assembler
+    /// emits samples at END). Recycled items may hold an earlier one: set
+    /// or drop.
+    fn mark_storage(&self, it: &mut Item) {
+        if let Item::Sample(s) = it {
+            let beg = s
+                .extras
+                .str(crate::formats::kpi::schema::X_KIND)
+                .and_then(|k| Kind::parse(k.as_bytes()))
+                .and_then(|k| self.beg_storage[k.index()]);
+            match beg {
+                Some(t) => s.extras.set_i64(X_STORAGE, t),
                 None => {
-                    e.extras.remove(X_STORAGE);
-                }
-            },
-            Item::Sample(s) => {
-                let beg = s
-                    .extras
-                    .str(crate::formats::kpi::schema::X_KIND)
-                    .and_then(|k| Kind::parse(k.as_bytes()))
-                    .and_then(|k| self.beg_storage[k.index()]);
-                match beg {
-                    Some(t) => s.extras.set_i64(X_STORAGE, t),
-                    None => {
-                        s.extras.remove(X_STORAGE);
-                    }
+                    s.extras.remove(X_STORAGE);
                 }
             }
-            _ => {}
         }
     }
 
@@ -519,7 +512,7 @@ impl State {
         let mut out = Vec::new();
         self.asm.finish(&mut out);
         for it in &mut out {
-            self.mark_storage(it, None);
+            self.mark_storage(it);
         }
         self.staged.append(&mut out);
         // Totals over the whole file (datasets flagged, groups left open):

@@ -3,6 +3,7 @@
 
 use super::dataset::{sanity_flags, Dataset, Kind};
 use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
+use super::text::X_STORAGE;
 use super::truncated::{is_truncated_duplicate, Follow};
 use crate::model::*;
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +29,17 @@ struct EventAt {
     /// Where the group began, when not at this message.
     beg_time: Option<i64>,
     beg_raw: Option<u64>,
+    /// The container's storage time of the message (`dlt.storage_ns`).
+    stored: Option<i64>,
+}
+
+/// What [`Assembler::group_extras`] does with the storage time: events
+/// carry their message's (set here), samples their group BEG's (set by
+/// the DLT reader, which knows it).
+#[derive(Clone, Copy, Debug)]
+enum Stored {
+    Leave,
+    Set(Option<i64>),
 }
 
 /// The extras say where the group began: `kpi.beg_time` (at the address
@@ -257,12 +269,19 @@ impl Assembler {
         group: u64,
         beg_time: Option<i64>,
         beg_raw: Option<u64>,
+        stored: Stored,
     ) {
         // A recycled KPI item has these keys already: values are set in
-        // place (no entries moved), a reader's own keys (DLT storage time)
-        // stay for the reader to set again.
-        if Self::group_extras_in_place(x, kind, group, beg_time, beg_raw) {
+        // place (no entries moved).
+        if Self::group_extras_in_place(x, kind, group, beg_time, beg_raw, stored) {
             return;
+        }
+        match stored {
+            Stored::Leave => {}
+            Stored::Set(Some(t)) => x.set(X_STORAGE, ExtraValue::I64(t)),
+            Stored::Set(None) => {
+                x.remove(X_STORAGE);
+            }
         }
         x.set_str(X_KIND, kind.name());
         x.set(X_GROUP, ExtraValue::U64(group));
@@ -290,22 +309,37 @@ impl Assembler {
         group: u64,
         beg_time: Option<i64>,
         beg_raw: Option<u64>,
+        stored: Stored,
     ) -> bool {
         let e = x.entries_mut();
         let n = e.len();
         if n < 2 || !same_address(&e[n - 1].0, X_KIND) || !same_address(&e[n - 2].0, X_GROUP) {
             return false;
         }
-        // The start keys sort right before kpi.group.
+        // The start keys sort right before kpi.group, the storage time
+        // (`dlt.`) before them.
         let mut i = n - 2;
         let has_time = i >= 1 && same_address(&e[i - 1].0, X_BEG_TIME);
         i -= has_time as usize;
         let has_raw = i >= 1 && same_address(&e[i - 1].0, X_BEG_RAW);
         i -= has_raw as usize;
-        // Whatever comes before must sort before them (a start key at
-        // another address would not).
-        if i >= 1 && crate::model::key_order(&e[i - 1].0, X_BEG_RAW).is_ge() {
+        let has_stored = i >= 1 && same_address(&e[i - 1].0, X_STORAGE);
+        let first = i - has_stored as usize;
+        // Whatever comes before must sort before them (a key of ours at
+        // another address would not, nor a storage time to set or drop);
+        // the storage time must be there exactly when it is to be set.
+        let before = match stored {
+            Stored::Leave if !has_stored => X_BEG_RAW,
+            _ => X_STORAGE,
+        };
+        if first >= 1 && crate::model::key_order(&e[first - 1].0, before).is_ge() {
             return false;
+        }
+        match stored {
+            Stored::Leave => {}
+            Stored::Set(Some(t)) if has_stored => e[first].1.put_i64(t),
+            Stored::Set(None) if !has_stored => {}
+            Stored::Set(_) => return false,
         }
         match &mut e[n - 1].1 {
             ExtraValue::Str(s) if crate::model::key_eq(s, kind.name()) => {}
@@ -354,6 +388,7 @@ impl Assembler {
         at: &EventAt,
         ints: &[i64],
         text: Option<&[u8]>,
+        lead: Option<&Item>,
     ) -> Item {
         let own = pool_of(type_id, at.beg_time.is_some());
         let mut e = match self.spare_events[own].pop() {
@@ -402,17 +437,37 @@ impl Assembler {
                 }
             }
         }
-        Self::group_extras(&mut e.extras, at.kind, at.group, at.beg_time, at.beg_raw);
+        // Every event of a message has the same extras (its group's, the
+        // message's storage time): the first gets a stamp, the others a
+        // copy of its extras with that stamp, so the thread hand-off
+        // (`wire`) knows them equal without comparing them entry by entry.
+        match lead {
+            Some(Item::Event(l)) if l.type_id == type_id => e.extras.copy_from(&l.extras),
+            _ => {
+                Self::group_extras(
+                    &mut e.extras,
+                    at.kind,
+                    at.group,
+                    at.beg_time,
+                    at.beg_raw,
+                    Stored::Set(at.stored),
+                );
+                e.extras.restamp();
+            }
+        }
         Item::Event(e)
     }
 
     /// One KPI message; `args[0]` is the type, sync messages are
-    /// `[type, BEG|END]`. Truncated duplicates are dropped here.
+    /// `[type, BEG|END]`. Truncated duplicates are dropped here. `stored`:
+    /// the container's storage time of the message (DLT), which its
+    /// events carry as `dlt.storage_ns`.
     pub fn message(
         &mut self,
         args: &[&[u8]],
         time: Timestamp,
         raw_clock: Option<u64>,
+        stored: Option<i64>,
         out: &mut Vec<Item>,
     ) -> Result<(), String> {
         let Some(first) = args.first() else {
@@ -488,6 +543,7 @@ impl Assembler {
             group,
             beg_time: (beg_time != time).then_some(beg_time.0),
             beg_raw: if beg_raw != raw_clock { beg_raw } else { None },
+            stored,
         };
         let mut adds: Option<IndomUpdate> = None;
         let mut irq_adds: Option<IndomUpdate> = None;
@@ -507,7 +563,13 @@ impl Assembler {
             match ds {
                 Dataset::New { pid, ppid, cmdline } => {
                     self.add_proc(pid, &cmdline, time, &mut adds);
-                    let ev = self.event(schema::NEW_TYPE, &at, &[pid, ppid], Some(&cmdline));
+                    let ev = self.event(
+                        schema::NEW_TYPE,
+                        &at,
+                        &[pid, ppid],
+                        Some(&cmdline),
+                        events.first(),
+                    );
                     events.push(ev);
                 }
                 Dataset::Stp { pid } => {
@@ -521,14 +583,20 @@ impl Assembler {
                                 .push(id);
                         }
                     }
-                    let ev = self.event(schema::STP_TYPE, &at, &[pid], None);
+                    let ev = self.event(schema::STP_TYPE, &at, &[pid], None, events.first());
                     events.push(ev);
                 }
                 Dataset::Chk { pid, cmdline } => {
                     if !self.procs.contains(&pid) {
                         self.add_proc(pid, &cmdline, time, &mut adds);
                     }
-                    let ev = self.event(schema::CHK_TYPE, &at, &[pid], Some(&cmdline));
+                    let ev = self.event(
+                        schema::CHK_TYPE,
+                        &at,
+                        &[pid],
+                        Some(&cmdline),
+                        events.first(),
+                    );
                     events.push(ev);
                 }
                 Dataset::Act { pid, values } => {
@@ -680,7 +748,7 @@ impl Assembler {
                     fill(col, o.irq.iter().map(|&(id, n)| (id, Value::U64(n))));
                 }
             }
-            Self::group_extras(&mut s.extras, kind, o.group, None, None);
+            Self::group_extras(&mut s.extras, kind, o.group, None, None, Stored::Leave);
             out.push(Item::Sample(s));
         }
         o.act.clear();
@@ -778,7 +846,10 @@ mod tests {
         let mut got = Vec::new();
         let mut out = Vec::new();
         for (t, args) in messages() {
-            a.message(&args, Timestamp(t), Some(t as u64 * 10), &mut out)
+            // With and without a storage time (DLT, KPI text), so that
+            // recycled events change layout.
+            let stored = (t % 3 != 0).then_some(t * 1000);
+            a.message(&args, Timestamp(t), Some(t as u64 * 10), stored, &mut out)
                 .unwrap();
             for it in out.drain(..) {
                 got.push(it.clone());
@@ -790,6 +861,39 @@ mod tests {
         a.finish(&mut out);
         got.append(&mut out);
         got
+    }
+
+    /// The events of one message carry the same extras under one stamp
+    /// (the hand-off then knows them equal without comparing); events of
+    /// other messages another stamp. Fails if an event's extras are made
+    /// apart instead of copied (stamp 0).
+    #[test]
+    fn events_of_a_message_share_one_stamp_of_their_extras() {
+        let mut a = Assembler::new();
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (t, args) in messages() {
+            a.message(&args, Timestamp(t), None, Some(t), &mut out)
+                .unwrap();
+            let events: Vec<&Event> = (out.iter())
+                .filter_map(|it| match it {
+                    Item::Event(e) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            if let Some(lead) = events.first() {
+                assert_ne!(lead.extras.stamp(), 0, "at {t}");
+                assert!(seen.insert(lead.extras.stamp()), "stamp again at {t}");
+                assert_eq!(lead.extras.i64(X_STORAGE), Some(t));
+                for e in &events[1..] {
+                    assert_eq!(e.extras, lead.extras, "at {t}");
+                    assert_eq!(e.extras.stamp(), lead.extras.stamp(), "at {t}");
+                }
+            }
+            for it in out.drain(..) {
+                a.recycle(it);
+            }
+        }
     }
 
     #[test]
@@ -824,36 +928,58 @@ mod tests {
         for prefix in [false, true] {
             for (bt, br) in begs {
                 let mut x = Extras::default();
-                if prefix {
-                    x.set("dlt.storage_ns", ExtraValue::I64(5));
-                }
-                Assembler::group_extras(&mut x, Kind::New, 1, bt, br);
-                recycled.push(x);
+                let stored = Stored::Set(prefix.then_some(5));
+                Assembler::group_extras(&mut x, Kind::New, 1, bt, br, stored);
+                recycled.push((x, prefix));
             }
         }
-        let mut odd = vec![Extras::default()];
-        let mut owned = recycled[0].clone();
+        // A storage time at another address, set by a reader after us.
+        let mut late = Extras::default();
+        Assembler::group_extras(&mut late, Kind::New, 1, None, None, Stored::Leave);
+        late.set(ExtraKey::Owned(X_STORAGE.to_string()), ExtraValue::I64(6));
+        let mut odd = vec![Extras::default(), late];
+        let mut owned = recycled[0].0.clone();
         owned.set(ExtraKey::Owned(X_BEG_TIME.to_string()), ExtraValue::I64(3));
         odd.push(owned);
-        let mut after = recycled[3].clone();
+        let mut after = recycled[3].0.clone();
         after.set("kpi.z", ExtraValue::U64(9));
         odd.push(after);
-        for (start, must_take) in recycled
+        let stores = [Stored::Leave, Stored::Set(None), Stored::Set(Some(9))];
+        // Each start with whether it is a recycled layout holding a
+        // storage time (None: not a recycled layout).
+        let starts: Vec<(&Extras, Option<bool>)> = (recycled.iter())
+            .map(|(x, p)| (x, Some(*p)))
+            .chain(odd.iter().map(|x| (x, None)))
+            .collect();
+        for ((start, prefix), stored) in starts
             .iter()
-            .map(|x| (x, true))
-            .chain(odd.iter().map(|x| (x, false)))
+            .flat_map(|s| stores.iter().map(move |st| (*s, *st)))
         {
+            // Recycled layouts are taken unless the storage time is to be
+            // set where there is none or dropped where there is one.
+            let must_take = match stored {
+                Stored::Leave => prefix.is_some(),
+                Stored::Set(t) => prefix == Some(t.is_some()),
+            };
             for (bt, br) in begs {
                 let mut in_place = start.clone();
-                let took = Assembler::group_extras_in_place(&mut in_place, Kind::Chk, 4, bt, br);
+                let took =
+                    Assembler::group_extras_in_place(&mut in_place, Kind::Chk, 4, bt, br, stored);
                 if must_take {
                     assert!(took, "not taken from {start:?}");
                 }
                 if !took {
                     assert_eq!(format!("{in_place:?}"), format!("{start:?}"));
-                    Assembler::group_extras(&mut in_place, Kind::Chk, 4, bt, br);
+                    Assembler::group_extras(&mut in_place, Kind::Chk, 4, bt, br, stored);
                 }
                 let mut key_by_key = start.clone();
+                match stored {
+                    Stored::Leave => {}
+                    Stored::Set(Some(t)) => key_by_key.set(X_STORAGE, ExtraValue::I64(t)),
+                    Stored::Set(None) => {
+                        key_by_key.remove(X_STORAGE);
+                    }
+                }
                 key_by_key.set_str(X_KIND, Kind::Chk.name());
                 key_by_key.set(X_GROUP, ExtraValue::U64(4));
                 match bt {
@@ -871,7 +997,7 @@ mod tests {
                 assert_eq!(
                     format!("{in_place:?}"),
                     format!("{key_by_key:?}"),
-                    "from {start:?} with {bt:?} {br:?}"
+                    "from {start:?} with {bt:?} {br:?} {stored:?}"
                 );
             }
         }

@@ -18,6 +18,10 @@ pub const X_STYLE: &str = "kpi.style";
 pub const X_ECU: &str = "dlt.ecu";
 pub const X_APID: &str = "dlt.apid";
 pub const X_CTID: &str = "dlt.ctid";
+/// KPI events and samples from a `.dlt`: the storage-header time (ns) of
+/// the message the event came from, or of the group's BEG message for a
+/// sample.
+pub const X_STORAGE: &str = "dlt.storage_ns";
 
 /// Which text form a line (or a file) is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -515,7 +519,7 @@ impl KpiTextReader {
             }
         }
         let mut out = Vec::new();
-        if let Err(e) = self.asm.message(&args, time, raw, &mut out) {
+        if let Err(e) = self.asm.message(&args, time, raw, None, &mut out) {
             return self.bad_line(e);
         }
         self.queue.extend(out);
