@@ -1444,3 +1444,48 @@ fn timeline_priorities_become_log_levels_and_names_come_back() {
         assert_eq!(fields, f2, "{k}");
     }
 }
+
+/// Two boot cycles whose storage clock starts again at the same date (an
+/// ECU without a real-time clock), each with a late message: converted to
+/// another format, each cycle comes sorted by its clock and the cycles stay
+/// in file order, as dlt-sortbytimestamp gives them. (Before, the second
+/// cycle's messages, dated earlier, left at once in arrival order and the
+/// first cycle's waited to the end of the file.)
+#[test]
+fn boot_cycles_are_sorted_apart_and_kept_in_order() {
+    let msg = |text: &str, storage_ms: i32, tmsp: u32| {
+        let mut a = Args::default();
+        let mut s = text.as_bytes().to_vec();
+        s.push(0);
+        a.string(0x200, &s);
+        let mut r = Rec::verbose(1, a.b);
+        r.usecs = storage_ms * 1000;
+        r.tmsp = tmsp;
+        r.bytes()
+    };
+    // tmsp in 0.1 ms ticks; the second cycle's clock is 100 s back.
+    let recs = [
+        msg("a1", 100, 1_000_000),
+        msg("a2", 300, 1_020_000),
+        msg("a3", 310, 1_010_000),
+        msg("b1", 100, 20_000),
+        msg("b2", 110, 10_000),
+        msg("b3", 120, 30_000),
+    ];
+    let (d, p) = write_tmp("boots.dlt", &recs.concat());
+    let out = d.path().join("boots.csv");
+    let (code, err) = convert(&p, "csv", &out, &["--events"]);
+    assert_eq!(code, 0, "{err}");
+    let events = d.path().join("boots.events.csv");
+    let csv = std::fs::read_to_string(&events).unwrap_or_else(|e| {
+        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        panic!("{}: {e}; {names:?}", events.display())
+    });
+    let order: Vec<&str> = ["a1", "a2", "a3", "b1", "b2", "b3"]
+        .into_iter()
+        .map(|t| (csv.find(t).unwrap_or_else(|| panic!("{t} not in {csv}")), t))
+        .collect::<BTreeMap<_, _>>()
+        .into_values()
+        .collect();
+    assert_eq!(order, ["a1", "a3", "a2", "b2", "b1", "b3"], "{csv}");
+}

@@ -738,6 +738,16 @@ pub trait TraceReader {
     fn progress_shared(&self) -> Option<(std::sync::Arc<std::sync::atomic::AtomicU64>, u64)> {
         None
     }
+    /// Clock restarts (boot cycles begun after the first) up to the items
+    /// given last. A reader whose clock can restart (DLT: tmsp counts from
+    /// each boot) ends a run of [`Self::next_batch`] before the first item
+    /// after a restart, so the count read after a call holds for every
+    /// item it gave. Stages that pass items through pass it on; time
+    /// ordering (`stages::reorder`) never moves an item across a restart.
+    /// 0 where the clock never restarts.
+    fn restarts(&self) -> u64 {
+        0
+    }
 }
 
 /// `b` as text when it is UTF-8. ASCII, nearly all the text of traces, is

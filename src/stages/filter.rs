@@ -51,7 +51,14 @@ impl TraceReader for Filter {
             }
         }
     }
-    pass_to_inner!(header, diagnostics, native_counts, progress, recycle);
+    pass_to_inner!(
+        header,
+        diagnostics,
+        native_counts,
+        progress,
+        recycle,
+        restarts
+    );
 }
 
 #[cfg(test)]

@@ -148,7 +148,8 @@ impl TraceReader for Unframe {
         native_counts,
         progress,
         recycle,
-        recycle_batch
+        recycle_batch,
+        restarts
     );
 }
 

@@ -31,6 +31,11 @@ macro_rules! pass_to_inner {
             self.inner.recycle(item);
         }
     };
+    (@ restarts) => {
+        fn restarts(&self) -> u64 {
+            self.inner.restarts()
+        }
+    };
     (@ recycle_batch) => {
         fn recycle_batch(&mut self, items: &mut Vec<crate::model::Item>) {
             self.inner.recycle_batch(items);

@@ -133,7 +133,7 @@ impl TraceReader for Origin {
         self.shift(&mut it);
         Ok(Some(it))
     }
-    pass_to_inner!(diagnostics, native_counts, progress, recycle);
+    pass_to_inner!(diagnostics, native_counts, progress, recycle, restarts);
 }
 
 /// True when the stream's times are dates: absolute, or cycles with both a

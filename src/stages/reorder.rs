@@ -9,6 +9,14 @@
 //! newest time seen is `window` past them, or when more than `cap` wait.
 //! Untimed definitions leave at once, so they still come before any item
 //! that uses them.
+//!
+//! Items are sorted within a boot cycle, never across one (as
+//! dlt-sortbytimestamp does): when the inner reader's clock restarts
+//! ([`TraceReader::restarts`]), all that waits leaves first, in order,
+//! and the new cycle's items are sorted among themselves. A file of
+//! several boots whose storage clock starts again at each (ECUs without
+//! a real-time clock; captures joined with `cat`) would otherwise have
+//! each boot's last seconds held back and given out among a later boot's.
 
 use crate::error::Result;
 use crate::model::{Item, Timestamp, TraceReader};
@@ -50,7 +58,11 @@ pub struct Reorder {
     /// Items that came in order wait here (sorted by arrival), the others
     /// in the heap: most sources are mostly in order, and a deque moves
     /// each item once where a heap moves it at every level.
-    run: VecDeque<Waiting>,
+    run: VecDeque<Item>,
+    /// The (time, arrival) of each item of `run`, apart: deciding what
+    /// is ready reads these, not the items, and ready items leave in one
+    /// drain.
+    run_keys: VecDeque<(Timestamp, u64)>,
     heap: BinaryHeap<Reverse<Waiting>>,
     newest: Option<Timestamp>,
     seq: u64,
@@ -64,6 +76,11 @@ pub struct Reorder {
     inner_done: bool,
     /// The inner reader's error, given once the items before it are in.
     error: Option<crate::error::Error>,
+    /// The inner reader's clock restarts up to the items taken in.
+    restarts: u64,
+    /// A restart came: everything waiting leaves before the new cycle's
+    /// items (in `pending`) are taken in.
+    flush: bool,
 }
 
 impl Reorder {
@@ -74,6 +91,7 @@ impl Reorder {
         Reorder {
             inner,
             run: VecDeque::new(),
+            run_keys: VecDeque::new(),
             heap: BinaryHeap::new(),
             newest: None,
             seq: 0,
@@ -84,6 +102,8 @@ impl Reorder {
             scratch: Vec::new(),
             inner_done: false,
             error: None,
+            restarts: 0,
+            flush: false,
         }
     }
 
@@ -98,30 +118,53 @@ impl Reorder {
     /// too many wait, or the input is done). Items leave straight from
     /// where they wait: one move less per item than an output queue.
     fn pop_ready(&mut self) -> Option<Item> {
-        let from_run = match (self.run.front(), self.heap.peek()) {
-            (Some(r), Some(Reverse(h))) => r < h,
+        let from_run = match (self.run_keys.front(), self.heap.peek()) {
+            (Some(r), Some(Reverse(h))) => *r < (h.time, h.seq),
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => return None,
         };
-        let w = if from_run {
-            self.run.front()
+        let t = if from_run {
+            self.run_keys.front().map(|k| k.0)
         } else {
-            self.heap.peek().map(|r| &r.0)
+            self.heap.peek().map(|r| r.0.time)
         }?;
-        if !(self.settled(w.time) || self.run.len() + self.heap.len() > self.cap || self.done) {
+        if !(self.settled(t)
+            || self.run.len() + self.heap.len() > self.cap
+            || self.done
+            || self.flush)
+        {
             return None;
         }
-        let w = if from_run {
+        if from_run {
+            self.run_keys.pop_front();
             self.run.pop_front()
         } else {
-            self.heap.pop().map(|r| r.0)
-        };
-        w.map(|w| w.item)
+            self.heap.pop().map(|r| r.0.item)
+        }
     }
 
     /// Ready items into `out` until it holds `want`; true when it does.
     fn leave_ready(&mut self, out: &mut Vec<Item>, want: usize) -> bool {
+        if self.heap.is_empty() {
+            // Only items that came in order wait (most of the time): the
+            // front of their queue leaves while it is ready, decided on
+            // the keys alone.
+            let all = self.done || self.flush;
+            while out.len() < want {
+                let Some(k) = self.run_keys.front() else {
+                    return false;
+                };
+                if !(all || self.run.len() > self.cap || self.settled(k.0)) {
+                    return false;
+                }
+                self.run_keys.pop_front();
+                if let Some(it) = self.run.pop_front() {
+                    out.push(it);
+                }
+            }
+            return true;
+        }
         while out.len() < want {
             match self.pop_ready() {
                 Some(it) => out.push(it),
@@ -151,21 +194,21 @@ impl Reorder {
         // first, so it leaves now (a source that restarts its clock sends
         // long runs of these).
         let settled = self.settled(t);
-        let first = self.run.front().is_none_or(|r| t < r.time)
+        let first = self.run_keys.front().is_none_or(|r| t < r.0)
             && self.heap.peek().is_none_or(|h| t < h.0.time);
         if settled && first {
             out.push(item);
             return moved;
         }
-        let w = Waiting {
-            time: t,
-            seq: self.seq,
-            item,
-        };
-        if self.run.back().is_none_or(|b| b.time <= t) {
-            self.run.push_back(w);
+        if self.run_keys.back().is_none_or(|b| b.0 <= t) {
+            self.run.push_back(item);
+            self.run_keys.push_back((t, self.seq));
         } else {
-            self.heap.push(Reverse(w));
+            self.heap.push(Reverse(Waiting {
+                time: t,
+                seq: self.seq,
+                item,
+            }));
         }
         true
     }
@@ -190,6 +233,11 @@ impl TraceReader for Reorder {
             if self.leave_ready(out, want) {
                 return Ok(true);
             }
+            if self.flush {
+                // All that waited has left: the new cycle starts afresh.
+                self.flush = false;
+                self.newest = None;
+            }
             if let Some(item) = self.pending.pop_front() {
                 self.accept(item, out);
                 continue;
@@ -212,6 +260,14 @@ impl TraceReader for Reorder {
             let r = self
                 .inner
                 .next_batch(&mut run, RUN_IN.min(want - out.len()));
+            let restarts = self.inner.restarts();
+            if restarts != self.restarts {
+                // The run is the new cycle's: it waits until all before
+                // has left.
+                self.restarts = restarts;
+                self.flush = true;
+                self.pending.extend(run.drain(..));
+            }
             let mut items = run.drain(..);
             for item in items.by_ref() {
                 let woke = self.accept(item, out);
@@ -391,5 +447,75 @@ mod tests {
         );
         let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
         assert_eq!(texts, ["a", "c", "d", "e", "b", "f"]);
+    }
+
+    /// Boot cycles of items; runs end at a cycle's end, and `restarts`
+    /// counts the cycles begun before the items given last.
+    struct Cycles {
+        header: Header,
+        cycles: Vec<Vec<Item>>,
+        at: usize,
+        given: u64,
+    }
+
+    impl TraceReader for Cycles {
+        fn header(&self) -> &Header {
+            &self.header
+        }
+        fn next_item(&mut self) -> Result<Option<Item>> {
+            let mut one = Vec::new();
+            self.next_batch(&mut one, 1)?;
+            Ok(one.pop())
+        }
+        fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+            while self.at < self.cycles.len() && self.cycles[self.at].is_empty() {
+                self.at += 1;
+            }
+            let Some(c) = self.cycles.get_mut(self.at) else {
+                return Ok(false);
+            };
+            let n = max.min(c.len());
+            out.extend(c.drain(..n));
+            self.given = self.at as u64;
+            Ok(true)
+        }
+        fn restarts(&self) -> u64 {
+            self.given
+        }
+    }
+
+    /// What waits leaves at a restart, before the new cycle's items, and
+    /// each cycle is sorted in itself: the first cycle's late items are not
+    /// held back until the second's clock passes them, nor given out among
+    /// its items (fails without the flush: "b" then leaves last).
+    #[test]
+    fn a_restart_lets_what_waits_leave_and_sorts_each_cycle() {
+        let cycles = || {
+            vec![
+                vec![note(100, "a"), note(200, "b"), note(195, "c")],
+                vec![note(50, "d"), note(40, "e"), note(300, "f"), note(60, "g")],
+            ]
+        };
+        for max in [1, 2, 3, 100] {
+            let inner = Cycles {
+                header: Header::new(FormatId::Dlt, "1"),
+                cycles: cycles(),
+                at: 0,
+                given: 0,
+            };
+            let mut r = Reorder::with_limits(Box::new(inner), 1000, 100);
+            let (mut got, mut run) = (Vec::new(), Vec::new());
+            loop {
+                let more = r.next_batch(&mut run, max).unwrap();
+                got.extend(run.drain(..).map(|it| match it {
+                    Item::Annotation(a) => a.text,
+                    _ => unreachable!(),
+                }));
+                if !more {
+                    break;
+                }
+            }
+            assert_eq!(got, ["a", "c", "b", "e", "d", "g", "f"], "runs of {max}");
+        }
     }
 }

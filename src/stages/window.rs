@@ -46,5 +46,12 @@ impl TraceReader for Window {
             self.inner.recycle(item);
         }
     }
-    pass_to_inner!(header, diagnostics, native_counts, progress, recycle);
+    pass_to_inner!(
+        header,
+        diagnostics,
+        native_counts,
+        progress,
+        recycle,
+        restarts
+    );
 }

@@ -147,6 +147,8 @@ struct State {
     path: PathBuf,
     segs: Vec<(u64, i64)>,
     seg: usize,
+    /// Boot segments begun after the first, up to the last message read.
+    restarts: u64,
     stream_offset: Option<i64>,
     last_tmsp: Option<u32>,
     app: [u8; 4],
@@ -194,10 +196,12 @@ impl State {
             if self.stream_offset.is_none() || jump {
                 self.stream_offset = Some(storage_ns(m) - t as i64 * 100_000);
             }
+            self.restarts += jump as u64;
             self.stream_offset.unwrap_or(0)
         } else {
             while self.seg + 1 < self.segs.len() && self.segs[self.seg + 1].0 <= idx {
                 self.seg += 1;
+                self.restarts += 1;
             }
             self.segs[self.seg].1
         };
@@ -558,6 +562,8 @@ pub struct DltReader {
     done: bool,
     /// File length, for progress (None on a stream).
     len: Option<u64>,
+    /// `State::restarts` of the items given last (see `restarts`).
+    given_restarts: u64,
 }
 
 impl DltReader {
@@ -593,6 +599,7 @@ impl DltReader {
                 path: input.path.clone(),
                 segs,
                 seg: 0,
+                restarts: 0,
                 stream_offset: None,
                 last_tmsp: None,
                 app,
@@ -621,6 +628,7 @@ impl DltReader {
             },
             idx: 0,
             done: false,
+            given_restarts: 0,
             len: input
                 .file()
                 .and_then(|f| std::fs::metadata(f).ok())
@@ -666,6 +674,9 @@ impl TraceReader for DltReader {
     fn next_item(&mut self) -> Result<Option<Item>> {
         loop {
             if let Some(it) = self.st.queue.pop_front() {
+                // What waits in the queue and `staged` is of the last
+                // message's boot segment (a run ends at a restart).
+                self.given_restarts = self.st.restarts;
                 return Ok(Some(it));
             }
             if !self.st.staged.is_empty() {
@@ -680,8 +691,11 @@ impl TraceReader for DltReader {
     }
 
     /// The items of as many messages as fit in `max`, copied in one go
-    /// (an item passed up by `next_item` is moved at every stage).
+    /// (an item passed up by `next_item` is moved at every stage). A run
+    /// ends before the items of a message that begins a boot segment
+    /// (see [`TraceReader::restarts`]).
     fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
+        let start = out.len();
         let want = out.len() + max;
         // Items left in the queue by `next_item` come first.
         while out.len() < want {
@@ -695,17 +709,30 @@ impl TraceReader for DltReader {
             let staged = &mut self.st.staged;
             if staged.len() > room {
                 out.extend(staged.drain(..room));
+                self.given_restarts = self.st.restarts;
                 return Ok(true);
             }
             out.append(staged);
+            if out.len() > start {
+                self.given_restarts = self.st.restarts;
+            }
             if out.len() == want {
                 return Ok(true);
             }
             if self.done {
                 return Ok(false);
             }
+            let before = self.st.restarts;
             self.next_message()?;
+            if self.st.restarts != before && out.len() > start {
+                // The new segment's items start the next run.
+                return Ok(true);
+            }
         }
+    }
+
+    fn restarts(&self) -> u64 {
+        self.given_restarts
     }
 
     fn diagnostics(&self) -> &[Diagnostic] {
