@@ -256,17 +256,40 @@ impl Extras {
     /// Become a copy of `src`, in the text buffers this one has. Numbers
     /// of the kind already there are written where they lie (no drop of
     /// the old value: that was most of a copy), texts copied only when
-    /// they differ.
+    /// they differ; a text that a number or a shorter copy displaces
+    /// keeps its buffer for a text further on (recycled KPI events of
+    /// another layout: no allocation then).
     pub(crate) fn copy_from(&mut self, src: &Extras) {
         self.1 = src.1;
         let d = &mut self.0;
-        d.truncate(src.0.len());
+        let mut spare: Option<String> = None;
+        if d.len() > src.0.len() {
+            for (_, v) in d.drain(src.0.len()..) {
+                if let ExtraValue::Str(s) = v {
+                    spare.get_or_insert(s);
+                }
+            }
+        }
+        // A value of another kind: in the spare buffer when it is a text.
+        fn made(v: &ExtraValue, spare: &mut Option<String>) -> ExtraValue {
+            match (v, spare.take()) {
+                (ExtraValue::Str(x), Some(mut b)) => {
+                    b.clear();
+                    b.push_str(x);
+                    ExtraValue::Str(b)
+                }
+                (v, s) => {
+                    *spare = s;
+                    v.clone()
+                }
+            }
+        }
         let have = d.len();
         for ((dk, dv), (k, v)) in d.iter_mut().zip(&src.0) {
             if !key_eq(dk, k) {
                 *dk = k.clone();
             }
-            match (dv, v) {
+            match (&mut *dv, v) {
                 (ExtraValue::U64(a), ExtraValue::U64(b)) => *a = *b,
                 (ExtraValue::I64(a), ExtraValue::I64(b)) => *a = *b,
                 (ExtraValue::F64(a), ExtraValue::F64(b)) => *a = *b,
@@ -281,10 +304,17 @@ impl Extras {
                     t.clear();
                     t.extend_from_slice(x);
                 }
-                (dv, v) => *dv = v.clone(),
+                _ => {
+                    let old = std::mem::replace(dv, made(v, &mut spare));
+                    if let ExtraValue::Str(s) = old {
+                        spare.get_or_insert(s);
+                    }
+                }
             }
         }
-        d.extend_from_slice(&src.0[have..]);
+        for (k, v) in &src.0[have..] {
+            d.push((k.clone(), made(v, &mut spare)));
+        }
     }
     /// Drop every entry, keeping the allocation (reused items).
     pub fn clear(&mut self) {
@@ -432,6 +462,40 @@ pub mod keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `copy_from` gives equal extras with the source's stamp from any
+    /// layout: longer, shorter, values of other kinds, texts where numbers
+    /// were and the reverse (where it reuses the text buffers it has).
+    #[test]
+    fn copy_from_gives_the_source_from_any_layout() {
+        let layout = |n: usize, texts: bool| {
+            let mut x = Extras::default();
+            for i in 0..n {
+                let k: &'static str = ["a", "b", "c", "d", "e", "f"][i];
+                let v = if texts == (i % 2 == 0) {
+                    ExtraValue::Str(format!("t{i}"))
+                } else {
+                    ExtraValue::I64(i as i64)
+                };
+                x.set(k, v);
+            }
+            x.set("g", ExtraValue::Bytes(vec![1, 2]));
+            x
+        };
+        let all: Vec<Extras> = (0..=6)
+            .flat_map(|n| [layout(n, false), layout(n, true)])
+            .collect();
+        for src in &all {
+            let mut src = src.clone();
+            src.restamp();
+            for start in &all {
+                let mut d = start.clone();
+                d.copy_from(&src);
+                assert_eq!(d, src, "from {start:?}");
+                assert!(d.stamp() == src.stamp() && d.stamp() != 0);
+            }
+        }
+    }
 
     /// Every way to change extras drops the stamp: a copy changed any way
     /// is never taken for the original by its stamp.
