@@ -464,6 +464,22 @@ fn bytes_into(old: Option<&mut Vec<u8>>, s: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn get_value(c: &mut Cursor, slot: &mut Value, pool: &mut Vec<String>) -> Result<()> {
+    // A number of the kind the slot holds (most values): tag and value
+    // read with one bounds check, written in place.
+    if let Some(&[tag, b0, b1, b2, b3, b4, b5, b6, b7]) = c.b.get(c.at..c.at + 9) {
+        let x = u64::from_ne_bytes([b0, b1, b2, b3, b4, b5, b6, b7]);
+        match (tag, &mut *slot) {
+            (I64, Value::I64(y)) | (ENUM, Value::Enum(y)) => *y = x as i64,
+            (U64, Value::U64(y)) => *y = x,
+            _ => return get_value_any(c, slot, pool),
+        }
+        c.at += 9;
+        return Ok(());
+    }
+    get_value_any(c, slot, pool)
+}
+
+fn get_value_any(c: &mut Cursor, slot: &mut Value, pool: &mut Vec<String>) -> Result<()> {
     let at = c.at;
     let tag = c.u8()?;
     let new = match tag {
