@@ -60,8 +60,7 @@ pub struct Reorder {
     /// each item once where a heap moves it at every level.
     run: VecDeque<Item>,
     /// The (time, arrival) of each item of `run`, apart: deciding what
-    /// is ready reads these, not the items, and ready items leave in one
-    /// drain.
+    /// is ready reads these, not the items.
     run_keys: VecDeque<(Timestamp, u64)>,
     heap: BinaryHeap<Reverse<Waiting>>,
     newest: Option<Timestamp>,
@@ -191,8 +190,8 @@ impl Reorder {
         }
         self.seq += 1;
         // Settled already and earlier than all that waits: it would leave
-        // first, so it leaves now (a source that restarts its clock sends
-        // long runs of these).
+        // first, so it leaves now (a clock that jumps back without a
+        // restart being told sends long runs of these).
         let settled = self.settled(t);
         let first = self.run_keys.front().is_none_or(|r| t < r.0)
             && self.heap.peek().is_none_or(|h| t < h.0.time);
