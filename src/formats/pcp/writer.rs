@@ -12,7 +12,7 @@ use crate::model::*;
 use crate::options::WriteOptions;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufWriter, IoSlice, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// pmlogger adds an index entry after about this much data.
@@ -36,6 +36,24 @@ impl Out {
     fn put(&mut self, b: &[u8]) -> Result<()> {
         self.w.write_all(b).map_err(|e| Error::io(&self.path, e))?;
         self.size += b.len() as u64;
+        Ok(())
+    }
+    /// Write all of `slices` (a record in pieces), as `put` would their
+    /// concatenation.
+    fn put_vectored(&mut self, mut slices: &mut [IoSlice<'_>]) -> Result<()> {
+        let total: usize = slices.iter().map(|s| s.len()).sum();
+        while !slices.is_empty() {
+            match self.w.write_vectored(slices) {
+                Ok(0) => {
+                    let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Err(Error::io(&self.path, e));
+                }
+                Ok(k) => IoSlice::advance_slices(&mut slices, k),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        self.size += total as u64;
         Ok(())
     }
     /// Flush and rewrite the label at offset 0.
@@ -554,6 +572,86 @@ impl PcpWriter {
         }
     }
 
+    /// The result of an event batch: the header in `b` (length word and
+    /// stamp already in it), then each event array's value block, written
+    /// with one vectored write from the encoder's payloads.
+    fn write_event_result(&mut self, t: Stamp, mut b: Vec<u8>, r: &EventResult) -> Result<()> {
+        b.extend_from_slice(&(r.sets.len() as u32).to_be_bytes());
+        let insts: usize = r.sets.iter().map(|(_, v)| v.len()).sum();
+        // The value blocks start after the pmid sets (pmid, count,
+        // valfmt, then instance and offset per value).
+        let blocks_at = b.len() + r.sets.len() * 12 + insts * 8;
+        let mut heads = std::mem::take(&mut self.blocks);
+        heads.clear();
+        let mut boff = 0usize;
+        for (p, vals) in &r.sets {
+            b.extend_from_slice(&p.to_be_bytes());
+            b.extend_from_slice(&(vals.len() as u32).to_be_bytes());
+            b.extend_from_slice(&1u32.to_be_bytes());
+            for (inst, payload) in vals {
+                b.extend_from_slice(&inst.to_be_bytes());
+                // DPTR offset in words from a virtual 12-byte header before len.
+                let w = ((blocks_at + boff + 8) / 4) as u32;
+                b.extend_from_slice(&w.to_be_bytes());
+                let vlen = payload.len() + 4;
+                heads.extend_from_slice(&((10u32 << 24) | (vlen as u32 & 0xff_ffff)).to_be_bytes());
+                boff += vlen.next_multiple_of(4);
+            }
+        }
+        debug_assert_eq!(b.len(), blocks_at);
+        let rec_len = blocks_at + boff + 4;
+        b[..4].copy_from_slice(&(rec_len as u32).to_be_bytes());
+        let tail = (rec_len as u32).to_be_bytes();
+        const PAD: [u8; 3] = [b'~'; 3];
+        // Header, then per value block its head, payload and padding, then
+        // the trailing length: on the stack for the usual few streams.
+        let most = 2 + 3 * insts;
+        let mut stack = [IoSlice::new(&[]); 2 + 3 * 8];
+        let mut heap;
+        let slices: &mut [IoSlice] = if most <= stack.len() {
+            &mut stack
+        } else {
+            heap = vec![IoSlice::new(&[]); most];
+            &mut heap
+        };
+        slices[0] = IoSlice::new(&b);
+        let mut n = 1;
+        let mut k = 0;
+        for (_, vals) in &r.sets {
+            for (_, payload) in vals {
+                slices[n] = IoSlice::new(&heads[k..k + 4]);
+                slices[n + 1] = IoSlice::new(payload);
+                n += 2;
+                let pad = (4 - payload.len() % 4) % 4;
+                if pad > 0 {
+                    slices[n] = IoSlice::new(&PAD[..pad]);
+                    n += 1;
+                }
+                k += 4;
+            }
+        }
+        slices[n] = IoSlice::new(&tail);
+        n += 1;
+        let rec_len = rec_len as u64;
+        self.volume(rec_len)?;
+        let wrote = match self.vols.last_mut() {
+            Some((vol, out)) => {
+                let vol = *vol;
+                let data_off = out.size;
+                out.put_vectored(&mut slices[..n])?;
+                Some((vol, data_off))
+            }
+            None => None,
+        };
+        self.blocks = heads;
+        self.scratch = b;
+        let Some((vol, data_off)) = wrote else {
+            return Ok(());
+        };
+        self.after_result(t, vol, data_off, rec_len);
+        Ok(())
+    }
+
     fn write_result(&mut self, t: Stamp, body: Body<'_>) -> Result<()> {
         self.flush_labels()?;
         let mut b = std::mem::take(&mut self.scratch);
@@ -570,25 +668,13 @@ impl PcpWriter {
         match body {
             Body::Mark => b.extend_from_slice(&0u32.to_be_bytes()),
             Body::Events(r) => {
-                b.extend_from_slice(&(r.sets.len() as u32).to_be_bytes());
-                for (p, insts) in &r.sets {
-                    b.extend_from_slice(&p.to_be_bytes());
-                    b.extend_from_slice(&(insts.len() as u32).to_be_bytes());
-                    b.extend_from_slice(&1u32.to_be_bytes());
-                    for (inst, payload) in insts {
-                        b.extend_from_slice(&inst.to_be_bytes());
-                        pending.push((b.len(), blocks.len()));
-                        b.extend_from_slice(&0u32.to_be_bytes());
-                        let vlen = payload.len() + 4;
-                        blocks.extend_from_slice(
-                            &((10u32 << 24) | (vlen as u32 & 0xff_ffff)).to_be_bytes(),
-                        );
-                        blocks.extend_from_slice(payload);
-                        while !blocks.len().is_multiple_of(4) {
-                            blocks.push(b'~');
-                        }
-                    }
-                }
+                // Laid out as below, but written from the encoder's
+                // payloads where they lie: no copy into `blocks` and the
+                // record, then into the output (266 MB of x167.dlt's).
+                self.blocks = blocks;
+                self.pending_ptrs = pending;
+                self.enc = enc;
+                return self.write_event_result(t, b, r);
             }
             Body::Sample(s) => {
                 let vt0: Vec<u32> = match s.extras.get(X_VTYPE0) {
@@ -700,10 +786,17 @@ impl PcpWriter {
         };
         let vol = *vol;
         let data_off = out.size;
-        let new_vol = data_off == self.v.label_len() as u64;
-        let meta_off = self.meta_mark;
         out.put(&b)?;
         self.scratch = b;
+        self.after_result(t, vol, data_off, rec_len);
+        Ok(())
+    }
+
+    /// Index and bookkeeping after a result of `rec_len` bytes written at
+    /// `data_off` of volume `vol`.
+    fn after_result(&mut self, t: Stamp, vol: i32, data_off: u64, rec_len: u64) {
+        let new_vol = data_off == self.v.label_len() as u64;
+        let meta_off = self.meta_mark;
         if self.first.is_none() {
             self.first = Some(t);
         }
@@ -715,7 +808,6 @@ impl PcpWriter {
         self.last = Some(t);
         self.last_rec = Some((t, vol, meta_off, data_off));
         self.meta_mark = self.meta.size;
-        Ok(())
     }
 }
 
