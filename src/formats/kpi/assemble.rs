@@ -1,7 +1,7 @@
 //! KPI messages → model items. Shared by the KPI text reader and the DLT
 //! reader. Group state is kept per type, since groups interleave (§3.1).
 
-use super::dataset::{sanity_flags, Dataset, Kind};
+use super::dataset::{sanity_flags, Dataset, IrqCounts, Kind};
 use super::schema::{self, X_BEG_RAW, X_BEG_TIME, X_GROUP, X_KIND};
 use super::text::X_STORAGE;
 use super::truncated::{is_truncated_duplicate, Follow};
@@ -108,6 +108,8 @@ pub struct Assembler {
     spare_groups: Vec<GroupBuffers>,
     /// Scratch of `message` kept between calls (their allocations reused).
     parsed: Vec<Dataset<'static>>,
+    /// The (cpu, count) pairs of the message's IRQ rows, as parsed.
+    irq_pairs: Vec<(u32, u64)>,
     events: Vec<Item>,
 }
 
@@ -507,13 +509,14 @@ impl Assembler {
         }
         // Parse every dataset first so a bad one leaves no half-applied state.
         let mut parsed = reuse_vec(std::mem::take(&mut self.parsed));
+        self.irq_pairs.clear();
         let mut truncated = 0;
         for arg in &args[1..] {
             if is_truncated_duplicate(arg) {
                 truncated += 1;
                 continue;
             }
-            match Dataset::parse(kind, arg) {
+            match Dataset::parse_into(kind, arg, &mut self.irq_pairs) {
                 Ok(d) => parsed.push(d),
                 Err(e) => {
                     self.parsed = reuse_vec(parsed);
@@ -549,6 +552,8 @@ impl Assembler {
         let mut irq_adds: Option<IndomUpdate> = None;
         let mut removed: Option<IndomUpdate> = None;
         let mut events = std::mem::take(&mut self.events);
+        let irq_pairs = std::mem::take(&mut self.irq_pairs);
+        let mut pair_at = 0;
         for ds in parsed.drain(..) {
             self.counts[kind.index()] += 1;
             for f in sanity_flags(&ds) {
@@ -609,6 +614,15 @@ impl Assembler {
                     }
                 }
                 Dataset::Irq { name, counts } => {
+                    // Parsed columns were kept as pairs, in dataset order.
+                    let pairs: &[(u32, u64)] = match &counts {
+                        IrqCounts::Text(_, k) => {
+                            let p = &irq_pairs[pair_at..pair_at + *k as usize];
+                            pair_at += *k as usize;
+                            p
+                        }
+                        IrqCounts::Pairs(p) => p,
+                    };
                     if !self.irq_ids.contains_key(name.as_ref()) {
                         self.irq_ids.insert(name.to_string(), IntMap::default());
                     }
@@ -616,7 +630,7 @@ impl Assembler {
                         continue;
                     };
                     let mut o = self.open[kind.index()].as_mut();
-                    counts.for_each(|cpu, n| {
+                    for &(cpu, n) in pairs {
                         let id = match ids.get(&cpu) {
                             Some(id) => *id,
                             None => {
@@ -643,11 +657,12 @@ impl Assembler {
                         if let Some(o) = o.as_deref_mut() {
                             o.irq.push((id, n));
                         }
-                    });
+                    }
                 }
             }
         }
         self.parsed = reuse_vec(parsed);
+        self.irq_pairs = irq_pairs;
         // One update per indom and message: PCP wants no two records for
         // one indom at one time.
         if let Some(u) = irq_adds {

@@ -76,8 +76,9 @@ pub enum Dataset<'a> {
 /// built from other data.
 #[derive(Debug, Clone)]
 pub enum IrqCounts<'a> {
-    /// `cpuN:count` columns separated by `;`, every one valid.
-    Text(&'a [u8]),
+    /// `cpuN:count` columns separated by `;`, every one valid, and how
+    /// many (the parser gave them as pairs too: see [`Dataset::parse_into`]).
+    Text(&'a [u8], u32),
     Pairs(Vec<(u32, u64)>),
 }
 
@@ -87,7 +88,7 @@ impl IrqCounts<'_> {
     /// chained iterator's steps cost more than reading the columns).
     pub fn for_each(&self, mut f: impl FnMut(u32, u64)) {
         match self {
-            IrqCounts::Text(t) => {
+            IrqCounts::Text(t, _) => {
                 for p in t.split(|&b| b == b';') {
                     if let Some((cpu, n)) = irq_column(p) {
                         f(cpu, n);
@@ -103,7 +104,7 @@ impl IrqCounts<'_> {
     }
     pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         let (text, pairs) = match self {
-            IrqCounts::Text(t) => (Some(*t), None),
+            IrqCounts::Text(t, _) => (Some(*t), None),
             IrqCounts::Pairs(p) => (None, Some(p)),
         };
         let from_text = text
@@ -166,6 +167,17 @@ fn int(s: &[u8]) -> Option<i64> {
 impl<'a> Dataset<'a> {
     /// Parse the text of one dataset of `kind`.
     pub fn parse(kind: Kind, text: &'a [u8]) -> Result<Dataset<'a>, String> {
+        Self::parse_into(kind, text, &mut Vec::new())
+    }
+
+    /// [`Dataset::parse`], appending an IRQ row's (cpu, count) pairs to
+    /// `pairs` as they are checked (nothing when the row is bad), so that
+    /// its user need not read the columns again.
+    pub fn parse_into(
+        kind: Kind,
+        text: &'a [u8],
+        pairs: &mut Vec<(u32, u64)>,
+    ) -> Result<Dataset<'a>, String> {
         let show = || String::from_utf8_lossy(text).into_owned();
         match kind {
             Kind::New => {
@@ -237,19 +249,24 @@ impl<'a> Dataset<'a> {
                     .ok_or_else(|| format!("bad IRQ dataset {:?} (no row name)", show()))?
                     .into();
                 // A row with a name only has no columns (not one empty one).
+                let from = pairs.len();
                 if first.len() < body.len() {
                     for p in columns.split(|&b| b == b';') {
-                        if irq_column(p).is_none() {
-                            return Err(format!(
-                                "bad IRQ column {:?} in {:?}",
-                                String::from_utf8_lossy(p),
-                                show()
-                            ));
+                        match irq_column(p) {
+                            Some(c) => pairs.push(c),
+                            None => {
+                                pairs.truncate(from);
+                                return Err(format!(
+                                    "bad IRQ column {:?} in {:?}",
+                                    String::from_utf8_lossy(p),
+                                    show()
+                                ));
+                            }
                         }
                     }
                 }
                 let counts = if first.len() < body.len() {
-                    IrqCounts::Text(columns)
+                    IrqCounts::Text(columns, (pairs.len() - from) as u32)
                 } else {
                     IrqCounts::Pairs(Vec::new())
                 };
@@ -389,6 +406,27 @@ mod tests {
             assert_eq!(got, want);
             assert_eq!(c.iter().collect::<Vec<_>>(), want);
         }
+    }
+
+    /// The assembler reads an IRQ row's pairs from what `parse_into` kept:
+    /// they must be the row's, in order, counted in the dataset, and a bad
+    /// row (even one bad after good columns) must leave none behind.
+    #[test]
+    fn parse_into_keeps_the_pairs_of_good_rows_only() {
+        let mut pairs = vec![(9, 9)];
+        let d = Dataset::parse_into(Kind::Irq, b"24;cpu0:1;cpu1:0;cpu3:13;", &mut pairs).unwrap();
+        assert!(matches!(
+            d,
+            Dataset::Irq {
+                counts: IrqCounts::Text(_, 3),
+                ..
+            }
+        ));
+        assert_eq!(pairs, [(9, 9), (0, 1), (1, 0), (3, 13)]);
+        assert!(Dataset::parse_into(Kind::Irq, b"LOC;cpu0:4;cpu1:x;", &mut pairs).is_err());
+        assert!(Dataset::parse_into(Kind::Irq, b"NMI;", &mut pairs).is_ok());
+        assert!(Dataset::parse_into(Kind::Chk, b"1;init", &mut pairs).is_ok());
+        assert_eq!(pairs, [(9, 9), (0, 1), (1, 0), (3, 13)]);
     }
 
     #[test]
