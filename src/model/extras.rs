@@ -261,6 +261,11 @@ impl Extras {
     /// another layout: no allocation then).
     pub(crate) fn copy_from(&mut self, src: &Extras) {
         self.1 = src.1;
+        // The usual case first: the same keys at the same addresses, with
+        // numbers of the same kinds (a recycled event of the layout).
+        if self.0.len() == src.0.len() && self.copy_same_layout(src) {
+            return;
+        }
         let d = &mut self.0;
         let mut spare: Option<String> = None;
         if d.len() > src.0.len() {
@@ -315,6 +320,24 @@ impl Extras {
         for (k, v) in &src.0[have..] {
             d.push((k.clone(), made(v, &mut spare)));
         }
+    }
+    /// `copy_from` for entries of the same layout: true when every entry
+    /// was, else false with the entries before the first other one copied
+    /// (the general path then finds those equal).
+    #[inline]
+    fn copy_same_layout(&mut self, src: &Extras) -> bool {
+        for ((dk, dv), (k, v)) in self.0.iter_mut().zip(&src.0) {
+            if !same_address(dk, k) {
+                return false;
+            }
+            match (dv, v) {
+                (ExtraValue::U64(a), ExtraValue::U64(b)) => *a = *b,
+                (ExtraValue::I64(a), ExtraValue::I64(b)) => *a = *b,
+                (ExtraValue::Str(t), ExtraValue::Str(x)) if t.as_str() == x.as_str() => {}
+                _ => return false,
+            }
+        }
+        true
     }
     /// Drop every entry, keeping the allocation (reused items).
     pub fn clear(&mut self) {
