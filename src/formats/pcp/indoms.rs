@@ -20,7 +20,7 @@
 use super::layout::{put_stamp, Stamp, Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYPE_INDOM_V2};
 use crate::model::IntHasher;
 use crate::model::{IndomKind, IndomUpdate};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
@@ -72,7 +72,9 @@ impl Dom {
 
 pub struct Tracker {
     v: Version,
-    doms: BTreeMap<u32, Dom>,
+    /// By id, in id order (a source has a few domains: a list walked by
+    /// index before every result costs less than a map's cursor).
+    doms: Vec<(u32, Dom)>,
     /// Entries of the record being built: (instance, name offset or None).
     scratch: Vec<(i32, Option<usize>)>,
     strtab: Vec<u8>,
@@ -84,7 +86,7 @@ impl Tracker {
     pub fn new(v: Version) -> Tracker {
         Tracker {
             v,
-            doms: BTreeMap::new(),
+            doms: Vec::new(),
             scratch: Vec::new(),
             strtab: Vec::new(),
             records: 0,
@@ -109,7 +111,14 @@ impl Tracker {
     /// Apply an update (written with the next result).
     pub fn update(&mut self, u: &IndomUpdate) {
         let tc = self.quantize(u.time.0);
-        let d = self.doms.entry(u.id).or_default();
+        let k = match self.doms.binary_search_by_key(&u.id, |d| d.0) {
+            Ok(k) => k,
+            Err(k) => {
+                self.doms.insert(k, (u.id, Dom::default()));
+                k
+            }
+        };
+        let d = &mut self.doms[k].1;
         match u.kind {
             IndomKind::Full => {
                 let mut old = std::mem::take(&mut d.cur);
@@ -157,37 +166,28 @@ impl Tracker {
         let after = after.map(|a| self.quantize(a));
         let t = t.map(|t| self.quantize(t));
         let mut wrote = false;
-        // Walk the ids with a cursor (no list of them per result).
-        use std::ops::Bound::{Excluded, Unbounded};
-        let mut cursor = self.doms.keys().next().copied();
-        while let Some(id) = cursor {
-            cursor = self
-                .doms
-                .range((Excluded(id), Unbounded))
-                .next()
-                .map(|(k, _)| *k);
-            if self.doms[&id].dirty {
-                wrote |= self.stage(id, after, out);
+        for k in 0..self.doms.len() {
+            if self.doms[k].1.dirty {
+                wrote |= self.stage(k, after, out);
             }
-            let due = match (self.doms[&id].staged, t) {
+            let due = match (self.doms[k].1.staged, t) {
                 (Some(s), Some(t)) => s < t,
                 (Some(_), None) => true,
                 (None, _) => false,
             };
             if due {
-                wrote |= self.emit(id, out);
+                wrote |= self.emit(k, out);
             }
         }
         wrote
     }
 
-    /// Stage the current membership of `id` as a record at the time of its
-    /// latest change; a staged record of an earlier time is written first.
-    fn stage(&mut self, id: u32, after: Option<i64>, out: &mut Vec<u8>) -> bool {
+    /// Stage the current membership of domain `k` (an index of `doms`) as
+    /// a record at the time of its latest change; a staged record of an
+    /// earlier time is written first.
+    fn stage(&mut self, k: usize, after: Option<i64>, out: &mut Vec<u8>) -> bool {
         let step = self.step();
-        let Some(d) = self.doms.get_mut(&id) else {
-            return false;
-        };
+        let d = &mut self.doms[k].1;
         d.dirty = false;
         let mut t = d.changed;
         if let Some(a) = after {
@@ -200,11 +200,9 @@ impl Tracker {
                 d.orig_stage.clear();
                 return false;
             }
-            wrote = self.emit(id, out);
+            wrote = self.emit(k, out);
         }
-        let Some(d) = self.doms.get_mut(&id) else {
-            return wrote;
-        };
+        let d = &mut self.doms[k].1;
         if let Some(l) = d.last_rec {
             t = t.max(l + step);
         }
@@ -212,12 +210,11 @@ impl Tracker {
         wrote
     }
 
-    /// Write the staged record of `id`, if the membership changed since the
-    /// last record (or the domain has none yet).
-    fn emit(&mut self, id: u32, out: &mut Vec<u8>) -> bool {
-        let Some(d) = self.doms.get_mut(&id) else {
-            return false;
-        };
+    /// Write the staged record of domain `k`, if the membership changed
+    /// since the last record (or the domain has none yet).
+    fn emit(&mut self, k: usize, out: &mut Vec<u8>) -> bool {
+        let (id, d) = &mut self.doms[k];
+        let id = *id;
         let Some(t) = d.staged.take() else {
             return false;
         };
