@@ -754,13 +754,21 @@ impl PcpWriter {
                                 pending.push((b.len(), blocks.len()));
                                 b.extend_from_slice(&0u32.to_be_bytes());
                                 let vlen = payload.len() + 4;
-                                blocks.extend_from_slice(
-                                    &(((vt as u32) << 24) | (vlen as u32 & 0xff_ffff))
-                                        .to_be_bytes(),
-                                );
-                                blocks.extend_from_slice(payload);
-                                while !blocks.len().is_multiple_of(4) {
-                                    blocks.push(b'~');
+                                let head =
+                                    (((vt as u32) << 24) | (vlen as u32 & 0xff_ffff)).to_be_bytes();
+                                if let Ok(p8) = <[u8; 8]>::try_from(payload) {
+                                    // A 64-bit number (most blocks): head and
+                                    // value in one fixed-size copy, no call.
+                                    let mut w = [0u8; 12];
+                                    w[..4].copy_from_slice(&head);
+                                    w[4..].copy_from_slice(&p8);
+                                    blocks.extend_from_slice(&w);
+                                } else {
+                                    blocks.extend_from_slice(&head);
+                                    blocks.extend_from_slice(payload);
+                                    while !blocks.len().is_multiple_of(4) {
+                                        blocks.push(b'~');
+                                    }
                                 }
                             }
                         }
