@@ -676,7 +676,7 @@ impl EventEncoder {
             );
         }
         if let Some(r) = e.raw_clock {
-            put_param(rec, RAW_CLOCK_PMID, 3, &r.to_be_bytes(), false);
+            put_num(rec, RAW_CLOCK_PMID, 3, r.to_be_bytes());
             np += 1;
         }
         if same_tail {
@@ -818,6 +818,17 @@ fn put_param(b: &mut Vec<u8>, pid: MetricId, t: i32, pay: &[u8], nul: bool) {
     b.extend_from_slice(&[0u8; 4][..zeros]);
 }
 
+/// [`put_param`] for a number of 4 or 8 bytes (no padding): one
+/// fixed-size copy, inline (most parameters of every event).
+#[inline]
+fn put_num<const N: usize>(b: &mut Vec<u8>, pid: MetricId, t: i32, pay: [u8; N]) {
+    let mut w = [0u8; 16];
+    w[..4].copy_from_slice(&pid.to_be_bytes());
+    w[4..8].copy_from_slice(&(((t as u32) << 24) | (4 + N as u32)).to_be_bytes());
+    w[8..8 + N].copy_from_slice(&pay);
+    b.extend_from_slice(&w[..8 + N]);
+}
+
 fn int_of(v: &Value) -> Option<i128> {
     match v {
         Value::I64(x) | Value::Enum(x) => Some(*x as i128),
@@ -842,19 +853,19 @@ fn put_scalar(b: &mut Vec<u8>, pid: MetricId, t: i32, v: &Value) -> bool {
                 _ => u64::try_from(n).is_ok(),
             };
             match t {
-                0 | 1 => put_param(b, pid, t, &(n as u32).to_be_bytes(), false),
-                _ => put_param(b, pid, t, &(n as u64).to_be_bytes(), false),
+                0 | 1 => put_num(b, pid, t, (n as u32).to_be_bytes()),
+                _ => put_num(b, pid, t, (n as u64).to_be_bytes()),
             }
             fits && x.is_some() && !matches!(v, Value::F32(_) | Value::F64(_))
         }
         4 => {
             let x = v.as_f64();
-            put_param(b, pid, 4, &(x.unwrap_or(0.0) as f32).to_be_bytes(), false);
+            put_num(b, pid, 4, (x.unwrap_or(0.0) as f32).to_be_bytes());
             x.is_some() && !matches!(v, Value::F64(_))
         }
         5 => {
             let x = v.as_f64();
-            put_param(b, pid, 5, &x.unwrap_or(0.0).to_be_bytes(), false);
+            put_num(b, pid, 5, x.unwrap_or(0.0).to_be_bytes());
             x.is_some()
         }
         6 | 7 => {
@@ -876,10 +887,10 @@ fn put_scalar(b: &mut Vec<u8>, pid: MetricId, t: i32, v: &Value) -> bool {
 
 fn put_extra(b: &mut Vec<u8>, id: MetricId, v: &ExtraValue) {
     match v {
-        ExtraValue::U64(x) => put_param(b, id, 3, &x.to_be_bytes(), false),
-        ExtraValue::I64(x) => put_param(b, id, 2, &x.to_be_bytes(), false),
-        ExtraValue::F64(x) => put_param(b, id, 5, &x.to_be_bytes(), false),
-        ExtraValue::Bool(x) => put_param(b, id, 1, &(*x as u32).to_be_bytes(), false),
+        ExtraValue::U64(x) => put_num(b, id, 3, x.to_be_bytes()),
+        ExtraValue::I64(x) => put_num(b, id, 2, x.to_be_bytes()),
+        ExtraValue::F64(x) => put_num(b, id, 5, x.to_be_bytes()),
+        ExtraValue::Bool(x) => put_num(b, id, 1, (*x as u32).to_be_bytes()),
         ExtraValue::Str(s) => put_param(b, id, 6, s.as_bytes(), true),
         ExtraValue::Bytes(x) => put_param(b, id, 7, x, false),
         ExtraValue::List(_) => put_param(
