@@ -809,13 +809,17 @@ fn put_param(b: &mut Vec<u8>, pid: MetricId, t: i32, pay: &[u8], nul: bool) {
     let len = 4 + pay.len() + nul as usize;
     // The NUL and the padding to 4 bytes are zeros alike.
     let zeros = (4 - (pay.len() + nul as usize) % 4) % 4 + nul as usize;
-    b.reserve(8 + pay.len() + zeros);
+    b.reserve(16 + pay.len());
     let mut head = [0u8; 8];
     head[..4].copy_from_slice(&pid.to_be_bytes());
     head[4..].copy_from_slice(&(((t as u32) << 24) | (len as u32 & 0x00ff_ffff)).to_be_bytes());
     b.extend_from_slice(&head);
     b.extend_from_slice(pay);
-    b.extend_from_slice(&[0u8; 4][..zeros]);
+    // Zeros (up to 4 wanted) cut back to those wanted: a fixed copy, not a
+    // call.
+    let end = b.len() + zeros;
+    b.extend_from_slice(&[0u8; 8]);
+    b.truncate(end);
 }
 
 /// [`put_param`] for a number of 4 or 8 bytes (no padding): one
