@@ -164,6 +164,37 @@ fn int(s: &[u8]) -> Option<i64> {
     Some(v)
 }
 
+/// [`int`] of the field that ends at the first `stop` (or at the end),
+/// and what follows that `stop` (None: the field ran to the end). One
+/// pass: the field is not looked for first (every dataset's numbers).
+#[inline]
+fn int_to(s: &[u8], stop: u8) -> Option<(i64, Option<&[u8]>)> {
+    let neg = s.first() == Some(&b'-');
+    let start = neg as usize;
+    let mut i = start;
+    let mut v: i64 = 0;
+    while let Some(&c) = s.get(i) {
+        if c == stop {
+            break;
+        }
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?;
+        v = if neg {
+            v.checked_sub(d as i64)?
+        } else {
+            v.checked_add(d as i64)?
+        };
+        i += 1;
+    }
+    if i == start {
+        return None;
+    }
+    Some((v, s.get(i + 1..).filter(|_| i < s.len())))
+}
+
 impl<'a> Dataset<'a> {
     /// Parse the text of one dataset of `kind`.
     pub fn parse(kind: Kind, text: &'a [u8]) -> Result<Dataset<'a>, String> {
@@ -180,11 +211,9 @@ impl<'a> Dataset<'a> {
     ) -> Result<Dataset<'a>, String> {
         let show = || String::from_utf8_lossy(text).into_owned();
         match kind {
-            Kind::New => {
-                let mut it = text.splitn(3, |&b| b == b';');
-                let (p, pp, cmd) = (it.next(), it.next(), it.next());
-                match (p.and_then(int), pp.and_then(int), cmd) {
-                    (Some(pid), Some(ppid), Some(cmd)) => Ok(Dataset::New {
+            Kind::New => match int_to(text, b';') {
+                Some((pid, Some(rest))) => match int_to(rest, b';') {
+                    Some((ppid, Some(cmd))) => Ok(Dataset::New {
                         pid,
                         ppid,
                         cmdline: Cow::Borrowed(cmd),
@@ -193,38 +222,42 @@ impl<'a> Dataset<'a> {
                         "bad NEW dataset {:?} (want pid;ppid;cmdline)",
                         show()
                     )),
-                }
-            }
+                },
+                _ => Err(format!(
+                    "bad NEW dataset {:?} (want pid;ppid;cmdline)",
+                    show()
+                )),
+            },
             Kind::Stp => int(text)
                 .map(|pid| Dataset::Stp { pid })
                 .ok_or_else(|| format!("bad STP dataset {:?} (want pid)", show())),
-            Kind::Chk => {
-                let mut it = text.splitn(2, |&b| b == b';');
-                match (it.next().and_then(int), it.next()) {
-                    (Some(pid), Some(cmd)) => Ok(Dataset::Chk {
-                        pid,
-                        cmdline: Cow::Borrowed(cmd),
-                    }),
-                    _ => Err(format!("bad CHK dataset {:?} (want pid;cmdline)", show())),
-                }
-            }
+            Kind::Chk => match int_to(text, b';') {
+                Some((pid, Some(cmd))) => Ok(Dataset::Chk {
+                    pid,
+                    cmdline: Cow::Borrowed(cmd),
+                }),
+                _ => Err(format!("bad CHK dataset {:?} (want pid;cmdline)", show())),
+            },
             Kind::Act => {
                 // Six integers, no more, no less (no collecting: this runs
                 // for every ACT dataset).
                 let mut n = [0i64; 6];
-                let mut count = 0;
+                let mut rest = Some(text);
                 let mut ok = true;
-                for p in text.split(|&b| b == b';') {
-                    match (n.get_mut(count), int(p)) {
-                        (Some(slot), Some(v)) => *slot = v,
-                        _ => {
+                for slot in n.iter_mut() {
+                    match rest.and_then(|r| int_to(r, b';')) {
+                        Some((v, r)) => {
+                            *slot = v;
+                            rest = r;
+                        }
+                        None => {
                             ok = false;
                             break;
                         }
                     }
-                    count += 1;
                 }
-                match ok && count == 6 {
+                // The sixth ran to the end: no seventh field.
+                match ok && rest.is_none() {
                     true => Ok(Dataset::Act {
                         pid: n[0],
                         values: [n[1], n[2], n[3], n[4], n[5]],
@@ -251,11 +284,25 @@ impl<'a> Dataset<'a> {
                 // A row with a name only has no columns (not one empty one).
                 let from = pairs.len();
                 if first.len() < body.len() {
-                    for p in columns.split(|&b| b == b';') {
-                        match irq_column(p) {
-                            Some(c) => pairs.push(c),
+                    // `cpuN:count` columns, each read in one pass (what
+                    // `irq_column` of each `;` field accepts).
+                    let mut rest = Some(columns);
+                    while let Some(r) = rest {
+                        let col = r
+                            .strip_prefix(b"cpu")
+                            .and_then(|c| int_to(c, b':'))
+                            .and_then(|(cpu, after)| Some((cpu, int_to(after?, b';')?)))
+                            .and_then(|(cpu, (n, next))| {
+                                Some(((u32::try_from(cpu).ok()?, u64::try_from(n).ok()?), next))
+                            });
+                        match col {
+                            Some((c, next)) => {
+                                pairs.push(c);
+                                rest = next;
+                            }
                             None => {
                                 pairs.truncate(from);
+                                let p = r.split(|&b| b == b';').next().unwrap_or_default();
                                 return Err(format!(
                                     "bad IRQ column {:?} in {:?}",
                                     String::from_utf8_lossy(p),
@@ -406,6 +453,93 @@ mod tests {
             assert_eq!(got, want);
             assert_eq!(c.iter().collect::<Vec<_>>(), want);
         }
+    }
+
+    /// The rules as first written, field by field: split on `;`, then
+    /// `int` of each field (`irq_column` of each IRQ column).
+    fn by_fields(kind: Kind, text: &[u8]) -> Option<Vec<i64>> {
+        let f: Vec<&[u8]> = match kind {
+            Kind::New => text.splitn(3, |&b| b == b';').collect(),
+            Kind::Chk => text.splitn(2, |&b| b == b';').collect(),
+            _ => text.split(|&b| b == b';').collect(),
+        };
+        match kind {
+            Kind::New if f.len() == 3 => Some(vec![int(f[0])?, int(f[1])?, f[2].len() as i64]),
+            Kind::Chk if f.len() == 2 => Some(vec![int(f[0])?, f[1].len() as i64]),
+            Kind::Act if f.len() == 6 => f.iter().map(|p| int(p)).collect(),
+            Kind::Irq => {
+                let body = text.strip_suffix(b";")?;
+                let mut cols = body.split(|&b| b == b';');
+                if cols.next()?.is_empty() {
+                    return None;
+                }
+                let mut v = Vec::new();
+                for c in cols {
+                    let (cpu, n) = irq_column(c)?;
+                    v.extend([cpu as i64, n as i64]);
+                }
+                Some(v)
+            }
+            _ => None,
+        }
+    }
+
+    fn numbers(d: &Dataset, pairs: &[(u32, u64)]) -> Vec<i64> {
+        match d {
+            Dataset::New { pid, ppid, cmdline } => vec![*pid, *ppid, cmdline.len() as i64],
+            Dataset::Chk { pid, cmdline } => vec![*pid, cmdline.len() as i64],
+            Dataset::Act { pid, values } => [*pid].into_iter().chain(*values).collect(),
+            Dataset::Stp { pid } => vec![*pid],
+            Dataset::Irq { .. } => pairs
+                .iter()
+                .flat_map(|&(c, n)| [c as i64, n as i64])
+                .collect(),
+        }
+    }
+
+    /// The one-pass parser accepts and reads what splitting into fields
+    /// first does, on random texts of the characters that matter
+    /// (digits, separators, signs, `cpu`, a stray letter) and at the
+    /// limits of i64.
+    #[test]
+    fn one_pass_parsing_gives_what_fields_give() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let alphabet = b"0123456789;;;::--cpux";
+        let mut texts: Vec<Vec<u8>> = vec![
+            b"9223372036854775807;-9223372036854775808;x".to_vec(),
+            b"9223372036854775808;1;x".to_vec(),
+            b"-;1;x".to_vec(),
+            b"24;cpu0:1;cpu1:0;".to_vec(),
+            b"24;cpu4294967296:1;".to_vec(),
+            b"24;cpu1:-1;".to_vec(),
+            b"1;2;3;4;5;6".to_vec(),
+            b"1;2;3;4;5;6;".to_vec(),
+            b"1;2;3;4;5".to_vec(),
+        ];
+        for _ in 0..20_000 {
+            let n = (next() % 24) as usize;
+            texts.push((0..n).map(|_| alphabet[(next() % 21) as usize]).collect());
+        }
+        let mut good = 0;
+        for t in &texts {
+            for kind in [Kind::New, Kind::Chk, Kind::Act, Kind::Irq] {
+                let mut pairs = Vec::new();
+                let got = Dataset::parse_into(kind, t, &mut pairs)
+                    .ok()
+                    .map(|d| numbers(&d, &pairs));
+                let text = String::from_utf8_lossy(t);
+                assert_eq!(got, by_fields(kind, t), "{kind:?} {text:?}");
+                good += got.is_some() as usize;
+            }
+        }
+        // The random texts reach the accepting paths too.
+        assert!(good > 500, "only {good} accepted");
     }
 
     /// The assembler reads an IRQ row's pairs from what `parse_into` kept:
