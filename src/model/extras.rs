@@ -220,7 +220,7 @@ impl Extras {
     pub(crate) fn restamp(&mut self) {
         self.1 = new_stamp();
     }
-    #[cfg(test)]
+    /// The stamp (0: none since the last change).
     pub(crate) fn stamp(&self) -> Stamp {
         self.1
     }

@@ -97,6 +97,10 @@ pub struct WireEncoder {
     /// (a KPI dataset list, a DLT message) share them, and then only a mark
     /// travels (the decoder's item still has them).
     last_extras: [Extras; 4],
+    /// Instead of `last_extras`, when that item's extras were stamped: its
+    /// stamp (an item with the same stamp has the same extras; no copy of
+    /// them is kept for the first event of each KPI message).
+    last_stamp: [Option<u64>; 4],
 }
 
 /// In place of an extras count: the same extras as the previous item of
@@ -261,7 +265,12 @@ impl WireEncoder {
             .ok()
             .filter(|n| *n != SAME_EXTRAS)
             .ok_or(Whole)?;
-        if x.same_bits(&self.last_extras[tag as usize]) {
+        let t = tag as usize;
+        let same = match self.last_stamp[t] {
+            Some(s) => x.stamp() == s,
+            None => x.same_bits(&self.last_extras[t]),
+        };
+        if same {
             batch.bytes.extend_from_slice(&SAME_EXTRAS.to_ne_bytes());
             return Ok(());
         }
@@ -271,7 +280,13 @@ impl WireEncoder {
             batch.bytes.extend_from_slice(&id.to_ne_bytes());
             put_extra(&mut batch.bytes, v)?;
         }
-        self.last_extras[tag as usize].copy_from(x);
+        match x.stamp() {
+            0 => {
+                self.last_extras[t].copy_from(x);
+                self.last_stamp[t] = None;
+            }
+            s => self.last_stamp[t] = Some(s),
+        }
         Ok(())
     }
 
@@ -1088,6 +1103,55 @@ mod tests {
             out.push(event(t, vec![Value::I64(t)], Extras::default()));
         }
         out
+    }
+
+    /// The "same extras" mark after stamped extras is sent for the same
+    /// stamp only: unstamped extras with the contents of the last stamped
+    /// ones, or other stamped ones, travel in full (the encoder keeps no
+    /// copy of stamped extras); after unstamped ones, equal contents are
+    /// the same. Every item comes out as it went in.
+    #[test]
+    fn stamped_extras_are_marked_same_by_their_stamp_only() {
+        let a = || extras(vec![("k".into(), ExtraValue::U64(1))]);
+        let mut x = a();
+        x.restamp();
+        let mut y = a();
+        y.copy_from(&x);
+        let mut z = extras(vec![("k".into(), ExtraValue::U64(2))]);
+        z.restamp();
+        let cases = vec![
+            (x.clone(), false),
+            (y, true),
+            (a(), false),
+            (a(), true),
+            // Contents equal to the last unstamped: the same, as before.
+            (x.clone(), true),
+            (z, false),
+            // Equal to extras sent before z, not to z.
+            (a(), false),
+            (Extras::default(), false),
+            (x, false),
+        ];
+        let mut enc = WireEncoder::new();
+        let mut dec = WireDecoder::new();
+        let mut batch = WireBatch::default();
+        let mut want = Vec::new();
+        for (i, (e, same)) in cases.into_iter().enumerate() {
+            let mut item = event(i as i64 + 1, vec![], e);
+            want.push(format!("{item:?}"));
+            let before = batch.byte_len();
+            enc.push(&mut item, &mut batch);
+            let mark = batch.bytes[batch.byte_len() - 2..] == SAME_EXTRAS.to_ne_bytes();
+            assert_eq!(mark, same, "item {i}");
+            assert!(batch.byte_len() > before);
+        }
+        let mut got = Vec::new();
+        dec.each(&mut batch, |item| {
+            got.push(format!("{item:?}"));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, want);
     }
 
     #[test]
