@@ -46,7 +46,7 @@ pub const SCOD_HEX: u32 = 0x0001_0000;
 pub const SCOD_BIN: u32 = 0x0001_8000;
 
 /// Size of the optional extras selected by `htyp`.
-pub fn extras_len(htyp: u8) -> usize {
+pub const fn extras_len(htyp: u8) -> usize {
     let mut n = 0;
     if htyp & HTYP_WEID != 0 {
         n += 4;
@@ -60,37 +60,60 @@ pub fn extras_len(htyp: u8) -> usize {
     n
 }
 
+/// [`headers_len`] of the five low `htyp` bits (the others do not count).
+const HEADERS_LEN: [u8; 32] = {
+    let mut t = [0u8; 32];
+    let mut i = 0;
+    while i < 32 {
+        let h = i as u8;
+        t[i] = (STD_LEN + extras_len(h) + if h & HTYP_UEH != 0 { EXT_LEN } else { 0 }) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// Bytes from the standard header to the payload.
+#[inline]
 pub fn headers_len(htyp: u8) -> usize {
-    STD_LEN + extras_len(htyp) + if htyp & HTYP_UEH != 0 { EXT_LEN } else { 0 }
+    HEADERS_LEN[(htyp & 0x1f) as usize] as usize
 }
 
-/// Why a record's headers are not acceptable.
+/// The size of the record `b` starts with, if its headers are acceptable.
+/// Every record of a file passes here twice (pre-scan, main pass): the
+/// acceptable case inline, why not out of line.
+#[inline]
 pub fn check_headers(b: &[u8]) -> Result<usize, String> {
+    if let Some(h) = b.first_chunk::<MIN_RECORD>() {
+        let htyp = h[16];
+        let len = u16::from_be_bytes([h[18], h[19]]) as usize;
+        if h[..4] == PATTERN && htyp >> 5 == 1 && len >= headers_len(htyp) {
+            return Ok(STORAGE_LEN + len);
+        }
+    }
+    Err(headers_refused(b))
+}
+
+/// Why [`check_headers`] refuses `b`.
+#[cold]
+#[inline(never)]
+fn headers_refused(b: &[u8]) -> String {
     if b.len() < MIN_RECORD {
-        return Err("record shorter than its headers".into());
+        return "record shorter than its headers".into();
     }
     if b[..4] != PATTERN {
         if b[..4] == PATTERN_V2 {
-            return Err("DLT protocol v2 storage header (not supported)".into());
+            return "DLT protocol v2 storage header (not supported)".into();
         }
-        return Err("no storage header pattern DLT\\x01".into());
+        return "no storage header pattern DLT\\x01".into();
     }
     let htyp = b[16];
     let vers = htyp >> 5;
     if vers != 1 {
-        return Err(format!(
-            "standard header version {vers} (htyp 0x{htyp:02x}), expected 1"
-        ));
+        return format!("standard header version {vers} (htyp 0x{htyp:02x}), expected 1");
     }
     let len = u16::from_be_bytes([b[18], b[19]]) as usize;
     let need = headers_len(htyp);
-    if len < need {
-        return Err(format!(
-            "message length {len} shorter than its headers ({need} bytes)"
-        ));
-    }
-    Ok(STORAGE_LEN + len)
+    format!("message length {len} shorter than its headers ({need} bytes)")
 }
 
 /// Extended header fields.
@@ -139,6 +162,69 @@ pub struct Msg<'a> {
 #[inline]
 fn id4(b: &[u8]) -> [u8; 4] {
     b.first_chunk().copied().unwrap_or_default()
+}
+
+/// What a pass over headers alone (the reader's pre-scan) takes of a
+/// record: read straight from its bytes, without the whole [`Msg`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub secs: u32,
+    pub usecs: i32,
+    /// The ECU as dlt-convert chooses it: header extra, else storage header.
+    pub ecu: [u8; 4],
+    pub session: Option<u32>,
+    pub tmsp: Option<u32>,
+    /// APID and CTID, if the record has an extended header.
+    pub ids: Option<([u8; 4], [u8; 4])>,
+}
+
+impl Head {
+    /// The headers of a record that passed [`check_headers`] and is whole
+    /// (`raw.len() == 16 + len`), as [`Msg::parse`] reads them.
+    #[inline]
+    pub fn read(raw: &[u8]) -> Head {
+        let htyp = raw[16];
+        let mut p = MIN_RECORD;
+        let mut take4 = |on: bool| {
+            on.then(|| {
+                let v = id4(raw.get(p..).unwrap_or_default());
+                p += 4;
+                v
+            })
+        };
+        let ecu = take4(htyp & HTYP_WEID != 0);
+        let session = take4(htyp & HTYP_WSID != 0).map(u32::from_be_bytes);
+        let tmsp = take4(htyp & HTYP_WTMS != 0).map(u32::from_be_bytes);
+        let ids = (htyp & HTYP_UEH != 0).then(|| {
+            let e = raw.get(p + 2..).unwrap_or_default();
+            (id4(e), id4(e.get(4..).unwrap_or_default()))
+        });
+        Head {
+            secs: u32::from_le_bytes(id4(&raw[4..])),
+            usecs: i32::from_le_bytes(id4(&raw[8..])),
+            ecu: ecu.unwrap_or_else(|| id4(&raw[12..])),
+            session,
+            tmsp,
+            ids,
+        }
+    }
+
+    /// The same of a parsed record.
+    pub fn of(m: &Msg) -> Head {
+        Head {
+            secs: m.secs,
+            usecs: m.usecs,
+            ecu: m.ecu_id(),
+            session: m.session,
+            tmsp: m.tmsp,
+            ids: m.ext.map(|e| (e.apid, e.ctid)),
+        }
+    }
+
+    /// The storage time in nanoseconds.
+    pub fn storage_ns(&self) -> i64 {
+        (self.secs as i64) * 1_000_000_000 + (self.usecs as i64) * 1000
+    }
 }
 
 impl<'a> Msg<'a> {
@@ -401,7 +487,88 @@ pub fn put_record_flags(out: &mut Vec<u8>, flags: u8, r: &RecordSpec) {
 
 #[cfg(test)]
 mod tests {
-    use super::first_nul;
+    use super::*;
+
+    /// The inline check gives what the checks one by one give (size or
+    /// reason), for every htyp, length around the headers' size, pattern
+    /// and a short record.
+    #[test]
+    fn check_headers_agrees_with_the_checks_one_by_one() {
+        fn reference(b: &[u8]) -> Result<usize, String> {
+            if b.len() < MIN_RECORD {
+                return Err("record shorter than its headers".into());
+            }
+            if b[..4] != PATTERN {
+                if b[..4] == PATTERN_V2 {
+                    return Err("DLT protocol v2 storage header (not supported)".into());
+                }
+                return Err("no storage header pattern DLT\\x01".into());
+            }
+            let htyp = b[16];
+            let vers = htyp >> 5;
+            if vers != 1 {
+                return Err(format!(
+                    "standard header version {vers} (htyp 0x{htyp:02x}), expected 1"
+                ));
+            }
+            let len = u16::from_be_bytes([b[18], b[19]]) as usize;
+            let need = STD_LEN + extras_len(htyp) + if htyp & HTYP_UEH != 0 { EXT_LEN } else { 0 };
+            if len < need {
+                return Err(format!(
+                    "message length {len} shorter than its headers ({need} bytes)"
+                ));
+            }
+            Ok(STORAGE_LEN + len)
+        }
+        let mut n = 0;
+        for pattern in [PATTERN, PATTERN_V2, *b"DLX\x01"] {
+            for htyp in 0..=255u8 {
+                for len in [0u16, 3, 4, 5, 13, 14, 15, 17, 18, 26, 27, 28, 29, 30, 65535] {
+                    let mut b = [0u8; MIN_RECORD];
+                    b[..4].copy_from_slice(&pattern);
+                    b[16] = htyp;
+                    b[18..20].copy_from_slice(&len.to_be_bytes());
+                    for cut in [MIN_RECORD, MIN_RECORD - 1, 0] {
+                        assert_eq!(check_headers(&b[..cut]), reference(&b[..cut]));
+                        n += check_headers(&b[..cut]).is_ok() as u32;
+                    }
+                }
+            }
+        }
+        assert!(n > 100, "{n} accepted");
+    }
+
+    /// `Head::read` gives what `Msg::parse` gives, for every set of header
+    /// parts and both byte orders.
+    #[test]
+    fn head_read_agrees_with_msg_parse() {
+        for htyp in 0..=255u8 {
+            let mut raw = Vec::new();
+            put_record_flags(
+                &mut raw,
+                htyp,
+                &RecordSpec {
+                    secs: 0x0102_0304,
+                    usecs: -5,
+                    ecu: *b"EC1\0",
+                    mcnt: 7,
+                    session: 0x0a0b_0c0d,
+                    tmsp: 0x1122_3344,
+                    msin: 0x41,
+                    noar: 2,
+                    apid: *b"APP1",
+                    ctid: *b"CTX\0",
+                    payload: b"xyz",
+                },
+            );
+            // The storage ECU differs from the header extra.
+            raw[12..16].copy_from_slice(b"STOR");
+            raw[16] |= htyp & HTYP_MSBF;
+            assert_eq!(check_headers(&raw), Ok(raw.len()));
+            let m = Msg::parse(0, &raw).unwrap();
+            assert_eq!(Head::read(&raw), Head::of(&m), "htyp {htyp:#04x}");
+        }
+    }
 
     #[test]
     fn first_nul_finds_the_first_zero_byte() {

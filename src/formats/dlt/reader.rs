@@ -27,8 +27,8 @@
 //! the offset comes from the first message with a timestamp.
 
 use super::args::{self, Arg};
-use super::layout::{self, id_from, id_text, Msg};
-use super::scan::Scanner;
+use super::layout::{self, id_from, id_text, Head, Msg};
+use super::scan::{walk_heads, Scanner};
 use super::text;
 use crate::error::{Diagnostic, Position, Result};
 use crate::formats::kpi::assemble::Assembler;
@@ -103,44 +103,81 @@ fn naming_arg(a: &Arg) -> Option<(String, String)> {
 /// What the pre-scan finds: boot segments (index of the first record,
 /// offset in ns) and the ECU and session of the first KPI message (else of
 /// the first message).
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Prescan {
     segs: Vec<(u64, i64)>,
     ecu: Option<[u8; 4]>,
     session: Option<u32>,
 }
 
-fn prescan(input: &Input, salvage: bool, kpi: ([u8; 4], [u8; 4])) -> Result<Prescan> {
-    let mut p = Prescan::default();
-    let segs = &mut p.segs;
-    let mut sc = Scanner::new(super::open_raw(input)?, input.path.clone(), salvage);
-    let mut last: Option<u32> = None;
-    let mut idx = 0u64;
-    let mut kpi_seen = false;
-    // Damage is reported by the main pass; here it just ends the scan.
-    while let Ok(Some(m)) = sc.next_msg() {
-        let is_kpi = m.ext.is_some_and(|e| (e.apid, e.ctid) == kpi);
-        if (is_kpi && !kpi_seen) || idx == 0 {
-            p.ecu = Some(m.ecu_id());
-            p.session = m.session;
-            kpi_seen |= is_kpi;
+/// The pre-scan's state over the records so far.
+struct Prescanning {
+    p: Prescan,
+    kpi: ([u8; 4], [u8; 4]),
+    last: Option<u32>,
+    idx: u64,
+    kpi_seen: bool,
+}
+
+impl Prescanning {
+    fn new(kpi: ([u8; 4], [u8; 4])) -> Prescanning {
+        Prescanning {
+            p: Prescan::default(),
+            kpi,
+            last: None,
+            idx: 0,
+            kpi_seen: false,
         }
-        if let Some(t) = m.tmsp {
-            let off = storage_ns(&m) - t as i64 * 100_000;
-            let new_seg = match last {
+    }
+
+    #[inline]
+    fn record(&mut self, h: &Head) {
+        let p = &mut self.p;
+        // The first KPI message's ids, else the first message's.
+        if !self.kpi_seen {
+            let is_kpi = h.ids == Some(self.kpi);
+            if is_kpi || self.idx == 0 {
+                p.ecu = Some(h.ecu);
+                p.session = h.session;
+                self.kpi_seen = is_kpi;
+            }
+        }
+        if let Some(t) = h.tmsp {
+            let off = h.storage_ns() - t as i64 * 100_000;
+            let new_seg = match self.last {
                 None => true,
                 Some(l) => t < l && l - t > SEGMENT_JUMP,
             };
             if new_seg {
-                segs.push((idx, off));
-            } else if let Some(s) = segs.last_mut() {
+                p.segs.push((self.idx, off));
+            } else if let Some(s) = p.segs.last_mut() {
                 s.1 = s.1.min(off);
             }
-            last = Some(t);
+            self.last = Some(t);
         }
-        idx += 1;
+        self.idx += 1;
     }
-    Ok(p)
+}
+
+fn prescan(input: &Input, salvage: bool, kpi: ([u8; 4], [u8; 4])) -> Result<Prescan> {
+    // Headers alone while the records are whole and well-formed (a file
+    // as the daemon writes it); else the scanner's framing decides.
+    let mut fast = Prescanning::new(kpi);
+    if walk_heads(super::open_raw(input)?, |h| fast.record(h)) {
+        return Ok(fast.p);
+    }
+    prescan_records(input, salvage, kpi)
+}
+
+/// The pre-scan over the records as the main pass frames them.
+fn prescan_records(input: &Input, salvage: bool, kpi: ([u8; 4], [u8; 4])) -> Result<Prescan> {
+    let mut p = Prescanning::new(kpi);
+    let mut sc = Scanner::new(super::open_raw(input)?, input.path.clone(), salvage);
+    // Damage is reported by the main pass; here it just ends the scan.
+    while let Ok(Some(m)) = sc.next_msg() {
+        p.record(&Head::of(&m));
+    }
+    Ok(p.p)
 }
 
 struct State {
@@ -772,6 +809,89 @@ impl TraceReader for DltReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small xorshift generator: the same cases on every run.
+    struct Rand(u64);
+    impl Rand {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Records with every mix of header parts, KPI and other ids, tmsp
+    /// running on or jumping back past a boot, then (in most files) one
+    /// kind of damage somewhere: the header walk with its fallback finds
+    /// what the pre-scan over the scanner's records finds, with and
+    /// without salvage, and walks every undamaged file to its end itself.
+    #[test]
+    fn header_walk_prescan_matches_the_scanner_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.dlt");
+        let kpi = (*b"PROC", *b"PROC");
+        let mut rng = Rand(0x2545_f491_4f6c_dd1d);
+        let mut walked = 0;
+        for case in 0..400 {
+            let mut file = Vec::new();
+            let mut tmsp = rng.below(1 << 20) as u32;
+            for _ in 0..rng.below(60) {
+                tmsp = match rng.below(10) {
+                    0 => tmsp.saturating_sub(400_000 + rng.below(800_000) as u32),
+                    1 => tmsp.saturating_sub(rng.below(100) as u32),
+                    _ => tmsp.saturating_add(rng.below(5000) as u32),
+                };
+                let ids = [*b"PROC", *b"APP1", *b"\0\0\0\0"];
+                let payload: Vec<u8> = (0..rng.below(40)).map(|_| rng.next() as u8).collect();
+                layout::put_record_flags(
+                    &mut file,
+                    rng.next() as u8,
+                    &layout::RecordSpec {
+                        secs: 1_700_000_000 + rng.below(1000) as u32,
+                        usecs: rng.below(1_000_000) as i32,
+                        ecu: ids[rng.below(3) as usize],
+                        mcnt: rng.next() as u8,
+                        session: rng.next() as u32,
+                        tmsp,
+                        msin: rng.next() as u8,
+                        noar: 1,
+                        apid: ids[rng.below(2) as usize],
+                        ctid: ids[rng.below(2) as usize],
+                        payload: &payload,
+                    },
+                );
+            }
+            let damaged = case % 4 != 0 && !file.is_empty();
+            if damaged {
+                let at = rng.below(file.len() as u64) as usize;
+                match rng.below(4) {
+                    // A stray byte, a broken pattern or length, a cut end.
+                    0 => file.insert(at, rng.next() as u8),
+                    1 => file[at] ^= 1 << rng.below(8),
+                    2 => file.truncate(at),
+                    _ => file.extend_from_slice(&b"DLT\x01\0\0"[..1 + at % 6]),
+                }
+            }
+            std::fs::write(&path, &file).unwrap();
+            let input = Input::resolve(&path).unwrap();
+            if !damaged {
+                let mut n = 0;
+                assert!(walk_heads(&file[..], |_| n += 1), "case {case}");
+                assert!(n > 0 || file.is_empty());
+                walked += 1;
+            }
+            for salvage in [false, true] {
+                let got = prescan(&input, salvage, kpi).unwrap();
+                let want = prescan_records(&input, salvage, kpi).unwrap();
+                assert_eq!(got, want, "case {case}, salvage {salvage}");
+            }
+        }
+        assert!(walked >= 100);
+    }
 
     /// Runs give what item by item gives, with the two ways mixed, in runs
     /// shorter and longer than a message's items.
