@@ -83,14 +83,16 @@ pub fn headers_len(htyp: u8) -> usize {
 /// acceptable case inline, why not out of line.
 #[inline]
 pub fn check_headers(b: &[u8]) -> Result<usize, String> {
-    if let Some(h) = b.first_chunk::<MIN_RECORD>() {
-        let htyp = h[16];
-        let len = u16::from_be_bytes([h[18], h[19]]) as usize;
-        if h[..4] == PATTERN && htyp >> 5 == 1 && len >= headers_len(htyp) {
-            return Ok(STORAGE_LEN + len);
-        }
-    }
-    Err(headers_refused(b))
+    record_len(b).ok_or_else(|| headers_refused(b))
+}
+
+/// [`check_headers`] without the reason.
+#[inline]
+pub fn record_len(b: &[u8]) -> Option<usize> {
+    let h = b.first_chunk::<MIN_RECORD>()?;
+    let htyp = h[16];
+    let len = u16::from_be_bytes([h[18], h[19]]) as usize;
+    (h[..4] == PATTERN && htyp >> 5 == 1 && len >= headers_len(htyp)).then_some(STORAGE_LEN + len)
 }
 
 /// Why [`check_headers`] refuses `b`.
@@ -230,6 +232,7 @@ impl Head {
 impl<'a> Msg<'a> {
     /// Parse a record whose headers passed [`check_headers`] and whose
     /// bytes are all present (`raw.len() == 16 + len`).
+    #[inline]
     pub fn parse(offset: u64, raw: &'a [u8]) -> Option<Msg<'a>> {
         if raw.len() < MIN_RECORD {
             return None;

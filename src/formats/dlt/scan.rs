@@ -31,7 +31,7 @@ pub fn walk_heads<R: Read>(mut r: R, mut f: impl FnMut(&Head)) -> bool {
     let mut eof = false;
     loop {
         while let Some(b) = buf.get(pos..end).filter(|b| b.len() >= MIN_RECORD) {
-            let Ok(total) = layout::check_headers(b) else {
+            let Some(total) = layout::record_len(b) else {
                 return false;
             };
             let Some(rec) = b.get(..total) else { break };
@@ -212,6 +212,15 @@ impl<R: Read> Scanner<R> {
     pub fn next_msg(&mut self) -> Result<Option<Msg<'_>>> {
         if self.done {
             return Ok(None);
+        }
+        // Nearly always: an acceptable record wholly in the buffer.
+        let b = &self.buf[self.pos..self.end];
+        if let Some(total) = layout::record_len(b).filter(|&t| t <= b.len()) {
+            let off = self.offset();
+            let start = self.pos;
+            self.pos += total;
+            self.count += 1;
+            return Ok(Msg::parse(off, &self.buf[start..start + total]));
         }
         loop {
             let avail = self.fill(MIN_RECORD)?;
