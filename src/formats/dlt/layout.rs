@@ -365,30 +365,52 @@ impl<'a> Cursor<'a> {
 
 /// The string arguments of a verbose message, each cut at its first NUL.
 /// `None` if the message is not verbose or any argument is not an
-/// ASCII/UTF-8 string (or the payload is short).
+/// ASCII/UTF-8 string (or the payload is short). A KPI message holds one
+/// argument per dataset (a CHK message about 50): each argument's type
+/// and length are read with one bounds check, not through a [`Cursor`].
 pub fn string_args<'a>(m: &Msg<'a>, out: &mut Vec<&'a [u8]>) -> bool {
     out.clear();
     let Some(ext) = m.ext else { return false };
     if !ext.verbose() {
         return false;
     }
-    let mut c = Cursor::new(m.payload, m.msbf());
+    let p = m.payload;
+    let be = m.msbf();
+    let u16_at = |b: [u8; 2]| {
+        if be {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }
+    };
+    let mut at = 0;
     for _ in 0..ext.noar {
-        let Some(ti) = c.u32() else { return false };
+        // Type info (u32) and length (u16).
+        let Some(&[t0, t1, t2, t3, l0, l1]) = p.get(at..at + 6) else {
+            return false;
+        };
+        let ti = if be {
+            u32::from_be_bytes([t0, t1, t2, t3])
+        } else {
+            u32::from_le_bytes([t0, t1, t2, t3])
+        };
         let scod = ti & TI_SCOD;
         if ti & TI_STRG == 0 || !(scod == SCOD_ASCII || scod == SCOD_UTF8) {
             return false;
         }
-        let Some(len) = c.u16() else { return false };
+        at += 6;
         if ti & TI_VARI != 0 {
-            let Some(nl) = c.u16() else { return false };
-            if c.bytes(nl as usize).is_none() {
+            // The argument's name: its length, then its bytes.
+            let Some(&[n0, n1]) = p.get(at..at + 2) else {
                 return false;
-            }
+            };
+            at += 2 + u16_at([n0, n1]) as usize;
         }
-        let Some(s) = c.bytes(len as usize) else {
+        let len = u16_at([l0, l1]) as usize;
+        let Some(s) = p.get(at..at + len) else {
             return false;
         };
+        at += len;
         out.push(&s[..first_nul(s)]);
     }
     true
@@ -491,6 +513,113 @@ pub fn put_record_flags(out: &mut Vec<u8>, flags: u8, r: &RecordSpec) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `string_args` as it was, through a [`Cursor`].
+    fn string_args_by_cursor<'a>(m: &Msg<'a>, out: &mut Vec<&'a [u8]>) -> bool {
+        out.clear();
+        let Some(ext) = m.ext else { return false };
+        if !ext.verbose() {
+            return false;
+        }
+        let mut c = Cursor::new(m.payload, m.msbf());
+        for _ in 0..ext.noar {
+            let Some(ti) = c.u32() else { return false };
+            let scod = ti & TI_SCOD;
+            if ti & TI_STRG == 0 || !(scod == SCOD_ASCII || scod == SCOD_UTF8) {
+                return false;
+            }
+            let Some(len) = c.u16() else { return false };
+            if ti & TI_VARI != 0 {
+                let Some(nl) = c.u16() else { return false };
+                if c.bytes(nl as usize).is_none() {
+                    return false;
+                }
+            }
+            let Some(s) = c.bytes(len as usize) else {
+                return false;
+            };
+            out.push(&s[..first_nul(s)]);
+        }
+        true
+    }
+
+    /// The arguments read with one check each are those read field by
+    /// field, on random payloads of string arguments (ASCII, UTF-8, named,
+    /// other types, NULs, lengths past the end, cut anywhere) in both byte
+    /// orders.
+    #[test]
+    fn string_args_agree_with_the_cursor() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut accepted, mut refused) = (0, 0);
+        for case in 0..20_000 {
+            let be = case % 2 == 1;
+            let noar = rnd(6) as u8;
+            let mut payload = Vec::new();
+            for _ in 0..noar + rnd(2) as u8 {
+                let ti = match rnd(8) {
+                    0 => TI_UINT | 4,
+                    1 => TI_STRG | SCOD_HEX,
+                    2 => TI_STRG | TI_VARI,
+                    3 => TI_STRG | SCOD_UTF8,
+                    _ => TI_STRG,
+                };
+                let text: Vec<u8> = (0..rnd(12))
+                    .map(|_| [b'a', 0, 0xc3, b';'][rnd(4) as usize])
+                    .collect();
+                let len = (text.len() as u64 + rnd(3)).saturating_sub(1) as u16;
+                let put16 = |v: u16, out: &mut Vec<u8>| {
+                    out.extend_from_slice(&if be { v.to_be_bytes() } else { v.to_le_bytes() })
+                };
+                payload.extend_from_slice(&if be {
+                    ti.to_be_bytes()
+                } else {
+                    ti.to_le_bytes()
+                });
+                put16(len, &mut payload);
+                if ti & TI_VARI != 0 {
+                    put16(3, &mut payload);
+                    payload.extend_from_slice(b"ab\0");
+                }
+                payload.extend_from_slice(&text);
+            }
+            payload.truncate(payload.len() - rnd(3).min(payload.len() as u64) as usize);
+            let mut raw = Vec::new();
+            put_record(
+                &mut raw,
+                &RecordSpec {
+                    secs: 0,
+                    usecs: 0,
+                    ecu: *b"E\0\0\0",
+                    mcnt: 0,
+                    session: 0,
+                    tmsp: 0,
+                    msin: if rnd(10) == 0 { 0x40 } else { 0x41 },
+                    noar,
+                    apid: *b"PROC",
+                    ctid: *b"PROC",
+                    payload: &payload,
+                },
+            );
+            raw[16] |= if be { HTYP_MSBF } else { 0 };
+            let m = Msg::parse(0, &raw).unwrap();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let got = string_args(&m, &mut a);
+            assert_eq!(got, string_args_by_cursor(&m, &mut b), "case {case}");
+            if got {
+                assert_eq!(a, b, "case {case}");
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(accepted > 1000 && refused > 1000, "{accepted} / {refused}");
+    }
 
     /// The inline check gives what the checks one by one give (size or
     /// reason), for every htyp, length around the headers' size, pattern
