@@ -392,12 +392,16 @@ impl Assembler {
         text: Option<&[u8]>,
         lead: Option<&Item>,
     ) -> Item {
+        // From its own pool, else from the events of other sources, else
+        // a new one: not from another KPI type's pool. Taken from there,
+        // an event had its fields and extras laid out again, and the pools
+        // never settled: the demand per type moves, and each pool left
+        // short by a taking took in turn (a fifth of all events on a
+        // capture). New events fill each pool up to its type's own peak.
         let own = pool_of(type_id, at.beg_time.is_some());
         let mut e = match self.spare_events[own].pop() {
             Some(e) => e,
-            None => (self.spare_events.iter_mut())
-                .find_map(|p| p.pop())
-                .unwrap_or_default(),
+            None => self.spare_events[POOLS - 1].pop().unwrap_or_default(),
         };
         e.time = at.time;
         e.raw_clock = at.raw_clock;
