@@ -238,7 +238,11 @@ impl State {
                 }
                 self.args = crate::model::reuse_vec(args);
                 for it in &mut staged[from..] {
-                    self.mark_storage(it);
+                    // Only samples take a storage time here (a call per
+                    // item looked at each event).
+                    if let Item::Sample(s) = it {
+                        self.mark_storage(s);
+                    }
                 }
                 self.staged = staged;
                 for w in std::mem::take(&mut self.asm.warnings) {
@@ -485,18 +489,16 @@ impl State {
     /// Attach the storage time of a sample: the group BEG's (the assembler
     /// emits samples at END). Recycled items may hold an earlier one: set
     /// or drop.
-    fn mark_storage(&self, it: &mut Item) {
-        if let Item::Sample(s) = it {
-            let beg = s
-                .extras
-                .str(crate::formats::kpi::schema::X_KIND)
-                .and_then(|k| Kind::parse(k.as_bytes()))
-                .and_then(|k| self.beg_storage[k.index()]);
-            match beg {
-                Some(t) => s.extras.set_i64(X_STORAGE, t),
-                None => {
-                    s.extras.remove(X_STORAGE);
-                }
+    fn mark_storage(&self, s: &mut Sample) {
+        let beg = s
+            .extras
+            .str(crate::formats::kpi::schema::X_KIND)
+            .and_then(|k| Kind::parse(k.as_bytes()))
+            .and_then(|k| self.beg_storage[k.index()]);
+        match beg {
+            Some(t) => s.extras.set_i64(X_STORAGE, t),
+            None => {
+                s.extras.remove(X_STORAGE);
             }
         }
     }
@@ -516,7 +518,9 @@ impl State {
         let mut out = Vec::new();
         self.asm.finish(&mut out);
         for it in &mut out {
-            self.mark_storage(it);
+            if let Item::Sample(s) = it {
+                self.mark_storage(s);
+            }
         }
         self.staged.append(&mut out);
         // Totals over the whole file (datasets flagged, groups left open):
@@ -744,9 +748,7 @@ impl TraceReader for DltReader {
     }
 
     fn recycle_batch(&mut self, items: &mut Vec<Item>) {
-        for item in items.drain(..) {
-            self.st.asm.recycle(item);
-        }
+        self.st.asm.recycle_batch(items);
     }
 
     fn native_counts(&self) -> Vec<(String, u64)> {

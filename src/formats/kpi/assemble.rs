@@ -211,7 +211,17 @@ impl Assembler {
         self.truncated
     }
 
+    /// Items the writer is done with ([`Assembler::recycle`] each, in
+    /// one loop: a call per item, its 120 bytes copied into the call,
+    /// cost as much as the pooling).
+    pub fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        for item in items.drain(..) {
+            self.recycle(item);
+        }
+    }
+
     /// An item the writer is done with: its buffers serve a later item.
+    #[inline(always)]
     pub fn recycle(&mut self, item: Item) {
         match item {
             Item::Event(mut e) => {
