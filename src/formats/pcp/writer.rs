@@ -88,8 +88,8 @@ pub struct PcpWriter {
     vols: Vec<(i32, Out)>,
     index: Vec<u8>,
     volume_size: Option<u64>,
-    /// pmid -> (type, indom)
-    descs: HashMap<u32, (i32, u32)>,
+    /// pmid -> (type, indom); looked up per metric of every sample.
+    descs: IntMap<u32, (i32, u32)>,
     helps: HashSet<(HelpTarget, bool)>,
     /// PCP sources: current membership per indom (ordered as stored), for
     /// v3 deltas written to v2.
@@ -119,6 +119,14 @@ pub struct PcpWriter {
     blocks: Vec<u8>,
     pending_ptrs: Vec<(usize, usize)>,
     enc: Vec<(i32, Enc)>,
+    /// Metadata an event needs, kept from event to event.
+    event_meta: Vec<Item>,
+    /// Counted here and put in `loss` by `finish` (a keyed count per
+    /// result showed in profiles): results and marks written, and results
+    /// moved up to the one before (`BACKWARDS`).
+    results: u64,
+    marks: u64,
+    backwards: u64,
 }
 
 /// What a result record holds.
@@ -186,7 +194,7 @@ impl PcpWriter {
             vols: Vec::new(),
             index,
             volume_size: opts.volume_size.filter(|&s| s > 0),
-            descs: HashMap::new(),
+            descs: IntMap::default(),
             helps: HashSet::new(),
             members: HashMap::new(),
             labels: Vec::new(),
@@ -203,6 +211,10 @@ impl PcpWriter {
             blocks: Vec::new(),
             pending_ptrs: Vec::new(),
             enc: Vec::new(),
+            event_meta: Vec::new(),
+            results: 0,
+            marks: 0,
+            backwards: 0,
         })
     }
 
@@ -410,10 +422,16 @@ impl PcpWriter {
         Ok(())
     }
 
+    /// Called before every item: the usual empty case without a call.
+    #[inline]
     fn flush_labels(&mut self) -> Result<()> {
         if self.labels.is_empty() {
             return Ok(());
         }
+        self.write_labels()
+    }
+
+    fn write_labels(&mut self) -> Result<()> {
         let sets = std::mem::take(&mut self.labels);
         let (ltype, ident) = match sets[0].target {
             LabelTarget::Context => (PM_LABEL_CONTEXT, PM_ID_NULL),
@@ -554,7 +572,7 @@ impl PcpWriter {
         self.flush_labels()?;
         self.flush_indoms(Some(Stamp::from_ns(t)))?;
         self.write_result(Stamp::from_ns(t), Body::Events(r))?;
-        self.loss.wrote("results", 1);
+        self.results += 1;
         Ok(())
     }
 
@@ -565,7 +583,7 @@ impl PcpWriter {
         let s = Stamp::from_ns(t.0);
         match self.last {
             Some(l) if s < l && !self.from_pcp => {
-                super::BACKWARDS.record(&mut self.loss, None);
+                self.backwards += 1;
                 l
             }
             _ => s,
@@ -687,7 +705,7 @@ impl PcpWriter {
                         .collect(),
                     _ => Vec::new(),
                 };
-                let mut ptypes: HashMap<u32, i32> = HashMap::new();
+                let mut ptypes: IntMap<u32, i32> = IntMap::default();
                 if let Some(ExtraValue::List(l)) = s.extras.get(X_PARAM_TYPES) {
                     for x in l {
                         if let ExtraValue::U64(w) = x {
@@ -1088,14 +1106,14 @@ impl TraceWriter for PcpWriter {
                 let t = self.result_stamp(s.time);
                 self.flush_indoms(Some(t))?;
                 self.write_result(t, Body::Sample(s))?;
-                self.loss.wrote("results", 1);
+                self.results += 1;
             }
             Item::Mark(m) => {
                 self.flush_events(Some(m.time))?;
                 let t = self.result_stamp(m.time);
                 self.flush_indoms(Some(t))?;
                 self.write_result(t, Body::Mark)?;
-                self.loss.wrote("marks", 1);
+                self.marks += 1;
             }
             Item::EventType(t) => {
                 let mut meta = Vec::new();
@@ -1106,7 +1124,7 @@ impl TraceWriter for PcpWriter {
                 self.loss.wrote("event types", 1);
             }
             Item::Event(e) => {
-                let mut meta = Vec::new();
+                let mut meta = std::mem::take(&mut self.event_meta);
                 if let Some(r) = self.events.event(e, &mut meta) {
                     self.write_events(&r, Some(e.time))?;
                     self.events.recycle(r);
@@ -1114,6 +1132,8 @@ impl TraceWriter for PcpWriter {
                 for it in &meta {
                     self.write_item(it)?;
                 }
+                meta.clear();
+                self.event_meta = meta;
             }
             Item::Annotation(_) => super::ANNOTATIONS.record(&mut self.loss, None),
         }
@@ -1136,6 +1156,21 @@ impl TraceWriter for PcpWriter {
         }
         if self.events.written > 0 {
             self.events.loss.wrote("events", self.events.written);
+        }
+        if self.results > 0 {
+            self.loss.wrote("results", self.results);
+        }
+        if self.marks > 0 {
+            self.loss.wrote("marks", self.marks);
+        }
+        if self.backwards > 0 {
+            // The entry `record` makes, counted n times.
+            let mut l = LossReport::default();
+            super::BACKWARDS.record(&mut l, None);
+            for n in l.degraded.values_mut().chain(l.dropped.values_mut()) {
+                *n *= self.backwards;
+            }
+            self.loss.merge(&l);
         }
         let el = std::mem::take(&mut self.events.loss);
         self.loss.merge(&el);
