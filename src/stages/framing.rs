@@ -109,10 +109,22 @@ impl TraceReader for Unframe {
     fn next_batch(&mut self, out: &mut Vec<Item>, max: usize) -> Result<bool> {
         let start = out.len();
         let r = self.inner.next_batch(out, max);
+        // Items before the first to leave out, or the first definition,
+        // stay where they are: found by reading alone (most runs hold
+        // none of either).
+        let first = out[start..].iter().position(|it| match it {
+            Item::EventType(_) => true,
+            Item::Event(e) => self.framing.contains(e.type_id),
+            _ => false,
+        });
+        let Some(first) = first else {
+            return r;
+        };
         // Kept items move down over dropped ones, in order; the dropped
         // end up behind them.
-        let mut keep = start;
-        for i in start..out.len() {
+        let from = start + first;
+        let mut keep = from;
+        for i in from..out.len() {
             let drop = match &out[i] {
                 Item::EventType(t) if t.framing => {
                     self.framing.insert(t.id);

@@ -264,22 +264,26 @@ impl State {
                         self.beg_storage[k.index()] = Some(stored);
                     }
                 }
-                let mut staged = std::mem::take(&mut self.staged);
-                let from = staged.len();
+                // Appended where they wait (taken out and put back, the
+                // vector was dropped empty once per message).
+                let from = self.staged.len();
                 // Events get the message's storage time from the assembler.
-                if let Err(e) = self
-                    .asm
-                    .message(&args, time, raw, Some(stored), &mut staged)
+                if let Err(e) = (self.asm).message(&args, time, raw, Some(stored), &mut self.staged)
                 {
                     self.warn(m.offset, idx, e);
                 }
                 self.args = crate::model::reuse_vec(args);
-                for it in &mut staged[from..] {
-                    self.mark_storage(it);
+                for it in &mut self.staged[from..] {
+                    // Only samples take a storage time here (a call per
+                    // item looked at each event).
+                    if let Item::Sample(s) = it {
+                        Self::mark_storage(&self.beg_storage, s);
+                    }
                 }
-                self.staged = staged;
-                for w in std::mem::take(&mut self.asm.warnings) {
-                    self.warn(m.offset, idx, w);
+                if !self.asm.warnings.is_empty() {
+                    for w in std::mem::take(&mut self.asm.warnings) {
+                        self.warn(m.offset, idx, w);
+                    }
                 }
                 return;
             }
@@ -519,21 +523,20 @@ impl State {
         self.last_mcnt = Some((m.mcnt, m.session));
     }
 
-    /// Attach the storage time of a sample: the group BEG's (the assembler
-    /// emits samples at END). Recycled items may hold an earlier one: set
-    /// or drop.
-    fn mark_storage(&self, it: &mut Item) {
-        if let Item::Sample(s) = it {
-            let beg = s
-                .extras
-                .str(crate::formats::kpi::schema::X_KIND)
-                .and_then(|k| Kind::parse(k.as_bytes()))
-                .and_then(|k| self.beg_storage[k.index()]);
-            match beg {
-                Some(t) => s.extras.set_i64(X_STORAGE, t),
-                None => {
-                    s.extras.remove(X_STORAGE);
-                }
+    /// Attach the storage time of a sample: the group BEG's (of
+    /// `beg_storage`, apart from `self` so that `staged` can be walked;
+    /// the assembler emits samples at END). Recycled items may hold an
+    /// earlier one: set or drop.
+    fn mark_storage(beg_storage: &[Option<i64>; 5], s: &mut Sample) {
+        let beg = s
+            .extras
+            .str(crate::formats::kpi::schema::X_KIND)
+            .and_then(|k| Kind::parse(k.as_bytes()))
+            .and_then(|k| beg_storage[k.index()]);
+        match beg {
+            Some(t) => s.extras.set_i64(X_STORAGE, t),
+            None => {
+                s.extras.remove(X_STORAGE);
             }
         }
     }
@@ -553,7 +556,9 @@ impl State {
         let mut out = Vec::new();
         self.asm.finish(&mut out);
         for it in &mut out {
-            self.mark_storage(it);
+            if let Item::Sample(s) = it {
+                Self::mark_storage(&self.beg_storage, s);
+            }
         }
         self.staged.append(&mut out);
         // Totals over the whole file (datasets flagged, groups left open):
@@ -781,9 +786,7 @@ impl TraceReader for DltReader {
     }
 
     fn recycle_batch(&mut self, items: &mut Vec<Item>) {
-        for item in items.drain(..) {
-            self.st.asm.recycle(item);
-        }
+        self.st.asm.recycle_batch(items);
     }
 
     fn native_counts(&self) -> Vec<(String, u64)> {

@@ -141,6 +141,8 @@ enum XKind {
     List,
 }
 
+const XKIND_COUNT: usize = XKind::List as usize + 1;
+
 impl XKind {
     fn of(v: &ExtraValue) -> XKind {
         match v {
@@ -237,9 +239,10 @@ pub struct EventEncoder {
     indom_time: Option<i64>,
     stream_names: HashSet<String>,
     instances: Vec<Instance>,
-    /// Parameter per extras key and kind (looked up by `&str`: no key is
-    /// built per event).
-    extras: HashMap<XKind, HashMap<String, MetricId>>,
+    /// Parameter per extras key, by kind (looked up by `&str`: no key is
+    /// built per event; events whose keys differ from the last event's
+    /// look here, and SipHash showed in profiles).
+    extras: [HashMap<String, MetricId, BuildHasherDefault<IntHasher>>; XKIND_COUNT],
     /// How many extras parameters exist (their item numbers).
     extras_count: usize,
     /// The parameters of the last event's extras, in order: events of one
@@ -299,7 +302,7 @@ impl EventEncoder {
             indom_time: None,
             stream_names: HashSet::new(),
             instances: Vec::new(),
-            extras: HashMap::new(),
+            extras: Default::default(),
             extras_count: 0,
             last_extras: Vec::new(),
             tail_extras: Extras::default(),
@@ -522,7 +525,7 @@ impl EventEncoder {
     }
 
     fn extra_param(&mut self, key: &str, kind: XKind, out: &mut Vec<Item>) -> Option<MetricId> {
-        if let Some(&id) = self.extras.get(&kind).and_then(|m| m.get(key)) {
+        if let Some(&id) = self.extras[kind as usize].get(key) {
             return Some(id);
         }
         // Items 1..1023 of the shared cluster.
@@ -541,10 +544,7 @@ impl EventEncoder {
             format!("extra {key} of the events ({})", kind.name()),
             out,
         );
-        self.extras
-            .entry(kind)
-            .or_default()
-            .insert(key.to_string(), id);
+        self.extras[kind as usize].insert(key.to_string(), id);
         self.extras_count += 1;
         Some(id)
     }

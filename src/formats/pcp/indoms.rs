@@ -18,29 +18,172 @@
 //!   result written (that result was written without the change).
 
 use super::layout::{put_stamp, Stamp, Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYPE_INDOM_V2};
-use crate::model::IntHasher;
+use crate::model::IntMap;
 use crate::model::{IndomKind, IndomUpdate};
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-use std::sync::Arc;
+use std::num::NonZeroU32;
 
-/// Names are shared between the membership and the states kept for the
-/// next records: one allocation per instance added, none per record.
-type Name = Arc<str>;
-type Orig = HashMap<i32, Option<Name>, BuildHasherDefault<IntHasher>>;
-/// Unordered: a KPI source adds or removes an instance per process event,
-/// and a full record sorts its ids once.
-type Members = HashMap<i32, Name, BuildHasherDefault<IntHasher>>;
+/// An instance name: a slot of its domain's [`Names`], counted from 1 (so
+/// that `Option<Name>` takes four bytes).
+type Name = NonZeroU32;
 
+/// Generations of a domain's marks run up to this, then start again
+/// (`Dom::renumber`; tests do that often: it must not change a record).
+const GEN_LIMIT: u32 = if cfg!(test) { 5 } else { u32::MAX - 2 };
+
+/// The instance names of a domain, in slots shared by the membership and
+/// the states kept for the next records, each with the count of those that
+/// hold it; a slot no state holds is refilled for the next name (no
+/// allocation per instance added once there are slots, no atomic count).
 #[derive(Default)]
+struct Names {
+    text: Vec<String>,
+    refs: Vec<u32>,
+    free: Vec<Name>,
+    /// Slots refilled (the randomized test makes sure they are).
+    #[cfg(test)]
+    reused: u64,
+}
+
+impl Names {
+    fn get(&self, n: Name) -> &str {
+        &self.text[n.get() as usize - 1]
+    }
+
+    /// A slot holding `s`, held once.
+    fn add(&mut self, s: &str) -> Name {
+        match self.free.pop() {
+            Some(n) => {
+                let k = n.get() as usize - 1;
+                let t = &mut self.text[k];
+                if t.capacity() < s.len() {
+                    // Exactly as long: a slot keeps the longest name it
+                    // held, not twice that.
+                    *t = s.to_string();
+                } else {
+                    t.clear();
+                    t.push_str(s);
+                }
+                self.refs[k] = 1;
+                #[cfg(test)]
+                {
+                    self.reused += 1;
+                }
+                n
+            }
+            None => {
+                self.text.push(s.to_string());
+                self.refs.push(1);
+                Name::new(self.text.len() as u32).expect("a slot counted from 1")
+            }
+        }
+    }
+
+    #[inline]
+    fn hold(&mut self, n: Option<Name>) {
+        if let Some(n) = n {
+            self.refs[n.get() as usize - 1] += 1;
+        }
+    }
+
+    #[inline]
+    fn release(&mut self, n: Option<Name>) {
+        if let Some(n) = n {
+            let r = &mut self.refs[n.get() as usize - 1];
+            *r -= 1;
+            if *r == 0 {
+                self.free.push(n);
+            }
+        }
+    }
+
+    fn same(&self, a: Name, b: Name) -> bool {
+        a == b || self.get(a) == self.get(b)
+    }
+}
+
+/// An instance that is a member, or was touched since the last record (24
+/// bytes: a KPI source touches thousands between two records).
+#[derive(Clone, Copy)]
+struct Inst {
+    /// Its name now (None: not a member).
+    cur: Option<Name>,
+    /// Its state in the last record written, if it was touched since (the
+    /// domain's `base_gen`).
+    base: Option<Name>,
+    base_gen: u32,
+    /// Its state in the staged record, if it was touched since staging
+    /// (the domain's `stage_gen`).
+    stage: Option<Name>,
+    stage_gen: u32,
+    /// The last full update that named it.
+    seen: u32,
+}
+
+/// A domain's instances were not touched in generation 0.
+const NEW: Inst = Inst {
+    cur: None,
+    base: None,
+    base_gen: 0,
+    stage: None,
+    stage_gen: 0,
+    seen: 0,
+};
+
+/// What a domain keeps of its instances' states in the last record and in
+/// the staged one: an instance's first change since each keeps its state
+/// before. Starting a new staged record or writing it ends a generation, so
+/// that no instance's mark is cleared one by one.
+struct Log {
+    names: Names,
+    /// Instances touched since the last record written, and since staging
+    /// with their staged state (what a new staged record lets go, without
+    /// a lookup), once each.
+    base_ids: Vec<i32>,
+    stage_ids: Vec<(i32, Option<Name>)>,
+    spare_ids: Vec<i32>,
+    base_gen: u32,
+    stage_gen: u32,
+    /// Members now.
+    members: usize,
+}
+
+impl Log {
+    /// Note `prev`, the state of instance `id` before a change, where the
+    /// change is its first since the last record or (when a record is
+    /// staged) since staging. (Once per instance changed: the compiler
+    /// kept it out of line.)
+    #[inline(always)]
+    fn touch(&mut self, e: &mut Inst, id: i32, prev: Option<Name>, staged: bool) {
+        if staged && e.stage_gen != self.stage_gen {
+            e.stage = prev;
+            e.stage_gen = self.stage_gen;
+            self.names.hold(prev);
+            self.stage_ids.push((id, prev));
+        }
+        if e.base_gen != self.base_gen {
+            e.base = prev;
+            e.base_gen = self.base_gen;
+            self.names.hold(prev);
+            self.base_ids.push(id);
+        }
+    }
+
+    /// Give instance `id` the name `n` (None: no member; a name is held by
+    /// its instance from `Names::add`), noting its state before.
+    #[inline]
+    fn set(&mut self, e: &mut Inst, id: i32, n: Option<Name>, staged: bool) {
+        let prev = std::mem::replace(&mut e.cur, n);
+        self.touch(e, id, prev, staged);
+        self.names.release(prev);
+        self.members = self.members + n.is_some() as usize - prev.is_some() as usize;
+    }
+}
+
 struct Dom {
-    /// Current membership.
-    cur: Members,
-    /// The state in the last record written of every instance touched
-    /// since (None: not a member).
-    orig_base: Orig,
-    /// The state in the staged record of every instance touched since.
-    orig_stage: Orig,
+    insts: IntMap<i32, Inst>,
+    log: Log,
+    /// The last full update.
+    full_gen: u32,
     /// Time of the staged record (the membership when it was staged).
     staged: Option<i64>,
     /// Changes since the last result, and the time of the latest.
@@ -54,19 +197,122 @@ struct Dom {
 }
 
 impl Dom {
-    fn touch(&mut self, id: i32, prev: Option<Name>) {
-        if self.staged.is_some() && !self.orig_stage.contains_key(&id) {
-            self.orig_stage.insert(id, prev.clone());
+    fn new() -> Dom {
+        Dom {
+            insts: IntMap::default(),
+            log: Log {
+                names: Names::default(),
+                base_ids: Vec::new(),
+                stage_ids: Vec::new(),
+                spare_ids: Vec::new(),
+                base_gen: 1,
+                stage_gen: 1,
+                members: 0,
+            },
+            full_gen: 0,
+            staged: None,
+            dirty: false,
+            changed: 0,
+            last_rec: None,
+            base: false,
         }
-        self.orig_base.entry(id).or_insert(prev);
     }
 
     /// An instance's name in the staged record.
-    fn staged_name(&self, id: i32) -> Option<&str> {
-        match self.orig_stage.get(&id) {
-            Some(o) => o.as_deref(),
-            None => self.cur.get(&id).map(|n| &**n),
+    fn staged_name(&self, e: &Inst) -> Option<Name> {
+        if e.stage_gen == self.log.stage_gen {
+            e.stage
+        } else {
+            e.cur
         }
+    }
+
+    /// Generations start again before they run out: the marks of the
+    /// current ones become 1, all others 0.
+    fn renumber(&mut self) {
+        let log = &mut self.log;
+        if log.base_gen.max(log.stage_gen).max(self.full_gen) < GEN_LIMIT {
+            return;
+        }
+        for e in self.insts.values_mut() {
+            e.base_gen = (e.base_gen == log.base_gen) as u32;
+            e.stage_gen = (e.stage_gen == log.stage_gen) as u32;
+            e.seen = 0;
+        }
+        log.base_gen = 1;
+        log.stage_gen = 1;
+        self.full_gen = 0;
+    }
+
+    /// A new staged record: the states noted since the one before go.
+    fn restage(&mut self) {
+        let log = &mut self.log;
+        for (_, n) in log.stage_ids.drain(..) {
+            log.names.release(n);
+        }
+        self.renumber();
+        self.log.stage_gen += 1;
+    }
+
+    /// The staged record becomes the last one written: the states noted
+    /// since staging become those since it, and instances that are no
+    /// members and untouched since go.
+    fn rebase(&mut self) {
+        let log = &mut self.log;
+        let old = std::mem::take(&mut log.base_ids);
+        for i in &old {
+            if let Some(e) = self.insts.get(i) {
+                log.names.release(e.base);
+            }
+        }
+        self.renumber();
+        let log = &mut self.log;
+        log.base_gen += 1;
+        // The staged states move over, with their holds.
+        let mut ids = std::mem::take(&mut log.spare_ids);
+        for (i, n) in log.stage_ids.drain(..) {
+            if let Some(e) = self.insts.get_mut(&i) {
+                e.base = n;
+                e.base_gen = log.base_gen;
+            }
+            ids.push(i);
+        }
+        log.base_ids = ids;
+        log.stage_gen += 1;
+        for i in &old {
+            if self
+                .insts
+                .get(i)
+                .is_some_and(|e| e.cur.is_none() && e.base_gen != log.base_gen)
+            {
+                self.insts.remove(i);
+            }
+        }
+        log.spare_ids = old;
+        log.spare_ids.clear();
+    }
+
+    /// Every name slot is held as often as the states that hold it say,
+    /// and free when none does (tests).
+    #[cfg(test)]
+    fn check_holds(&self) {
+        let n = &self.log.names;
+        let mut want = vec![0u32; n.text.len()];
+        let (bg, sg) = (self.log.base_gen, self.log.stage_gen);
+        for e in self.insts.values() {
+            let base = e.base.filter(|_| e.base_gen == bg);
+            let stage = e.stage.filter(|_| e.stage_gen == sg);
+            for s in [e.cur, base, stage].into_iter().flatten() {
+                want[s.get() as usize - 1] += 1;
+            }
+        }
+        assert_eq!(n.refs, want, "holds of the name slots");
+        let mut free: Vec<u32> = n.free.iter().map(|s| s.get() - 1).collect();
+        free.sort_unstable();
+        let none: Vec<u32> = (0..want.len() as u32)
+            .filter(|k| want[*k as usize] == 0)
+            .collect();
+        assert_eq!(free, none, "free name slots");
     }
 }
 
@@ -78,6 +324,10 @@ pub struct Tracker {
     /// Entries of the record being built: (instance, name offset or None).
     scratch: Vec<(i32, Option<usize>)>,
     strtab: Vec<u8>,
+    /// Scratch of `emit`: (instance, added or renamed) of the changes, and
+    /// the members of a full record.
+    changes: Vec<(i32, bool)>,
+    ids: Vec<i32>,
     /// Records written, for the loss report.
     pub records: u64,
 }
@@ -89,6 +339,8 @@ impl Tracker {
             doms: Vec::new(),
             scratch: Vec::new(),
             strtab: Vec::new(),
+            changes: Vec::new(),
+            ids: Vec::new(),
             records: 0,
         }
     }
@@ -114,41 +366,60 @@ impl Tracker {
         let k = match self.doms.binary_search_by_key(&u.id, |d| d.0) {
             Ok(k) => k,
             Err(k) => {
-                self.doms.insert(k, (u.id, Dom::default()));
+                self.doms.insert(k, (u.id, Dom::new()));
                 k
             }
         };
         let d = &mut self.doms[k].1;
+        if u.kind == IndomKind::Full {
+            d.renumber();
+        }
+        let staged = d.staged.is_some();
+        let (insts, log) = (&mut d.insts, &mut d.log);
         match u.kind {
             IndomKind::Full => {
-                let mut old = std::mem::take(&mut d.cur);
+                d.full_gen += 1;
+                let g = d.full_gen;
                 for i in &u.instances {
-                    match old.remove(&i.id) {
-                        Some(prev) if *prev == *i.name => {
-                            d.cur.insert(i.id, prev);
-                        }
-                        prev => {
-                            d.touch(i.id, prev);
-                            d.cur.insert(i.id, i.name.as_str().into());
+                    let e = insts.entry(i.id).or_insert(NEW);
+                    if e.seen == g {
+                        // Named twice: the second name replaces the first,
+                        // noted as a change from no member (as a membership
+                        // rebuilt from the update would have it).
+                        let n = log.names.add(&i.name);
+                        log.touch(e, i.id, None, staged);
+                        let old = e.cur.replace(n);
+                        log.names.release(old);
+                        continue;
+                    }
+                    e.seen = g;
+                    match e.cur {
+                        Some(n) if log.names.get(n) == i.name => {}
+                        _ => {
+                            let n = log.names.add(&i.name);
+                            log.set(e, i.id, Some(n), staged);
                         }
                     }
                 }
-                for (id, name) in old {
-                    d.touch(id, Some(name));
+                for (id, e) in insts.iter_mut() {
+                    if e.seen != g && e.cur.is_some() {
+                        log.set(e, *id, None, staged);
+                    }
                 }
             }
             IndomKind::Delta => {
                 for id in &u.removed {
-                    if let Some(name) = d.cur.remove(id) {
-                        d.touch(*id, Some(name));
+                    if let Some(e) = insts.get_mut(id).filter(|e| e.cur.is_some()) {
+                        log.set(e, *id, None, staged);
                     }
                 }
                 for i in &u.instances {
-                    match d.cur.get(&i.id) {
-                        Some(n) if **n == *i.name => {}
+                    let e = insts.entry(i.id).or_insert(NEW);
+                    match e.cur {
+                        Some(n) if log.names.get(n) == i.name => {}
                         _ => {
-                            let prev = d.cur.insert(i.id, i.name.as_str().into());
-                            d.touch(i.id, prev);
+                            let n = log.names.add(&i.name);
+                            log.set(e, i.id, Some(n), staged);
                         }
                     }
                 }
@@ -197,7 +468,7 @@ impl Tracker {
         if let Some(s) = d.staged {
             if t <= s {
                 // The same timestamp: this record replaces the staged one.
-                d.orig_stage.clear();
+                d.restage();
                 return false;
             }
             wrote = self.emit(k, out);
@@ -218,13 +489,15 @@ impl Tracker {
         let Some(t) = d.staged.take() else {
             return false;
         };
-        let mut changes: Vec<(i32, bool)> = Vec::with_capacity(d.orig_base.len());
+        let changes = &mut self.changes;
+        changes.clear();
         let (mut adds, mut dels, mut renamed) = (0usize, 0usize, false);
-        for (i, old) in &d.orig_base {
-            let new = d.staged_name(*i);
-            match (old.as_deref(), new) {
+        for i in &d.log.base_ids {
+            let e = &d.insts[i];
+            let new = d.staged_name(e);
+            match (e.base, new) {
                 (None, None) => {}
-                (Some(a), Some(b)) if a == b => {}
+                (Some(a), Some(b)) if d.log.names.same(a, b) => {}
                 (None, Some(_)) => {
                     adds += 1;
                     changes.push((*i, true));
@@ -240,56 +513,55 @@ impl Tracker {
             }
         }
         let first = d.last_rec.is_none();
-        // The new base: what the staged record holds.
-        let next_orig = std::mem::take(&mut d.orig_stage);
         if changes.is_empty() && !first {
-            d.orig_base = next_orig;
+            d.rebase();
             return false;
         }
         changes.sort_unstable_by_key(|c| c.0);
-        // Members of the staged record.
-        let size = d.cur.len() + next_orig.values().filter(|o| o.is_some()).count()
-            - next_orig.keys().filter(|i| d.cur.contains_key(i)).count();
+        // Members of the staged record: now, plus those removed since
+        // staging, less those added since.
+        let mut size = d.log.members;
+        for (i, n) in &d.log.stage_ids {
+            size = size + n.is_some() as usize - d.insts[i].cur.is_some() as usize;
+        }
         let delta = self.v == Version::V3 && d.base && !renamed && adds + dels <= size;
         self.scratch.clear();
         self.strtab.clear();
         let strtab = &mut self.strtab;
-        let mut name = |n: &str| {
+        let names = &d.log.names;
+        let mut name = |n: Name| {
             let at = strtab.len();
-            strtab.extend_from_slice(n.as_bytes());
+            strtab.extend_from_slice(names.get(n).as_bytes());
             strtab.push(0);
             Some(at)
         };
-        // The staged names: `cur` less what changed since staging.
-        let staged_name = |i: i32| -> Option<&str> {
-            match next_orig.get(&i) {
-                Some(o) => o.as_deref(),
-                None => d.cur.get(&i).map(|n| &**n),
-            }
-        };
         if delta {
-            for (i, add) in &changes {
+            for (i, add) in changes.iter() {
                 let at = if *add {
-                    staged_name(*i).and_then(&mut name)
+                    d.staged_name(&d.insts[i]).and_then(&mut name)
                 } else {
                     None
                 };
                 self.scratch.push((*i, at));
             }
         } else {
-            // Members now, plus those removed since staging, less those
-            // added since.
-            let mut ids: Vec<i32> = d.cur.keys().copied().collect();
-            ids.extend(next_orig.keys().copied().filter(|i| !d.cur.contains_key(i)));
+            let ids = &mut self.ids;
+            ids.clear();
+            ids.extend(
+                d.insts
+                    .iter()
+                    .filter(|(_, e)| d.staged_name(e).is_some())
+                    .map(|(i, _)| *i),
+            );
             ids.sort_unstable();
-            for i in ids {
-                if let Some(n) = staged_name(i) {
+            for i in ids.iter() {
+                if let Some(n) = d.staged_name(&d.insts[i]) {
                     let at = name(n);
-                    self.scratch.push((i, at));
+                    self.scratch.push((*i, at));
                 }
             }
         }
-        d.orig_base = next_orig;
+        d.rebase();
         d.last_rec = Some(t);
         d.base = !self.scratch.is_empty();
         let rtype = match (self.v, delta) {
@@ -331,6 +603,304 @@ pub fn encode(
     let len = (out.len() - start + 4) as u32;
     out[start..start + 4].copy_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&len.to_be_bytes());
+}
+
+/// The tracker as it was before its instances and names moved into one map
+/// and slots (`Arc<str>` names in a map per state): the randomized test
+/// below holds the tracker to the records this one writes.
+#[cfg(test)]
+mod reference {
+    use super::super::layout::{Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYPE_INDOM_V2};
+    use super::encode;
+    use crate::model::IntHasher;
+    use crate::model::{IndomKind, IndomUpdate};
+    use std::collections::HashMap;
+    use std::hash::BuildHasherDefault;
+    use std::sync::Arc;
+
+    /// Names are shared between the membership and the states kept for the
+    /// next records: one allocation per instance added, none per record.
+    type Name = Arc<str>;
+    type Orig = HashMap<i32, Option<Name>, BuildHasherDefault<IntHasher>>;
+    /// Unordered: a KPI source adds or removes an instance per process event,
+    /// and a full record sorts its ids once.
+    type Members = HashMap<i32, Name, BuildHasherDefault<IntHasher>>;
+
+    #[derive(Default)]
+    struct Dom {
+        /// Current membership.
+        cur: Members,
+        /// The state in the last record written of every instance touched
+        /// since (None: not a member).
+        orig_base: Orig,
+        /// The state in the staged record of every instance touched since.
+        orig_stage: Orig,
+        /// Time of the staged record (the membership when it was staged).
+        staged: Option<i64>,
+        /// Changes since the last result, and the time of the latest.
+        dirty: bool,
+        changed: i64,
+        /// Time of the last record written.
+        last_rec: Option<i64>,
+        /// libpcp holds a record of this domain that a delta can apply to (it
+        /// drops records without instances).
+        base: bool,
+    }
+
+    impl Dom {
+        fn touch(&mut self, id: i32, prev: Option<Name>) {
+            if self.staged.is_some() && !self.orig_stage.contains_key(&id) {
+                self.orig_stage.insert(id, prev.clone());
+            }
+            self.orig_base.entry(id).or_insert(prev);
+        }
+
+        /// An instance's name in the staged record.
+        fn staged_name(&self, id: i32) -> Option<&str> {
+            match self.orig_stage.get(&id) {
+                Some(o) => o.as_deref(),
+                None => self.cur.get(&id).map(|n| &**n),
+            }
+        }
+    }
+
+    pub struct Tracker {
+        v: Version,
+        /// By id, in id order (a source has a few domains: a list walked by
+        /// index before every result costs less than a map's cursor).
+        doms: Vec<(u32, Dom)>,
+        /// Entries of the record being built: (instance, name offset or None).
+        scratch: Vec<(i32, Option<usize>)>,
+        strtab: Vec<u8>,
+        /// Records written, for the loss report.
+        pub records: u64,
+    }
+
+    impl Tracker {
+        pub fn new(v: Version) -> Tracker {
+            Tracker {
+                v,
+                doms: Vec::new(),
+                scratch: Vec::new(),
+                strtab: Vec::new(),
+                records: 0,
+            }
+        }
+
+        /// A time in the version's resolution (v2 stores microseconds).
+        fn quantize(&self, t: i64) -> i64 {
+            match self.v {
+                Version::V2 => t - t.rem_euclid(1000),
+                Version::V3 => t,
+            }
+        }
+
+        fn step(&self) -> i64 {
+            match self.v {
+                Version::V2 => 1000,
+                Version::V3 => 1,
+            }
+        }
+
+        /// Apply an update (written with the next result).
+        pub fn update(&mut self, u: &IndomUpdate) {
+            let tc = self.quantize(u.time.0);
+            let k = match self.doms.binary_search_by_key(&u.id, |d| d.0) {
+                Ok(k) => k,
+                Err(k) => {
+                    self.doms.insert(k, (u.id, Dom::default()));
+                    k
+                }
+            };
+            let d = &mut self.doms[k].1;
+            match u.kind {
+                IndomKind::Full => {
+                    let mut old = std::mem::take(&mut d.cur);
+                    for i in &u.instances {
+                        match old.remove(&i.id) {
+                            Some(prev) if *prev == *i.name => {
+                                d.cur.insert(i.id, prev);
+                            }
+                            prev => {
+                                d.touch(i.id, prev);
+                                d.cur.insert(i.id, i.name.as_str().into());
+                            }
+                        }
+                    }
+                    for (id, name) in old {
+                        d.touch(id, Some(name));
+                    }
+                }
+                IndomKind::Delta => {
+                    for id in &u.removed {
+                        if let Some(name) = d.cur.remove(id) {
+                            d.touch(*id, Some(name));
+                        }
+                    }
+                    for i in &u.instances {
+                        match d.cur.get(&i.id) {
+                            Some(n) if **n == *i.name => {}
+                            _ => {
+                                let prev = d.cur.insert(i.id, i.name.as_str().into());
+                                d.touch(i.id, prev);
+                            }
+                        }
+                    }
+                }
+            }
+            d.dirty = true;
+            d.changed = tc;
+        }
+
+        /// The changes since the last result make a record, before a result
+        /// at `t` (None: the end); `after` is the time of the result before.
+        /// Records that no later one can replace are written: those of times
+        /// before `t`, all of them at the end.
+        pub fn before_result(
+            &mut self,
+            t: Option<i64>,
+            after: Option<i64>,
+            out: &mut Vec<u8>,
+        ) -> bool {
+            let after = after.map(|a| self.quantize(a));
+            let t = t.map(|t| self.quantize(t));
+            let mut wrote = false;
+            for k in 0..self.doms.len() {
+                if self.doms[k].1.dirty {
+                    wrote |= self.stage(k, after, out);
+                }
+                let due = match (self.doms[k].1.staged, t) {
+                    (Some(s), Some(t)) => s < t,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                if due {
+                    wrote |= self.emit(k, out);
+                }
+            }
+            wrote
+        }
+
+        /// Stage the current membership of domain `k` (an index of `doms`) as
+        /// a record at the time of its latest change; a staged record of an
+        /// earlier time is written first.
+        fn stage(&mut self, k: usize, after: Option<i64>, out: &mut Vec<u8>) -> bool {
+            let step = self.step();
+            let d = &mut self.doms[k].1;
+            d.dirty = false;
+            let mut t = d.changed;
+            if let Some(a) = after {
+                t = t.max(a);
+            }
+            let mut wrote = false;
+            if let Some(s) = d.staged {
+                if t <= s {
+                    // The same timestamp: this record replaces the staged one.
+                    d.orig_stage.clear();
+                    return false;
+                }
+                wrote = self.emit(k, out);
+            }
+            let d = &mut self.doms[k].1;
+            if let Some(l) = d.last_rec {
+                t = t.max(l + step);
+            }
+            d.staged = Some(t);
+            wrote
+        }
+
+        /// Write the staged record of domain `k`, if the membership changed
+        /// since the last record (or the domain has none yet).
+        fn emit(&mut self, k: usize, out: &mut Vec<u8>) -> bool {
+            let (id, d) = &mut self.doms[k];
+            let id = *id;
+            let Some(t) = d.staged.take() else {
+                return false;
+            };
+            let mut changes: Vec<(i32, bool)> = Vec::with_capacity(d.orig_base.len());
+            let (mut adds, mut dels, mut renamed) = (0usize, 0usize, false);
+            for (i, old) in &d.orig_base {
+                let new = d.staged_name(*i);
+                match (old.as_deref(), new) {
+                    (None, None) => {}
+                    (Some(a), Some(b)) if a == b => {}
+                    (None, Some(_)) => {
+                        adds += 1;
+                        changes.push((*i, true));
+                    }
+                    (Some(_), None) => {
+                        dels += 1;
+                        changes.push((*i, false));
+                    }
+                    (Some(_), Some(_)) => {
+                        renamed = true;
+                        changes.push((*i, true));
+                    }
+                }
+            }
+            let first = d.last_rec.is_none();
+            // The new base: what the staged record holds.
+            let next_orig = std::mem::take(&mut d.orig_stage);
+            if changes.is_empty() && !first {
+                d.orig_base = next_orig;
+                return false;
+            }
+            changes.sort_unstable_by_key(|c| c.0);
+            // Members of the staged record.
+            let size = d.cur.len() + next_orig.values().filter(|o| o.is_some()).count()
+                - next_orig.keys().filter(|i| d.cur.contains_key(i)).count();
+            let delta = self.v == Version::V3 && d.base && !renamed && adds + dels <= size;
+            self.scratch.clear();
+            self.strtab.clear();
+            let strtab = &mut self.strtab;
+            let mut name = |n: &str| {
+                let at = strtab.len();
+                strtab.extend_from_slice(n.as_bytes());
+                strtab.push(0);
+                Some(at)
+            };
+            // The staged names: `cur` less what changed since staging.
+            let staged_name = |i: i32| -> Option<&str> {
+                match next_orig.get(&i) {
+                    Some(o) => o.as_deref(),
+                    None => d.cur.get(&i).map(|n| &**n),
+                }
+            };
+            if delta {
+                for (i, add) in &changes {
+                    let at = if *add {
+                        staged_name(*i).and_then(&mut name)
+                    } else {
+                        None
+                    };
+                    self.scratch.push((*i, at));
+                }
+            } else {
+                // Members now, plus those removed since staging, less those
+                // added since.
+                let mut ids: Vec<i32> = d.cur.keys().copied().collect();
+                ids.extend(next_orig.keys().copied().filter(|i| !d.cur.contains_key(i)));
+                ids.sort_unstable();
+                for i in ids {
+                    if let Some(n) = staged_name(i) {
+                        let at = name(n);
+                        self.scratch.push((i, at));
+                    }
+                }
+            }
+            d.orig_base = next_orig;
+            d.last_rec = Some(t);
+            d.base = !self.scratch.is_empty();
+            let rtype = match (self.v, delta) {
+                (Version::V2, _) => TYPE_INDOM_V2,
+                (Version::V3, false) => TYPE_INDOM,
+                (Version::V3, true) => TYPE_INDOM_DELTA,
+            };
+            encode(self.v, rtype, t, id, &self.scratch, &self.strtab, out);
+            self.records += 1;
+            true
+        }
+    }
 }
 
 #[cfg(test)]
@@ -408,6 +978,80 @@ mod tests {
     }
 
     use Step::{R, U};
+
+    /// The tracker writes the records the one before it wrote
+    /// (`reference`), for random runs of full updates, deltas and results:
+    /// names that change or stay, ids named twice in one update, removals
+    /// of non-members, times that go back, two domains, v2 and v3, and
+    /// enough names that their slots are collected and refilled.
+    #[test]
+    fn records_are_those_of_the_reference_tracker() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut reused = 0;
+        for run in 0..4000 {
+            let v = if run % 3 == 0 {
+                Version::V2
+            } else {
+                Version::V3
+            };
+            // Results after most updates in some runs, after few in others.
+            let updates = 2 + rnd(8);
+            let mut a = Tracker::new(v);
+            let mut b = reference::Tracker::new(v);
+            let (mut oa, mut ob) = (Vec::new(), Vec::new());
+            let mut last = None;
+            let mut t = 1_000_000i64;
+            let ids = 1 + rnd(14) as i32;
+            for step in 0..rnd(150) {
+                t += rnd(4000) as i64 - 1000;
+                if rnd(10) < updates {
+                    let kind = if rnd(6) == 0 {
+                        IndomKind::Full
+                    } else {
+                        IndomKind::Delta
+                    };
+                    let names = ["a", "b", "c", "a b"];
+                    let add: Vec<(i32, String)> = (0..rnd(6))
+                        .map(|_| {
+                            let i = rnd(ids as u64) as i32;
+                            let n = match rnd(5) {
+                                k @ 0..=3 => names[k as usize].to_string(),
+                                _ => format!("p{}", rnd(50)),
+                            };
+                            (i, n)
+                        })
+                        .collect();
+                    let del: Vec<i32> = (0..rnd(4)).map(|_| rnd(ids as u64) as i32).collect();
+                    let add: Vec<(i32, &str)> = add.iter().map(|(i, n)| (*i, n.as_str())).collect();
+                    let mut u = upd(t - rnd(3) as i64 * 700, kind, &add, &del);
+                    u.id = 7 + rnd(2) as u32;
+                    a.update(&u);
+                    b.update(&u);
+                } else {
+                    let rt = t + rnd(3000) as i64 - 500;
+                    let wa = a.before_result(Some(rt), last, &mut oa);
+                    let wb = b.before_result(Some(rt), last, &mut ob);
+                    assert_eq!((wa, &oa), (wb, &ob), "run {run}, step {step}");
+                    last = Some(rt);
+                }
+            }
+            a.before_result(None, last, &mut oa);
+            b.before_result(None, last, &mut ob);
+            assert_eq!(oa, ob, "run {run}");
+            assert_eq!(a.records, b.records, "run {run}");
+            for (_, d) in &a.doms {
+                d.check_holds();
+                reused += d.log.names.reused;
+            }
+        }
+        assert!(reused > 10_000, "name slots reused {reused} times");
+    }
 
     #[test]
     fn deltas_after_one_full_record_and_only_real_changes() {

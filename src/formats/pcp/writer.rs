@@ -88,8 +88,8 @@ pub struct PcpWriter {
     vols: Vec<(i32, Out)>,
     index: Vec<u8>,
     volume_size: Option<u64>,
-    /// pmid -> (type, indom)
-    descs: HashMap<u32, (i32, u32)>,
+    /// pmid -> (type, indom); looked up per metric of every sample.
+    descs: IntMap<u32, (i32, u32)>,
     helps: HashSet<(HelpTarget, bool)>,
     /// PCP sources: current membership per indom (ordered as stored), for
     /// v3 deltas written to v2.
@@ -114,11 +114,17 @@ pub struct PcpWriter {
     events: EventEncoder,
     /// A verbatim copy (`copy_verbatim`): the source's label start.
     copied_start: Option<Stamp>,
-    /// Scratch of `write_result`: value blocks, their pointer words, and
-    /// a metric's encoded values.
+    /// Scratch of `write_result`: value blocks and their pointer words.
     blocks: Vec<u8>,
     pending_ptrs: Vec<(usize, usize)>,
-    enc: Vec<(i32, Enc)>,
+    /// Metadata an event needs, kept from event to event.
+    event_meta: Vec<Item>,
+    /// Counted here and put in `loss` by `finish` (a keyed count per
+    /// result showed in profiles): results and marks written, and results
+    /// moved up to the one before (`BACKWARDS`).
+    results: u64,
+    marks: u64,
+    backwards: u64,
 }
 
 /// What a result record holds.
@@ -186,7 +192,7 @@ impl PcpWriter {
             vols: Vec::new(),
             index,
             volume_size: opts.volume_size.filter(|&s| s > 0),
-            descs: HashMap::new(),
+            descs: IntMap::default(),
             helps: HashSet::new(),
             members: HashMap::new(),
             labels: Vec::new(),
@@ -202,7 +208,10 @@ impl PcpWriter {
             copied_start: None,
             blocks: Vec::new(),
             pending_ptrs: Vec::new(),
-            enc: Vec::new(),
+            event_meta: Vec::new(),
+            results: 0,
+            marks: 0,
+            backwards: 0,
         })
     }
 
@@ -410,10 +419,16 @@ impl PcpWriter {
         Ok(())
     }
 
+    /// Called before every item: the usual empty case without a call.
+    #[inline]
     fn flush_labels(&mut self) -> Result<()> {
         if self.labels.is_empty() {
             return Ok(());
         }
+        self.write_labels()
+    }
+
+    fn write_labels(&mut self) -> Result<()> {
         let sets = std::mem::take(&mut self.labels);
         let (ltype, ident) = match sets[0].target {
             LabelTarget::Context => (PM_LABEL_CONTEXT, PM_ID_NULL),
@@ -554,7 +569,7 @@ impl PcpWriter {
         self.flush_labels()?;
         self.flush_indoms(Some(Stamp::from_ns(t)))?;
         self.write_result(Stamp::from_ns(t), Body::Events(r))?;
-        self.loss.wrote("results", 1);
+        self.results += 1;
         Ok(())
     }
 
@@ -565,7 +580,7 @@ impl PcpWriter {
         let s = Stamp::from_ns(t.0);
         match self.last {
             Some(l) if s < l && !self.from_pcp => {
-                super::BACKWARDS.record(&mut self.loss, None);
+                self.backwards += 1;
                 l
             }
             _ => s,
@@ -664,7 +679,6 @@ impl PcpWriter {
         // (pos of offset word, block offset in `blocks`)
         let mut pending = std::mem::take(&mut self.pending_ptrs);
         pending.clear();
-        let mut enc = std::mem::take(&mut self.enc);
         match body {
             Body::Mark => b.extend_from_slice(&0u32.to_be_bytes()),
             Body::Events(r) => {
@@ -673,7 +687,6 @@ impl PcpWriter {
                 // record, then into the output (266 MB of x167.dlt's).
                 self.blocks = blocks;
                 self.pending_ptrs = pending;
-                self.enc = enc;
                 return self.write_event_result(t, b, r);
             }
             Body::Sample(s) => {
@@ -687,7 +700,7 @@ impl PcpWriter {
                         .collect(),
                     _ => Vec::new(),
                 };
-                let mut ptypes: HashMap<u32, i32> = HashMap::new();
+                let mut ptypes: IntMap<u32, i32> = IntMap::default();
                 if let Some(ExtraValue::List(l)) = s.extras.get(X_PARAM_TYPES) {
                     for x in l {
                         if let ExtraValue::U64(w) = x {
@@ -713,65 +726,75 @@ impl PcpWriter {
                             .copied()
                             .or_else(|| descs.get(&p).map(|d| d.0))
                     };
+                    // Values are in situ when the metric is a 32-bit integer
+                    // (`encode_value` gives nothing else for those types, and
+                    // never an in-situ value for other types): known before
+                    // the values, so each is written as it is encoded, and
+                    // the count once they are.
+                    let insitu = matches!(dtype, Some(0 | 1));
+                    let vt0m = vt0.contains(&mv.metric);
+                    let count_at = b.len();
+                    b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, (!insitu) as u8]);
+                    let mut n = 0u32;
                     let mut dropped = 0u64;
-                    enc.clear();
-                    enc.extend(vals.iter().filter_map(|(i, v)| {
-                        match encode_value(dtype, v, &ptype) {
-                            Some(e) => Some((*i, e)),
-                            None => {
+                    if let Some(t @ (2 | 3 | 5)) = dtype {
+                        // 64-bit numbers (KPI samples, most PCP metrics): each
+                        // value a 12-byte block, without `Enc` in between.
+                        let head = ((((if vt0m { 0 } else { t }) as u32) << 24) | 12).to_be_bytes();
+                        for (inst, v) in vals {
+                            let Some(p) = be64_of(t, v) else {
                                 dropped += 1;
-                                None
+                                continue;
+                            };
+                            n += 1;
+                            pending.push((b.len() + 4, blocks.len()));
+                            let mut w = [0u8; 8];
+                            w[..4].copy_from_slice(&inst.to_be_bytes());
+                            b.extend_from_slice(&w);
+                            let mut w = [0u8; 12];
+                            w[..4].copy_from_slice(&head);
+                            w[4..].copy_from_slice(&p);
+                            blocks.extend_from_slice(&w);
+                        }
+                    } else {
+                        for (inst, v) in vals {
+                            let Some(e) = encode_value(dtype, v, &ptype) else {
+                                dropped += 1;
+                                continue;
+                            };
+                            n += 1;
+                            let mut w = [0u8; 8];
+                            w[..4].copy_from_slice(&inst.to_be_bytes());
+                            match e {
+                                Enc::Insitu(x) if insitu => {
+                                    w[4..].copy_from_slice(&x.to_be_bytes());
+                                    b.extend_from_slice(&w);
+                                }
+                                e => {
+                                    pending.push((b.len() + 4, blocks.len()));
+                                    b.extend_from_slice(&w);
+                                    let x;
+                                    let (vt, payload): (u8, &[u8]) = match &e {
+                                        Enc::Insitu(v) => {
+                                            x = v.to_be_bytes();
+                                            (0, &x)
+                                        }
+                                        Enc::Small(t, a, n) => (*t, &a[..*n as usize]),
+                                        Enc::Block(t, p) => (*t, p),
+                                    };
+                                    put_block(&mut blocks, if vt0m { 0 } else { vt }, payload);
+                                }
                             }
                         }
-                    }));
+                    }
                     for _ in 0..dropped {
                         self.loss
                             .drop_item("values", "value does not fit the metric's PCP type");
                     }
-                    b.extend_from_slice(&(enc.len() as u32).to_be_bytes());
-                    if enc.is_empty() {
-                        continue;
-                    }
-                    let insitu = enc.iter().all(|(_, e)| matches!(e, Enc::Insitu(_)));
-                    b.extend_from_slice(&(if insitu { 0u32 } else { 1u32 }).to_be_bytes());
-                    for (inst, e) in enc.drain(..) {
-                        b.extend_from_slice(&inst.to_be_bytes());
-                        match e {
-                            Enc::Insitu(w) if insitu => b.extend_from_slice(&w.to_be_bytes()),
-                            e => {
-                                let w;
-                                let (mut vt, payload): (u8, &[u8]) = match &e {
-                                    Enc::Insitu(x) => {
-                                        w = x.to_be_bytes();
-                                        (0, &w)
-                                    }
-                                    Enc::Small(t, a, n) => (*t, &a[..*n as usize]),
-                                    Enc::Block(t, p) => (*t, p),
-                                };
-                                if vt0.contains(&mv.metric) {
-                                    vt = 0;
-                                }
-                                pending.push((b.len(), blocks.len()));
-                                b.extend_from_slice(&0u32.to_be_bytes());
-                                let vlen = payload.len() + 4;
-                                let head =
-                                    (((vt as u32) << 24) | (vlen as u32 & 0xff_ffff)).to_be_bytes();
-                                if let Ok(p8) = <[u8; 8]>::try_from(payload) {
-                                    // A 64-bit number (most blocks): head and
-                                    // value in one fixed-size copy, no call.
-                                    let mut w = [0u8; 12];
-                                    w[..4].copy_from_slice(&head);
-                                    w[4..].copy_from_slice(&p8);
-                                    blocks.extend_from_slice(&w);
-                                } else {
-                                    blocks.extend_from_slice(&head);
-                                    blocks.extend_from_slice(payload);
-                                    while !blocks.len().is_multiple_of(4) {
-                                        blocks.push(b'~');
-                                    }
-                                }
-                            }
-                        }
+                    b[count_at..count_at + 4].copy_from_slice(&n.to_be_bytes());
+                    if n == 0 {
+                        // No value format word without values.
+                        b.truncate(count_at + 4);
                     }
                 }
             }
@@ -782,21 +805,29 @@ impl PcpWriter {
             let w = ((blocks_at + boff + 8) / 4) as u32;
             b[wpos..wpos + 4].copy_from_slice(&w.to_be_bytes());
         }
-        b.extend_from_slice(&blocks);
-        self.blocks = blocks;
         self.pending_ptrs = pending;
-        self.enc = enc;
-        frame(&mut b);
-        let rec_len = b.len() as u64;
-        self.volume(rec_len)?;
-        let Some((vol, out)) = self.vols.last_mut() else {
-            return Ok(());
+        // Framed as `frame` does, the value blocks written from where they
+        // lie rather than copied after the header first.
+        let rec_len = b.len() + blocks.len() + 4;
+        b[..4].copy_from_slice(&(rec_len as u32).to_be_bytes());
+        let tail = (rec_len as u32).to_be_bytes();
+        let rec_len = rec_len as u64;
+        let wrote = match self.volume(rec_len) {
+            Ok(()) => match self.vols.last_mut() {
+                Some((vol, out)) => {
+                    let at = (*vol, out.size);
+                    let mut parts = [IoSlice::new(&b), IoSlice::new(&blocks), IoSlice::new(&tail)];
+                    out.put_vectored(&mut parts).map(|()| Some(at))
+                }
+                None => Ok(None),
+            },
+            Err(e) => Err(e),
         };
-        let vol = *vol;
-        let data_off = out.size;
-        out.put(&b)?;
+        self.blocks = blocks;
         self.scratch = b;
-        self.after_result(t, vol, data_off, rec_len);
+        if let Some((vol, data_off)) = wrote? {
+            self.after_result(t, vol, data_off, rec_len);
+        }
         Ok(())
     }
 
@@ -842,12 +873,49 @@ fn locate_label(json: &str, name: &str, cursor: &mut usize) -> (usize, usize) {
     }
 }
 
+/// A value block: type and length word, the payload, padding to 4.
+#[inline]
+fn put_block(blocks: &mut Vec<u8>, vt: u8, payload: &[u8]) {
+    let vlen = payload.len() + 4;
+    let head = (((vt as u32) << 24) | (vlen as u32 & 0xff_ffff)).to_be_bytes();
+    if let Ok(p8) = <[u8; 8]>::try_from(payload) {
+        // A 64-bit number (most blocks): head and value in one fixed-size
+        // copy, no call.
+        let mut w = [0u8; 12];
+        w[..4].copy_from_slice(&head);
+        w[4..].copy_from_slice(&p8);
+        blocks.extend_from_slice(&w);
+    } else {
+        blocks.extend_from_slice(&head);
+        blocks.extend_from_slice(payload);
+        while !blocks.len().is_multiple_of(4) {
+            blocks.push(b'~');
+        }
+    }
+}
+
 enum Enc {
     Insitu(u32),
     /// A value block of up to 8 bytes (64-bit integers, floats), held
     /// without an allocation of its own.
     Small(u8, [u8; 8], u8),
     Block(u8, Vec<u8>),
+}
+
+/// The payload `encode_value` gives a value for a metric of the 64-bit
+/// type `t` (2, 3 or 5), None where it gives none; the usual kinds without
+/// its detour through `i128` and `Enc`.
+#[inline]
+fn be64_of(t: i32, v: &Value) -> Option<[u8; 8]> {
+    match (t, v) {
+        (2, Value::I64(x) | Value::Enum(x)) => Some(x.to_be_bytes()),
+        (3, Value::U64(x)) => Some(x.to_be_bytes()),
+        (5, Value::F64(x)) => Some(x.to_be_bytes()),
+        _ => match encode_value(Some(t), v, &|_| None)? {
+            Enc::Small(_, a, 8) => Some(a),
+            _ => None,
+        },
+    }
 }
 
 fn small<const N: usize>(t: u8, b: [u8; N]) -> Enc {
@@ -1088,14 +1156,14 @@ impl TraceWriter for PcpWriter {
                 let t = self.result_stamp(s.time);
                 self.flush_indoms(Some(t))?;
                 self.write_result(t, Body::Sample(s))?;
-                self.loss.wrote("results", 1);
+                self.results += 1;
             }
             Item::Mark(m) => {
                 self.flush_events(Some(m.time))?;
                 let t = self.result_stamp(m.time);
                 self.flush_indoms(Some(t))?;
                 self.write_result(t, Body::Mark)?;
-                self.loss.wrote("marks", 1);
+                self.marks += 1;
             }
             Item::EventType(t) => {
                 let mut meta = Vec::new();
@@ -1106,7 +1174,7 @@ impl TraceWriter for PcpWriter {
                 self.loss.wrote("event types", 1);
             }
             Item::Event(e) => {
-                let mut meta = Vec::new();
+                let mut meta = std::mem::take(&mut self.event_meta);
                 if let Some(r) = self.events.event(e, &mut meta) {
                     self.write_events(&r, Some(e.time))?;
                     self.events.recycle(r);
@@ -1114,6 +1182,8 @@ impl TraceWriter for PcpWriter {
                 for it in &meta {
                     self.write_item(it)?;
                 }
+                meta.clear();
+                self.event_meta = meta;
             }
             Item::Annotation(_) => super::ANNOTATIONS.record(&mut self.loss, None),
         }
@@ -1136,6 +1206,21 @@ impl TraceWriter for PcpWriter {
         }
         if self.events.written > 0 {
             self.events.loss.wrote("events", self.events.written);
+        }
+        if self.results > 0 {
+            self.loss.wrote("results", self.results);
+        }
+        if self.marks > 0 {
+            self.loss.wrote("marks", self.marks);
+        }
+        if self.backwards > 0 {
+            // The entry `record` makes, counted n times.
+            let mut l = LossReport::default();
+            super::BACKWARDS.record(&mut l, None);
+            for n in l.degraded.values_mut().chain(l.dropped.values_mut()) {
+                *n *= self.backwards;
+            }
+            self.loss.merge(&l);
         }
         let el = std::mem::take(&mut self.events.loss);
         self.loss.merge(&el);
@@ -1166,5 +1251,59 @@ impl TraceWriter for PcpWriter {
         let ip = PathBuf::from(format!("{base}.index"));
         std::fs::write(&ip, &index).map_err(|e| Error::io(&ip, e))?;
         Ok(me.loss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 64-bit fast path of samples gives the payload `encode_value`
+    /// gives (and drops what it drops), for values of every kind, random
+    /// and at the limits.
+    #[test]
+    fn be64_of_is_encode_value_for_64_bit_types() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let edges = [
+            0,
+            1,
+            u64::MAX,
+            i64::MAX as u64,
+            i64::MIN as u64,
+            i64::MAX as u64 + 1,
+            (-1.5f64).to_bits(),
+            f64::NAN.to_bits(),
+        ];
+        for k in 0..20_000 {
+            let r = edges.get(k).copied().unwrap_or_else(&mut next);
+            let values = [
+                Value::I64(r as i64),
+                Value::Enum(r as i64),
+                Value::U64(r),
+                Value::F64(f64::from_bits(r)),
+                Value::F64((r >> 11) as f64),
+                Value::F64(-((r >> 11) as f64)),
+                Value::F32(f32::from_bits(r as u32)),
+                Value::F32((r >> 40) as f32),
+                Value::Str(r.to_string()),
+                Value::Bytes(r.to_be_bytes().to_vec()),
+            ];
+            for t in [2, 3, 5] {
+                for v in &values {
+                    let want = match encode_value(Some(t), v, &|_| None) {
+                        Some(Enc::Small(vt, a, 8)) if vt as i32 == t => Some(a),
+                        None => None,
+                        _ => panic!("type {t}: {v:?} is not a 64-bit block"),
+                    };
+                    assert_eq!(be64_of(t, v), want, "type {t}: {v:?}");
+                }
+            }
+        }
     }
 }
