@@ -216,11 +216,7 @@ impl<R: Read> Scanner<R> {
         // Nearly always: an acceptable record wholly in the buffer.
         let b = &self.buf[self.pos..self.end];
         if let Some(total) = layout::record_len(b).filter(|&t| t <= b.len()) {
-            let off = self.offset();
-            let start = self.pos;
-            self.pos += total;
-            self.count += 1;
-            return Ok(Msg::parse(off, &self.buf[start..start + total]));
+            return Ok(self.take(total));
         }
         loop {
             let avail = self.fill(MIN_RECORD)?;
@@ -251,15 +247,19 @@ impl<R: Read> Scanner<R> {
                     if avail < total {
                         return self.cut(avail, total);
                     }
-                    let off = self.offset();
-                    let start = self.pos;
-                    self.pos += total;
-                    self.count += 1;
-                    let raw = &self.buf[start..start + total];
-                    return Ok(Msg::parse(off, raw));
+                    return Ok(self.take(total));
                 }
             }
         }
+    }
+
+    /// The record of `total` bytes at the position, wholly in the buffer.
+    fn take(&mut self, total: usize) -> Option<Msg<'_>> {
+        let off = self.offset();
+        let start = self.pos;
+        self.pos += total;
+        self.count += 1;
+        Msg::parse(off, &self.buf[start..start + total])
     }
 
     /// The input ends inside a record.
