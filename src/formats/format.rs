@@ -210,15 +210,19 @@ impl Rule {
     /// Count one item lost under this rule (`subject` prefixes `what`,
     /// e.g. a metric name).
     pub fn record(&self, loss: &mut LossReport, subject: Option<&str>) {
+        self.record_n(loss, subject, 1);
+    }
+    /// Count `n` items lost under this rule (none: nothing noted).
+    pub fn record_n(&self, loss: &mut LossReport, subject: Option<&str>, n: u64) {
         let Some(why) = self.reason() else { return };
         let what = match subject {
             Some(s) => format!("{s} {}", self.what),
             None => self.what.to_string(),
         };
         if self.is_drop() {
-            loss.drop_item(&what, why);
+            loss.drop_n(&what, why, n);
         } else {
-            loss.degrade(&what, why);
+            loss.degrade_n(&what, why, n);
         }
     }
 }

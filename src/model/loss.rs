@@ -13,12 +13,16 @@ pub struct LossReport {
     pub dropped: BTreeMap<(String, String), u64>,
 }
 
-/// Count one (what, reason); the maps hold a few keys, searched in place.
-fn bump(m: &mut BTreeMap<(String, String), u64>, what: &str, reason: &str) {
+/// Count `n` of (what, reason) (none: no entry); the maps hold a few keys,
+/// searched in place.
+fn bump(m: &mut BTreeMap<(String, String), u64>, what: &str, reason: &str, n: u64) {
+    if n == 0 {
+        return;
+    }
     match m.iter_mut().find(|((w, r), _)| w == what && r == reason) {
-        Some((_, c)) => *c += 1,
+        Some((_, c)) => *c += n,
         None => {
-            m.insert((what.to_string(), reason.to_string()), 1);
+            m.insert((what.to_string(), reason.to_string()), n);
         }
     }
 }
@@ -34,10 +38,18 @@ impl LossReport {
         }
     }
     pub fn degrade(&mut self, what: &str, reason: &str) {
-        bump(&mut self.degraded, what, reason);
+        bump(&mut self.degraded, what, reason, 1);
     }
     pub fn drop_item(&mut self, what: &str, reason: &str) {
-        bump(&mut self.dropped, what, reason);
+        bump(&mut self.dropped, what, reason, 1);
+    }
+    /// `n` items degraded at once (none: nothing noted).
+    pub fn degrade_n(&mut self, what: &str, reason: &str, n: u64) {
+        bump(&mut self.degraded, what, reason, n);
+    }
+    /// `n` items dropped at once (none: nothing noted).
+    pub fn drop_n(&mut self, what: &str, reason: &str, n: u64) {
+        bump(&mut self.dropped, what, reason, n);
     }
     pub fn has_loss(&self) -> bool {
         !self.dropped.is_empty() || !self.degraded.is_empty()
@@ -136,6 +148,22 @@ impl fmt::Display for LossReport {
 #[cfg(test)]
 mod tests {
     use super::LossReport;
+
+    /// Counts of n are n counts of one, and none notes nothing.
+    #[test]
+    fn counts_of_n_are_n_counts_of_one() {
+        let (mut one, mut n) = (LossReport::default(), LossReport::default());
+        for _ in 0..3 {
+            one.drop_item("values", "why");
+            one.degrade("results", "clamped");
+        }
+        n.drop_n("values", "why", 3);
+        n.degrade_n("results", "clamped", 2);
+        n.degrade_n("results", "clamped", 1);
+        n.drop_n("samples", "why", 0);
+        n.degrade_n("events", "why", 0);
+        assert_eq!(n, one);
+    }
 
     #[test]
     fn one_line_per_reason_and_kind() {

@@ -162,15 +162,12 @@ impl TraceWriter for MmvWriter {
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
-        if self.superseded > 0 {
-            // One snapshot: earlier samples are not in the file.
-            for _ in 0..self.superseded {
-                self.loss.drop_item(
-                    "samples",
-                    "MMV holds one snapshot (the last sample, or the one at --at)",
-                );
-            }
-        }
+        // One snapshot: earlier samples are not in the file.
+        self.loss.drop_n(
+            "samples",
+            "MMV holds one snapshot (the last sample, or the one at --at)",
+            self.superseded,
+        );
         let content = self.build_content();
         let default = serialize(&default_plan(&content))?;
         let mut bytes = default;
@@ -669,12 +666,11 @@ impl MmvWriter {
                 values.push(cv);
             }
             let extra = taken.iter().filter(|t| !**t).count();
-            for _ in 0..extra {
-                loss.drop_item(
-                    "values",
-                    "instance not in the metric's instance domain at the snapshot",
-                );
-            }
+            loss.drop_n(
+                "values",
+                "instance not in the metric's instance domain at the snapshot",
+                extra as u64,
+            );
         }
         if missing > 0 && flags & FLAG_SENTINEL == 0 {
             // Without SENTINEL a missing value would read as a real 0/-1.

@@ -787,10 +787,11 @@ impl PcpWriter {
                             }
                         }
                     }
-                    for _ in 0..dropped {
-                        self.loss
-                            .drop_item("values", "value does not fit the metric's PCP type");
-                    }
+                    self.loss.drop_n(
+                        "values",
+                        "value does not fit the metric's PCP type",
+                        dropped,
+                    );
                     b[count_at..count_at + 4].copy_from_slice(&n.to_be_bytes());
                     if n == 0 {
                         // No value format word without values.
@@ -1213,15 +1214,7 @@ impl TraceWriter for PcpWriter {
         if self.marks > 0 {
             self.loss.wrote("marks", self.marks);
         }
-        if self.backwards > 0 {
-            // The entry `record` makes, counted n times.
-            let mut l = LossReport::default();
-            super::BACKWARDS.record(&mut l, None);
-            for n in l.degraded.values_mut().chain(l.dropped.values_mut()) {
-                *n *= self.backwards;
-            }
-            self.loss.merge(&l);
-        }
+        super::BACKWARDS.record_n(&mut self.loss, None, self.backwards);
         let el = std::mem::take(&mut self.events.loss);
         self.loss.merge(&el);
         if self.vols.is_empty() {
