@@ -740,7 +740,7 @@ impl PcpWriter {
                     if let Some(t @ (2 | 3 | 5)) = dtype {
                         // 64-bit numbers (KPI samples, most PCP metrics): each
                         // value a 12-byte block, without `Enc` in between.
-                        let head = ((((if vt0m { 0 } else { t }) as u32) << 24) | 12).to_be_bytes();
+                        let vt = if vt0m { 0 } else { t as u8 };
                         for (inst, v) in vals {
                             let Some(p) = be64_of(t, v) else {
                                 dropped += 1;
@@ -751,10 +751,7 @@ impl PcpWriter {
                             let mut w = [0u8; 8];
                             w[..4].copy_from_slice(&inst.to_be_bytes());
                             b.extend_from_slice(&w);
-                            let mut w = [0u8; 12];
-                            w[..4].copy_from_slice(&head);
-                            w[4..].copy_from_slice(&p);
-                            blocks.extend_from_slice(&w);
+                            put_block(&mut blocks, vt, &p);
                         }
                     } else {
                         for (inst, v) in vals {
