@@ -158,6 +158,15 @@ enum Num {
     U64(u64),
 }
 
+impl From<Num> for Value {
+    fn from(n: Num) -> Value {
+        match n {
+            Num::I64(y) => Value::I64(y),
+            Num::U64(y) => Value::U64(y),
+        }
+    }
+}
+
 /// `col` becomes `vals`, numbers written where they lie: clearing the
 /// list first dropped its values one by one (a sample of a recycled KPI
 /// group holds hundreds), and most keep their kind.
@@ -170,17 +179,10 @@ fn fill(col: &mut Vec<(InstId, Value)>, vals: impl Iterator<Item = (InstId, Num)
                 match (&mut slot.1, v) {
                     (Value::I64(x), Num::I64(y)) => *x = y,
                     (Value::U64(x), Num::U64(y)) => *x = y,
-                    (old, Num::I64(y)) => *old = Value::I64(y),
-                    (old, Num::U64(y)) => *old = Value::U64(y),
+                    (old, v) => *old = v.into(),
                 }
             }
-            None => col.push((
-                id,
-                match v {
-                    Num::I64(y) => Value::I64(y),
-                    Num::U64(y) => Value::U64(y),
-                },
-            )),
+            None => col.push((id, v.into())),
         }
         n += 1;
     }
