@@ -478,15 +478,25 @@ fn bytes_into(old: Option<&mut Vec<u8>>, s: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Write the number `x` of kind `tag` into `slot` if the slot holds a
+/// number of that kind (most values keep their kind from item to item).
+#[inline]
+fn set_in_place(tag: u8, x: u64, slot: &mut Value) -> bool {
+    match (tag, slot) {
+        (I64, Value::I64(y)) | (ENUM, Value::Enum(y)) => *y = x as i64,
+        (U64, Value::U64(y)) => *y = x,
+        _ => return false,
+    }
+    true
+}
+
 fn get_value(c: &mut Cursor, slot: &mut Value, pool: &mut Vec<String>) -> Result<()> {
     // A number of the kind the slot holds (most values): tag and value
     // read with one bounds check, written in place.
     if let Some(&[tag, b0, b1, b2, b3, b4, b5, b6, b7]) = c.b.get(c.at..c.at + 9) {
         let x = u64::from_ne_bytes([b0, b1, b2, b3, b4, b5, b6, b7]);
-        match (tag, &mut *slot) {
-            (I64, Value::I64(y)) | (ENUM, Value::Enum(y)) => *y = x as i64,
-            (U64, Value::U64(y)) => *y = x,
-            _ => return get_value_any(c, slot, pool),
+        if !set_in_place(tag, x, slot) {
+            return get_value_any(c, slot, pool);
         }
         c.at += 9;
         return Ok(());
@@ -520,17 +530,8 @@ fn get_value_any(c: &mut Cursor, slot: &mut Value, pool: &mut Vec<String>) -> Re
         }
         _ => {
             let x = c.u64()?;
-            // Most values keep their kind from item to item: set in place.
-            match (tag, &mut *slot) {
-                (I64, Value::I64(y)) | (ENUM, Value::Enum(y)) => {
-                    *y = x as i64;
-                    return Ok(());
-                }
-                (U64, Value::U64(y)) => {
-                    *y = x;
-                    return Ok(());
-                }
-                _ => {}
+            if set_in_place(tag, x, slot) {
+                return Ok(());
             }
             match tag {
                 I64 => Value::I64(x as i64),
@@ -937,18 +938,7 @@ fn get_sample(
                             let x = u64::from_ne_bytes([
                                 w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12],
                             ]);
-                            let done = match (w[4], v) {
-                                (I64, Value::I64(y)) | (ENUM, Value::Enum(y)) => {
-                                    *y = x as i64;
-                                    true
-                                }
-                                (U64, Value::U64(y)) => {
-                                    *y = x;
-                                    true
-                                }
-                                _ => false,
-                            };
-                            if done {
+                            if set_in_place(w[4], x, v) {
                                 *id = InstId::from_ne_bytes([w[0], w[1], w[2], w[3]]);
                                 c.at += 13;
                                 continue;
