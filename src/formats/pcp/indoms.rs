@@ -168,6 +168,19 @@ impl Log {
         }
     }
 
+    /// Make instance `id` a member named `name`, unless it is one by that
+    /// name already.
+    #[inline]
+    fn name(&mut self, e: &mut Inst, id: i32, name: &str, staged: bool) {
+        match e.cur {
+            Some(n) if self.names.get(n) == name => {}
+            _ => {
+                let n = self.names.add(name);
+                self.set(e, id, Some(n), staged);
+            }
+        }
+    }
+
     /// Give instance `id` the name `n` (None: no member; a name is held by
     /// its instance from `Names::add`), noting its state before.
     #[inline]
@@ -345,24 +358,9 @@ impl Tracker {
         }
     }
 
-    /// A time in the version's resolution (v2 stores microseconds).
-    fn quantize(&self, t: i64) -> i64 {
-        match self.v {
-            Version::V2 => t - t.rem_euclid(1000),
-            Version::V3 => t,
-        }
-    }
-
-    fn step(&self) -> i64 {
-        match self.v {
-            Version::V2 => 1000,
-            Version::V3 => 1,
-        }
-    }
-
     /// Apply an update (written with the next result).
     pub fn update(&mut self, u: &IndomUpdate) {
-        let tc = self.quantize(u.time.0);
+        let tc = quantize(self.v, u.time.0);
         let k = match self.doms.binary_search_by_key(&u.id, |d| d.0) {
             Ok(k) => k,
             Err(k) => {
@@ -393,13 +391,7 @@ impl Tracker {
                         continue;
                     }
                     e.seen = g;
-                    match e.cur {
-                        Some(n) if log.names.get(n) == i.name => {}
-                        _ => {
-                            let n = log.names.add(&i.name);
-                            log.set(e, i.id, Some(n), staged);
-                        }
-                    }
+                    log.name(e, i.id, &i.name, staged);
                 }
                 for (id, e) in insts.iter_mut() {
                     if e.seen != g && e.cur.is_some() {
@@ -415,13 +407,7 @@ impl Tracker {
                 }
                 for i in &u.instances {
                     let e = insts.entry(i.id).or_insert(NEW);
-                    match e.cur {
-                        Some(n) if log.names.get(n) == i.name => {}
-                        _ => {
-                            let n = log.names.add(&i.name);
-                            log.set(e, i.id, Some(n), staged);
-                        }
-                    }
+                    log.name(e, i.id, &i.name, staged);
                 }
             }
         }
@@ -434,8 +420,8 @@ impl Tracker {
     /// Records that no later one can replace are written: those of times
     /// before `t`, all of them at the end.
     pub fn before_result(&mut self, t: Option<i64>, after: Option<i64>, out: &mut Vec<u8>) -> bool {
-        let after = after.map(|a| self.quantize(a));
-        let t = t.map(|t| self.quantize(t));
+        let after = after.map(|a| quantize(self.v, a));
+        let t = t.map(|t| quantize(self.v, t));
         let mut wrote = false;
         for k in 0..self.doms.len() {
             if self.doms[k].1.dirty {
@@ -457,7 +443,7 @@ impl Tracker {
     /// a record at the time of its latest change; a staged record of an
     /// earlier time is written first.
     fn stage(&mut self, k: usize, after: Option<i64>, out: &mut Vec<u8>) -> bool {
-        let step = self.step();
+        let step = step(self.v);
         let d = &mut self.doms[k].1;
         d.dirty = false;
         let mut t = d.changed;
@@ -575,6 +561,22 @@ impl Tracker {
     }
 }
 
+/// A time in the version's resolution (v2 stores microseconds).
+fn quantize(v: Version, t: i64) -> i64 {
+    match v {
+        Version::V2 => t - t.rem_euclid(1000),
+        Version::V3 => t,
+    }
+}
+
+/// The least step between two record times of the version.
+fn step(v: Version) -> i64 {
+    match v {
+        Version::V2 => 1000,
+        Version::V3 => 1,
+    }
+}
+
 /// One instance-domain record: entries are (instance, offset of its name
 /// in `strtab`, None for a removed instance).
 pub fn encode(
@@ -611,7 +613,7 @@ pub fn encode(
 #[cfg(test)]
 mod reference {
     use super::super::layout::{Version, TYPE_INDOM, TYPE_INDOM_DELTA, TYPE_INDOM_V2};
-    use super::encode;
+    use super::{encode, quantize, step};
     use crate::model::IntHasher;
     use crate::model::{IndomKind, IndomUpdate};
     use std::collections::HashMap;
@@ -687,24 +689,9 @@ mod reference {
             }
         }
 
-        /// A time in the version's resolution (v2 stores microseconds).
-        fn quantize(&self, t: i64) -> i64 {
-            match self.v {
-                Version::V2 => t - t.rem_euclid(1000),
-                Version::V3 => t,
-            }
-        }
-
-        fn step(&self) -> i64 {
-            match self.v {
-                Version::V2 => 1000,
-                Version::V3 => 1,
-            }
-        }
-
         /// Apply an update (written with the next result).
         pub fn update(&mut self, u: &IndomUpdate) {
-            let tc = self.quantize(u.time.0);
+            let tc = quantize(self.v, u.time.0);
             let k = match self.doms.binary_search_by_key(&u.id, |d| d.0) {
                 Ok(k) => k,
                 Err(k) => {
@@ -762,8 +749,8 @@ mod reference {
             after: Option<i64>,
             out: &mut Vec<u8>,
         ) -> bool {
-            let after = after.map(|a| self.quantize(a));
-            let t = t.map(|t| self.quantize(t));
+            let after = after.map(|a| quantize(self.v, a));
+            let t = t.map(|t| quantize(self.v, t));
             let mut wrote = false;
             for k in 0..self.doms.len() {
                 if self.doms[k].1.dirty {
@@ -785,7 +772,7 @@ mod reference {
         /// a record at the time of its latest change; a staged record of an
         /// earlier time is written first.
         fn stage(&mut self, k: usize, after: Option<i64>, out: &mut Vec<u8>) -> bool {
-            let step = self.step();
+            let step = step(self.v);
             let d = &mut self.doms[k].1;
             d.dirty = false;
             let mut t = d.changed;
