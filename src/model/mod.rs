@@ -817,6 +817,24 @@ impl Trace {
     }
 }
 
+/// A small xorshift generator for the randomized tests: the same cases on
+/// every run.
+#[cfg(test)]
+pub(crate) struct TestRng(pub u64);
+
+#[cfg(test)]
+impl TestRng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// A reader that gives real runs (the default `next_batch` gives one
 /// item), for the tests of stages that take runs.
 #[cfg(test)]

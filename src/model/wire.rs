@@ -1335,13 +1335,8 @@ mod tests {
     /// before).
     #[test]
     fn random_items_come_out_as_they_went_in() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::model::TestRng(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move |n: u64| rng.below(n);
         let value = |r: &mut dyn FnMut(u64) -> u64| match r(8) {
             0 => Value::I64(r(1000) as i64 - 500),
             1 => Value::U64(r(u64::MAX)),

@@ -549,13 +549,8 @@ mod tests {
     /// orders.
     #[test]
     fn string_args_agree_with_the_cursor() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::model::TestRng(0x9e37_79b9_7f4a_7c15);
+        let mut rnd = move |n: u64| rng.below(n);
         let (mut accepted, mut refused) = (0, 0);
         for case in 0..20_000 {
             let be = case % 2 == 1;

@@ -813,20 +813,6 @@ impl TraceReader for DltReader {
 mod tests {
     use super::*;
 
-    /// A small xorshift generator: the same cases on every run.
-    struct Rand(u64);
-    impl Rand {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
     /// Records with every mix of header parts, KPI and other ids, tmsp
     /// running on or jumping back past a boot, then (in most files) one
     /// kind of damage somewhere: the header walk with its fallback finds
@@ -837,7 +823,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.dlt");
         let kpi = (*b"PROC", *b"PROC");
-        let mut rng = Rand(0x2545_f491_4f6c_dd1d);
+        let mut rng = crate::model::TestRng(0x2545_f491_4f6c_dd1d);
         let mut walked = 0;
         for case in 0..400 {
             let mut file = Vec::new();

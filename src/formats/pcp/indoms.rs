@@ -973,13 +973,8 @@ mod tests {
     /// enough names that their slots are collected and refilled.
     #[test]
     fn records_are_those_of_the_reference_tracker() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = crate::model::TestRng(0x2545_f491_4f6c_dd1d);
+        let mut rnd = move |n: u64| rng.below(n);
         let mut reused = 0;
         for run in 0..4000 {
             let v = if run % 3 == 0 {

@@ -1253,13 +1253,8 @@ mod tests {
     /// and at the limits.
     #[test]
     fn be64_of_is_encode_value_for_64_bit_types() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::model::TestRng(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || rng.next();
         let edges = [
             0,
             1,
