@@ -668,6 +668,64 @@ mod tests {
         }
     }
 
+    /// Cycles of (time, kind) pairs as items labelled `cycle.index`: kind
+    /// 0 a definition (untimed), else an annotation at the time.
+    fn labelled_cycles(cycles: &[Vec<(i64, u8)>]) -> Cycles {
+        Cycles {
+            header: Header::new(FormatId::Dlt, "1"),
+            cycles: (cycles.iter().enumerate())
+                .map(|(c, items)| {
+                    (items.iter().enumerate())
+                        .map(|(i, &(t, k))| {
+                            let label = format!("{c}.{i}");
+                            if k == 0 {
+                                let t = EventType::new(i as u32, "c", &label, vec![]);
+                                Item::EventType(std::sync::Arc::new(t))
+                            } else {
+                                note(t, &label)
+                            }
+                        })
+                        .collect()
+                })
+                .collect(),
+            at: 0,
+            given: 0,
+        }
+    }
+
+    fn label(it: Item) -> String {
+        match it {
+            Item::Annotation(a) => a.text,
+            Item::EventType(t) => t.name.clone(),
+            _ => unreachable!(),
+        }
+    }
+
+    /// The labels of what `r` gives in runs of at most `max`.
+    fn labels_in_runs(
+        r: &mut Reorder,
+        max: usize,
+    ) -> std::result::Result<Vec<String>, proptest::test_runner::TestCaseError> {
+        let (mut got, mut run) = (Vec::new(), Vec::new());
+        loop {
+            let more = r.next_batch(&mut run, max).unwrap();
+            proptest::prop_assert!(run.len() <= max);
+            got.extend(run.drain(..).map(label));
+            if !more {
+                return Ok(got);
+            }
+        }
+    }
+
+    /// The labels of what `r` gives item by item.
+    fn labels_one_by_one(r: &mut Reorder) -> Vec<String> {
+        let mut got = Vec::new();
+        while let Some(it) = r.next_item().unwrap() {
+            got.push(label(it));
+        }
+        got
+    }
+
     /// Runs of any size give the order of items one by one (`next_item`
     /// takes runs of one), for random times with ties, late items,
     /// definitions, restarts, windows and caps small enough to matter.
@@ -687,52 +745,11 @@ mod tests {
         });
         runner
             .run(&case, |(cycles, window, cap, max)| {
-                let make = || Cycles {
-                    header: Header::new(FormatId::Dlt, "1"),
-                    cycles: (cycles.iter())
-                        .enumerate()
-                        .map(|(c, items)| {
-                            (items.iter())
-                                .enumerate()
-                                .map(|(i, (t, k))| {
-                                    let label = format!("{c}.{i}");
-                                    if *k == 0 {
-                                        Item::EventType(std::sync::Arc::new(EventType::new(
-                                            i as u32,
-                                            "c",
-                                            &label,
-                                            vec![],
-                                        )))
-                                    } else {
-                                        note(*t, &label)
-                                    }
-                                })
-                                .collect()
-                        })
-                        .collect(),
-                    at: 0,
-                    given: 0,
-                };
-                let label = |it: Item| match it {
-                    Item::Annotation(a) => a.text,
-                    Item::EventType(t) => t.name.clone(),
-                    _ => unreachable!(),
-                };
+                let make = || labelled_cycles(&cycles);
                 let mut one = Reorder::with_limits(Box::new(make()), window, cap);
-                let mut want = Vec::new();
-                while let Some(it) = one.next_item().unwrap() {
-                    want.push(label(it));
-                }
+                let want = labels_one_by_one(&mut one);
                 let mut r = Reorder::with_limits(Box::new(make()), window, cap);
-                let (mut got, mut run) = (Vec::new(), Vec::new());
-                loop {
-                    let more = r.next_batch(&mut run, max).unwrap();
-                    prop_assert!(run.len() <= max);
-                    got.extend(run.drain(..).map(label));
-                    if !more {
-                        break;
-                    }
-                }
+                let got = labels_in_runs(&mut r, max)?;
                 prop_assert_eq!(got, want);
                 Ok(())
             })
@@ -868,55 +885,13 @@ mod tests {
                             .collect()
                     })
                     .collect();
-                let make = || Cycles {
-                    header: Header::new(FormatId::Dlt, "1"),
-                    cycles: (cycles.iter())
-                        .enumerate()
-                        .map(|(c, items)| {
-                            (items.iter())
-                                .enumerate()
-                                .map(|(i, (t, k))| {
-                                    let label = format!("{c}.{i}");
-                                    if *k == 0 {
-                                        Item::EventType(std::sync::Arc::new(EventType::new(
-                                            i as u32,
-                                            "c",
-                                            &label,
-                                            vec![],
-                                        )))
-                                    } else {
-                                        note(*t, &label)
-                                    }
-                                })
-                                .collect()
-                        })
-                        .collect(),
-                    at: 0,
-                    given: 0,
-                };
-                let label = |it: Item| match it {
-                    Item::Annotation(a) => a.text,
-                    Item::EventType(t) => t.name.clone(),
-                    _ => unreachable!(),
-                };
+                let make = || labelled_cycles(&cycles);
                 let want = documented_order(&cycles, window, cap);
                 let mut r = Reorder::with_limits(Box::new(make()), window, cap);
-                let (mut got, mut run) = (Vec::new(), Vec::new());
-                loop {
-                    let more = r.next_batch(&mut run, max).unwrap();
-                    prop_assert!(run.len() <= max);
-                    got.extend(run.drain(..).map(label));
-                    if !more {
-                        break;
-                    }
-                }
+                let got = labels_in_runs(&mut r, max)?;
                 prop_assert_eq!(&got, &want);
                 let mut one = Reorder::with_limits(Box::new(make()), window, cap);
-                let mut by_one = Vec::new();
-                while let Some(it) = one.next_item().unwrap() {
-                    by_one.push(label(it));
-                }
-                prop_assert_eq!(by_one, want);
+                prop_assert_eq!(labels_one_by_one(&mut one), want);
                 Ok(())
             })
             .unwrap();
