@@ -4,7 +4,7 @@
 use super::layout::{
     parse_mspec, placeholders, u16_at, u32_at, u64_at, Layout, Snapshot, M_UNKNOWN_MSGID,
 };
-use super::numfmt::{g14_f64, g14_u64, push_u64, u64_digits};
+use super::numfmt::{g14_f64, g14_u64, push_u64, u64_digits_into};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::options::DumpOptions;
 use std::collections::BTreeSet;
@@ -15,17 +15,60 @@ pub const HEADER_FINAL: &[u8] = b"numa core       cycles category         messag
 pub const HEADER_NEWEST: &[u8] = b"numa core      -cycles category         message\n";
 const FLUSH_AT: usize = 1 << 20;
 
+/// Texts of a row are copied in fixed strides of this many bytes from
+/// copies padded to a multiple of it: a fixed-size copy is two vector moves
+/// inline, where a copy of a piece's own length was a `memcpy` call, five
+/// or six per row (a quarter of a 1M-row dump's instructions).
+const STRIDE: usize = 32;
+
+/// `s` padded with zeros to a whole number of strides (at least one).
+struct Padded {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Padded {
+    fn new(s: &[u8]) -> Self {
+        let mut bytes = s.to_vec();
+        bytes.resize(s.len().div_ceil(STRIDE).max(1) * STRIDE, 0);
+        Padded {
+            bytes,
+            len: s.len(),
+        }
+    }
+    /// Copy into `dst` at `at` (room for [`Padded::room`] bytes there);
+    /// returns the position after the text.
+    #[inline]
+    fn put(&self, dst: &mut [u8], at: usize) -> usize {
+        for (k, c) in self.bytes.chunks_exact(STRIDE).enumerate() {
+            let d = at + k * STRIDE;
+            dst[d..d + STRIDE].copy_from_slice(c);
+        }
+        at + self.len
+    }
+    fn room(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
 enum Piece {
-    Lit(Vec<u8>),
+    Lit(Padded),
     /// `name(` … `)`, consuming argument `idx` (≥ 4 in A: Snabb crashes).
-    Arg(Vec<u8>, usize),
+    Arg(Padded, usize),
 }
 
 struct Template {
     pieces: Vec<Piece>,
     /// Placeholders beyond the stored args.
     overflow: bool,
+    /// Bytes a row of it may write past its message's start, strides and
+    /// the closing newline included.
+    room: usize,
 }
+
+/// Room for an argument's value: 20 digits, or `%.14g` of a larger one
+/// (at most 20 bytes), and the closing `)`.
+const ARG_ROOM: usize = 32;
 
 fn template(fmt: &[u8], nargs: usize) -> Template {
     let mut pieces = Vec::new();
@@ -33,18 +76,30 @@ fn template(fmt: &[u8], nargs: usize) -> Template {
     let mut overflow = false;
     for (k, (a, b)) in placeholders(fmt).into_iter().enumerate() {
         if a > pos {
-            pieces.push(Piece::Lit(fmt[pos..a].to_vec()));
+            pieces.push(Piece::Lit(Padded::new(&fmt[pos..a])));
         }
         let mut name = fmt[a + 1..b].to_vec();
         name.push(b'(');
         overflow |= k >= nargs;
-        pieces.push(Piece::Arg(name, k));
+        pieces.push(Piece::Arg(Padded::new(&name), k));
         pos = b;
     }
     if pos < fmt.len() {
-        pieces.push(Piece::Lit(fmt[pos..].to_vec()));
+        pieces.push(Piece::Lit(Padded::new(&fmt[pos..])));
     }
-    Template { pieces, overflow }
+    let room = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Lit(l) => l.room(),
+            Piece::Arg(n, _) => n.room() + ARG_ROOM,
+        })
+        .sum::<usize>()
+        + 1;
+    Template {
+        pieces,
+        overflow,
+        room,
+    }
 }
 
 /// The output buffer with its flush policy.
@@ -99,6 +154,7 @@ fn left16(field: &[u8], buf: &mut Vec<u8>) {
     buf.push(b' ');
 }
 
+#[derive(Clone, Copy)]
 enum Cycles {
     Start,
     U(u64),
@@ -159,16 +215,17 @@ pub fn dump(
 struct ACtx<'s, 'a> {
     snap: &'s Snapshot<'a>,
     path: &'s Path,
-    /// String offset → index into the arenas (u32::MAX: not loaded yet).
+    /// String offset → 1 + index into the arenas (0: not loaded yet, so
+    /// the tables come zeroed from the allocator: a fill of 2 × 256 kB a
+    /// thread showed in a dump's start).
     cat_idx: Vec<u32>,
     msg_idx: Vec<u32>,
-    cats: Vec<Vec<u8>>,
+    /// Categories padded to 16 columns and a space.
+    cats: Vec<Padded>,
     msgs: Vec<Template>,
     overflow: BTreeSet<usize>,
     tmp: Vec<u8>,
 }
-
-const NONE: u32 = u32::MAX;
 
 impl<'s, 'a> ACtx<'s, 'a> {
     /// A context with nothing loaded yet (one per thread that formats rows).
@@ -176,8 +233,8 @@ impl<'s, 'a> ACtx<'s, 'a> {
         ACtx {
             snap,
             path,
-            cat_idx: vec![NONE; 65536],
-            msg_idx: vec![NONE; 65536],
+            cat_idx: vec![0; 65536],
+            msg_idx: vec![0; 65536],
             cats: Vec::new(),
             msgs: Vec::new(),
             overflow: BTreeSet::new(),
@@ -202,21 +259,21 @@ impl ACtx<'_, '_> {
     }
 
     fn cat(&mut self, slot: usize, off: usize) -> Result<usize> {
-        if self.cat_idx[off] == NONE {
+        if self.cat_idx[off] == 0 {
             let s = self
                 .snap
                 .cstr(off)
                 .ok_or_else(|| self.bad_string(slot, off, "category"))?;
             let mut v = Vec::with_capacity(s.len().max(16) + 1);
             left16(s, &mut v);
+            self.cats.push(Padded::new(&v));
             self.cat_idx[off] = self.cats.len() as u32;
-            self.cats.push(v);
         }
-        Ok(self.cat_idx[off] as usize)
+        Ok(self.cat_idx[off] as usize - 1)
     }
 
     fn msg(&mut self, slot: usize, off: usize) -> Result<usize> {
-        if self.msg_idx[off] == NONE {
+        if self.msg_idx[off] == 0 {
             let s = self
                 .snap
                 .cstr(off)
@@ -225,33 +282,38 @@ impl ACtx<'_, '_> {
             if t.overflow {
                 self.overflow.insert(off);
             }
-            self.msg_idx[off] = self.msgs.len() as u32;
             self.msgs.push(t);
+            self.msg_idx[off] = self.msgs.len() as u32;
         }
-        Ok(self.msg_idx[off] as usize)
+        Ok(self.msg_idx[off] as usize - 1)
     }
 
-    fn row(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>) -> Result<()> {
+    /// Format the row of `slot` into `buf` from `at` on, over what `buf`
+    /// holds there (it grows when short; the caller truncates it to the
+    /// returned end): the texts go in fixed strides ([`STRIDE`]).
+    fn row(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>, at: usize) -> Result<usize> {
         let e = self.snap.entry(slot);
         let aux = u32_at(e, 16);
         let msg_id = u64_at(e, 24);
         let ci = self.cat(slot, ((msg_id >> 40) & 0xffff) as usize)?;
         let mi = self.msg(slot, ((msg_id >> 16) & 0xffff) as usize)?;
-        // Fixed columns "%-4d %-4d %12s " built on the stack.
-        let mut pre = [b' '; 64];
-        let mut d = [0u8; 20];
-        let i = u64_digits(((aux >> 12) & 0xf) as u64, &mut d);
-        pre[..20 - i].copy_from_slice(&d[i..]);
-        let i = u64_digits((aux & 0xff) as u64, &mut d);
-        pre[5..5 + 20 - i].copy_from_slice(&d[i..]);
+        let (cat, msg) = (&self.cats[ci], &self.msgs[mi]);
+        let need = at + PRE + cat.room() + msg.room;
+        if buf.len() < need {
+            buf.resize(need + 4096, 0);
+        }
+        // Fixed columns "%-4d %-4d %12s ", written where they go.
+        let pre = &mut buf[at..at + PRE];
+        pre.fill(b' ');
+        put_digits(((aux >> 12) & 0xf) as u64, &mut pre[..]);
+        put_digits((aux & 0xff) as u64, &mut pre[5..]);
         let mut len = 10;
         match cyc {
             Cycles::U(v) if v < 100_000_000_000_000 => {
-                let i = u64_digits(v, &mut d);
-                let w = 20 - i;
+                let w = digit_count(v);
                 // Right-aligned in 12 columns; wider values overflow it.
                 len += 12usize.saturating_sub(w);
-                pre[len..len + w].copy_from_slice(&d[i..]);
+                put_digits(v, &mut pre[len..]);
                 len += w;
             }
             c => {
@@ -263,31 +325,57 @@ impl ACtx<'_, '_> {
             }
         }
         len += 1;
-        buf.extend_from_slice(&pre[..len]);
-        buf.extend_from_slice(&self.cats[ci]);
-        for p in &self.msgs[mi].pieces {
+        let mut at = cat.put(buf, at + len);
+        for p in &msg.pieces {
             match p {
-                Piece::Lit(l) => buf.extend_from_slice(l),
+                Piece::Lit(l) => at = l.put(buf, at),
                 Piece::Arg(name, k) => {
-                    buf.extend_from_slice(name);
+                    at = name.put(buf, at);
                     if *k < 4 {
                         let v = u64_at(e, 32 + 8 * k);
                         if v < 100_000_000_000_000 {
-                            let i = u64_digits(v, &mut d);
-                            buf.extend_from_slice(&d[i..]);
+                            at += put_digits(v, &mut buf[at..at + 20]);
                         } else {
-                            g14_u64(v, buf);
+                            self.tmp.clear();
+                            g14_u64(v, &mut self.tmp);
+                            let w = self.tmp.len().min(ARG_ROOM - 1);
+                            buf[at..at + w].copy_from_slice(&self.tmp[..w]);
+                            at += w;
                         }
                     } else {
-                        buf.push(b'?');
+                        buf[at] = b'?';
+                        at += 1;
                     }
-                    buf.push(b')');
+                    buf[at] = b')';
+                    at += 1;
                 }
             }
         }
-        buf.push(b'\n');
-        Ok(())
+        buf[at] = b'\n';
+        Ok(at + 1)
     }
+}
+
+/// The fixed columns' room: up to 63 bytes are used (an `Cycles` field of
+/// up to 40 characters overflowing its 12 columns).
+const PRE: usize = 64;
+
+/// Decimal digits of `v` (at least one).
+#[inline]
+fn digit_count(v: u64) -> usize {
+    v.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
+/// The decimal digits of `v` at the start of `dst`, written in place;
+/// returns their count. Not through a buffer on the stack: a wide copy read
+/// right after the byte stores that built it stalls the load (the store
+/// cannot be forwarded), and three of those a row cost as much as the rest
+/// of the row.
+#[inline(always)]
+fn put_digits(v: u64, dst: &mut [u8]) -> usize {
+    let n = digit_count(v);
+    u64_digits_into(v, &mut dst[..n]);
+    n
 }
 
 fn dump_a(
@@ -312,6 +400,9 @@ fn dump_a(
             // header row only.
             return Ok(());
         };
+        // Rows go into `text` over what it holds (its length is kept, so
+        // its bytes are zeroed once), handed to the output by the megabyte.
+        let (mut text, mut at) = (Vec::new(), 0);
         for j in 0..n {
             let i = (newest + n - j) % n;
             let t = snap.tsc_raw(i);
@@ -321,11 +412,22 @@ fn dump_a(
             if dopts.max.is_some_and(|m| rows > m) {
                 break;
             }
-            o.row_start = o.buf.len();
-            cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut o.buf)?;
+            match cx.row(i, Cycles::U(t.wrapping_sub(prev(i))), &mut text, at) {
+                Ok(end) => at = end,
+                Err(e) => {
+                    o.buf.extend_from_slice(&text[..at]);
+                    o.row_start = o.buf.len();
+                    return Err(e);
+                }
+            }
             rows += 1;
-            o.maybe_flush()?;
+            if at >= FLUSH_AT {
+                o.buf.extend_from_slice(&text[..at]);
+                o.maybe_flush()?;
+                at = 0;
+            }
         }
+        o.buf.extend_from_slice(&text[..at]);
         Ok(())
     })();
     for moff in &cx.overflow {
@@ -351,7 +453,9 @@ const CHUNKS_AHEAD: usize = 4;
 /// slot ends the listing; a bad string offset is an error).
 struct Chunk {
     k: usize,
+    /// The text is `text[..len]`.
     text: Vec<u8>,
+    len: usize,
     overflow: Vec<usize>,
     stop: Option<Option<Error>>,
 }
@@ -400,14 +504,14 @@ fn dump_a_final(
                     if k >= chunks || stopped.load(std::sync::atomic::Ordering::SeqCst) {
                         break;
                     }
-                    text.clear();
-                    let (stop, new) = cx.piece(k, oldest, limit, &mut text);
+                    let (stop, new, len) = cx.piece(k, oldest, limit, &mut text);
                     if stop.is_some() {
                         stopped.store(true, std::sync::atomic::Ordering::SeqCst);
                     }
                     let piece = Chunk {
                         k,
                         text,
+                        len,
                         overflow: new,
                         stop,
                     };
@@ -436,7 +540,7 @@ fn dump_a_final(
                 };
                 written += 1;
                 overflow.extend(&p.overflow);
-                o.w.write_all(&p.text)
+                o.w.write_all(&p.text[..p.len])
                     .map_err(|e| Error::io("<output>", e))?;
                 match p.stop {
                     Some(Some(e)) => return Err(e),
@@ -455,21 +559,28 @@ fn dump_a_final(
 }
 
 impl ACtx<'_, '_> {
-    /// Format rows `k * CHUNK_ROWS ..` of the final listing into `buf`;
-    /// returns why it stopped early, and the overflowing templates it met
-    /// first.
+    /// Format rows `k * CHUNK_ROWS ..` of the final listing into `buf`
+    /// from its start, over what it holds (a buffer comes back with its
+    /// length, so its bytes are zeroed once, not for each piece); returns
+    /// why it stopped early, the overflowing templates it met first and the
+    /// end of the text.
     fn piece(
         &mut self,
         k: usize,
         oldest: usize,
         limit: usize,
         buf: &mut Vec<u8>,
-    ) -> (Option<Option<Error>>, Vec<usize>) {
+    ) -> (Option<Option<Error>>, Vec<usize>, usize) {
         let n = self.snap.n;
+        let mut at = 0;
         let before: BTreeSet<usize> = std::mem::take(&mut self.overflow);
         let mut stop = None;
-        for j in k * CHUNK_ROWS..limit.min((k + 1) * CHUNK_ROWS) {
-            let i = (oldest + j) % n;
+        let first = k * CHUNK_ROWS;
+        // The slot and the tsc before it carried from row to row: a
+        // division a row for the ring's wrap showed in profiles.
+        let mut i = (oldest + first) % n;
+        let mut prev = self.snap.tsc_raw(i.checked_sub(1).unwrap_or(n - 1));
+        for j in first..limit.min(first + CHUNK_ROWS) {
             let t = self.snap.tsc_raw(i);
             if t == 0 {
                 stop = Some(None);
@@ -478,18 +589,21 @@ impl ACtx<'_, '_> {
             let c = if j == 0 {
                 Cycles::Start
             } else {
-                Cycles::U(t.wrapping_sub(self.snap.tsc_raw((i + n - 1) % n)))
+                Cycles::U(t.wrapping_sub(prev))
             };
-            let row_start = buf.len();
-            if let Err(e) = self.row(i, c, buf) {
-                buf.truncate(row_start);
-                stop = Some(Some(e));
-                break;
+            match self.row(i, c, buf, at) {
+                Ok(end) => at = end,
+                Err(e) => {
+                    stop = Some(Some(e));
+                    break;
+                }
             }
+            prev = t;
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
         let new: Vec<usize> = self.overflow.iter().copied().collect();
         self.overflow.extend(before);
-        (stop, new)
+        (stop, new, at)
     }
 }
 
@@ -634,4 +748,113 @@ fn dump_m(
         o.maybe_flush()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl ACtx<'_, '_> {
+        /// The row as it was written before the strides: one
+        /// `extend_from_slice` per text, the reference of the test below.
+        fn row_plain(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>) -> Result<()> {
+            let e = self.snap.entry(slot);
+            let aux = u32_at(e, 16);
+            let msg_id = u64_at(e, 24);
+            let ci = self.cat(slot, ((msg_id >> 40) & 0xffff) as usize)?;
+            let mi = self.msg(slot, ((msg_id >> 16) & 0xffff) as usize)?;
+            pad_left_int(((aux >> 12) & 0xf) as u64, buf);
+            pad_left_int((aux & 0xff) as u64, buf);
+            cycles_field(&cyc, &mut self.tmp);
+            right12(&self.tmp.clone(), buf);
+            let cat = &self.cats[ci];
+            buf.extend_from_slice(&cat.bytes[..cat.len]);
+            for p in &self.msgs[mi].pieces {
+                match p {
+                    Piece::Lit(l) => buf.extend_from_slice(&l.bytes[..l.len]),
+                    Piece::Arg(name, k) => {
+                        buf.extend_from_slice(&name.bytes[..name.len]);
+                        if *k < 4 {
+                            g14_u64(u64_at(e, 32 + 8 * k), buf);
+                        } else {
+                            buf.push(b'?');
+                        }
+                        buf.push(b')');
+                    }
+                }
+            }
+            buf.push(b'\n');
+            Ok(())
+        }
+    }
+
+    /// Rows of random entries (categories and messages of every length
+    /// around the strides, up to six placeholders, values of every digit
+    /// count and past 10^14, cycles of every width and `<start>`) written
+    /// one after another over a reused buffer give what one
+    /// `extend_from_slice` per text gives.
+    #[test]
+    fn strided_rows_are_the_plain_rows() {
+        let mut rng = crate::model::TestRng(0x2545_f491_4f6c_dd1d);
+        let mut rnd = |n: u64| rng.below(n);
+        let n = 512usize;
+        let mut strings = vec![0u8];
+        let mut offs = Vec::new();
+        for _ in 0..60 {
+            offs.push(strings.len());
+            let len = rnd(100) as usize;
+            for _ in 0..len {
+                let c = match rnd(12) {
+                    0 => b'$',
+                    1 => b' ',
+                    2 => b'(',
+                    _ => b'a' + rnd(26) as u8,
+                };
+                strings.push(c);
+            }
+            strings.push(0);
+        }
+        let mut data = vec![0u8; 64 + n * 64];
+        data[24..32].copy_from_slice(&(n as u64 - 1).to_le_bytes());
+        let big = |r: &mut dyn FnMut(u64) -> u64| match r(4) {
+            0 => r(10),
+            1 => r(1 << 20),
+            2 => r(200_000_000_000_000),
+            _ => u64::MAX - r(1000),
+        };
+        for s in 0..n {
+            let e = &mut data[64 + s * 64..128 + s * 64];
+            let tsc = 1 + s as u64 * rnd(3) * 10u64.pow(rnd(16) as u32);
+            e[0..8].copy_from_slice(&tsc.to_le_bytes());
+            let aux = (rnd(16) << 12 | rnd(256)) as u32;
+            e[16..20].copy_from_slice(&aux.to_le_bytes());
+            let cat = offs[rnd(offs.len() as u64) as usize] as u64;
+            let msg = offs[rnd(offs.len() as u64) as usize] as u64;
+            let id = cat << 40 | msg << 16 | 2;
+            e[24..32].copy_from_slice(&id.to_le_bytes());
+            for k in 0..4 {
+                e[32 + 8 * k..40 + 8 * k].copy_from_slice(&big(&mut rnd).to_le_bytes());
+            }
+        }
+        data.extend_from_slice(&strings);
+        let path = Path::new("t.dat");
+        let snap = Snapshot::parse(path, &data, &mut Vec::new()).unwrap();
+        let mut cx = ACtx::new(&snap, path);
+        let (mut got, mut want) = (vec![0xaa; 100], Vec::new());
+        let mut at = 0;
+        for s in 0..n {
+            let c = match s % 7 {
+                0 => Cycles::Start,
+                1 => Cycles::U(u64::MAX - s as u64),
+                _ => Cycles::U(snap.tsc_raw(s)),
+            };
+            cx.row_plain(s, c, &mut want).unwrap();
+            at = cx.row(s, c, &mut got, at).unwrap();
+        }
+        got.truncate(at);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+    }
 }

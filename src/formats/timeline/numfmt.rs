@@ -160,6 +160,27 @@ pub fn u64_digits(mut v: u64, tmp: &mut [u8; 20]) -> usize {
     i
 }
 
+/// The decimal digits of `v` filling `dst` exactly (its length is their
+/// count: [`u64::checked_ilog10`] + 1), written in place from the end.
+#[inline]
+pub fn u64_digits_into(mut v: u64, dst: &mut [u8]) {
+    let mut i = dst.len();
+    while v >= 100 && i >= 2 {
+        let r = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        dst[i] = PAIRS[r];
+        dst[i + 1] = PAIRS[r + 1];
+    }
+    if v >= 10 && i >= 2 {
+        let r = v as usize * 2;
+        dst[i - 2] = PAIRS[r];
+        dst[i - 1] = PAIRS[r + 1];
+    } else if i >= 1 {
+        dst[i - 1] = b'0' + (v % 10) as u8;
+    }
+}
+
 /// Decimal digits of `v`.
 #[inline]
 pub fn push_u64(v: u64, out: &mut Vec<u8>) {
