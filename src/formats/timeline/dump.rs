@@ -373,6 +373,11 @@ fn digit_count(v: u64) -> usize {
 /// of the row.
 #[inline(always)]
 fn put_digits(v: u64, dst: &mut [u8]) -> usize {
+    // Most columns and arguments are one digit (numa, core, ids).
+    if v < 10 {
+        dst[0] = b'0' + v as u8;
+        return 1;
+    }
     let n = digit_count(v);
     u64_digits_into(v, &mut dst[..n]);
     n
