@@ -51,53 +51,47 @@ impl Padded {
     }
 }
 
-enum Piece {
-    Lit(Padded),
-    /// `name(` … `)`, consuming argument `idx` (≥ 4 in A: Snabb crashes).
-    Arg(Padded, usize),
-}
-
+/// A message as the texts between its arguments: `texts[0]`, the value of
+/// argument `args[0]`, `texts[1]`, …; a text after an argument starts with
+/// its `)`, the last ends with the row's newline (fewer, longer copies a
+/// row).
 struct Template {
-    pieces: Vec<Piece>,
+    texts: Vec<Padded>,
+    /// The stored argument each placeholder prints (≥ 4 in A: Snabb
+    /// crashes; we print `?`).
+    args: Vec<usize>,
     /// Placeholders beyond the stored args.
     overflow: bool,
-    /// Bytes a row of it may write past its message's start, strides and
-    /// the closing newline included.
+    /// Bytes a row of it may write past its message's start, strides
+    /// included.
     room: usize,
 }
 
 /// Room for an argument's value: 20 digits, or `%.14g` of a larger one
-/// (at most 20 bytes), and the closing `)`.
+/// (at most 20 bytes).
 const ARG_ROOM: usize = 32;
 
 fn template(fmt: &[u8], nargs: usize) -> Template {
-    let mut pieces = Vec::new();
+    let (mut texts, mut args, mut text) = (Vec::new(), Vec::new(), Vec::new());
     let mut pos = 0;
-    let mut overflow = false;
     for (k, (a, b)) in placeholders(fmt).into_iter().enumerate() {
-        if a > pos {
-            pieces.push(Piece::Lit(Padded::new(&fmt[pos..a])));
-        }
-        let mut name = fmt[a + 1..b].to_vec();
-        name.push(b'(');
-        overflow |= k >= nargs;
-        pieces.push(Piece::Arg(Padded::new(&name), k));
+        text.extend_from_slice(&fmt[pos..a]);
+        text.extend_from_slice(&fmt[a + 1..b]);
+        text.push(b'(');
+        texts.push(Padded::new(&text));
+        text.clear();
+        text.push(b')');
+        args.push(k);
         pos = b;
     }
-    if pos < fmt.len() {
-        pieces.push(Piece::Lit(Padded::new(&fmt[pos..])));
-    }
-    let room = pieces
-        .iter()
-        .map(|p| match p {
-            Piece::Lit(l) => l.room(),
-            Piece::Arg(n, _) => n.room() + ARG_ROOM,
-        })
-        .sum::<usize>()
-        + 1;
+    text.extend_from_slice(&fmt[pos..]);
+    text.push(b'\n');
+    texts.push(Padded::new(&text));
+    let room = texts.iter().map(Padded::room).sum::<usize>() + args.len() * ARG_ROOM;
     Template {
-        pieces,
-        overflow,
+        overflow: args.len() > nargs,
+        texts,
+        args,
         room,
     }
 }
@@ -326,33 +320,26 @@ impl ACtx<'_, '_> {
         }
         len += 1;
         let mut at = cat.put(buf, at + len);
-        for p in &msg.pieces {
-            match p {
-                Piece::Lit(l) => at = l.put(buf, at),
-                Piece::Arg(name, k) => {
-                    at = name.put(buf, at);
-                    if *k < 4 {
-                        let v = u64_at(e, 32 + 8 * k);
-                        if v < 100_000_000_000_000 {
-                            at += put_digits(v, &mut buf[at..at + 20]);
-                        } else {
-                            self.tmp.clear();
-                            g14_u64(v, &mut self.tmp);
-                            let w = self.tmp.len().min(ARG_ROOM - 1);
-                            buf[at..at + w].copy_from_slice(&self.tmp[..w]);
-                            at += w;
-                        }
-                    } else {
-                        buf[at] = b'?';
-                        at += 1;
-                    }
-                    buf[at] = b')';
-                    at += 1;
+        at = msg.texts[0].put(buf, at);
+        for (text, &k) in msg.texts[1..].iter().zip(&msg.args) {
+            if k < 4 {
+                let v = u64_at(e, 32 + 8 * k);
+                if v < 100_000_000_000_000 {
+                    at += put_digits(v, &mut buf[at..at + 20]);
+                } else {
+                    self.tmp.clear();
+                    g14_u64(v, &mut self.tmp);
+                    let w = self.tmp.len().min(ARG_ROOM);
+                    buf[at..at + w].copy_from_slice(&self.tmp[..w]);
+                    at += w;
                 }
+            } else {
+                buf[at] = b'?';
+                at += 1;
             }
+            at = text.put(buf, at);
         }
-        buf[at] = b'\n';
-        Ok(at + 1)
+        Ok(at)
     }
 }
 
@@ -760,34 +747,34 @@ mod tests {
     use super::*;
 
     impl ACtx<'_, '_> {
-        /// The row as it was written before the strides: one
-        /// `extend_from_slice` per text, the reference of the test below.
+        /// The row written from the entry's strings as they stand (no
+        /// template, no strides): one `extend_from_slice` per text, the
+        /// reference of the test below.
         fn row_plain(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>) -> Result<()> {
             let e = self.snap.entry(slot);
             let aux = u32_at(e, 16);
             let msg_id = u64_at(e, 24);
-            let ci = self.cat(slot, ((msg_id >> 40) & 0xffff) as usize)?;
-            let mi = self.msg(slot, ((msg_id >> 16) & 0xffff) as usize)?;
+            let cat = self.snap.cstr(((msg_id >> 40) & 0xffff) as usize).unwrap();
+            let fmt = self.snap.cstr(((msg_id >> 16) & 0xffff) as usize).unwrap();
             pad_left_int(((aux >> 12) & 0xf) as u64, buf);
             pad_left_int((aux & 0xff) as u64, buf);
             cycles_field(&cyc, &mut self.tmp);
             right12(&self.tmp.clone(), buf);
-            let cat = &self.cats[ci];
-            buf.extend_from_slice(&cat.bytes[..cat.len]);
-            for p in &self.msgs[mi].pieces {
-                match p {
-                    Piece::Lit(l) => buf.extend_from_slice(&l.bytes[..l.len]),
-                    Piece::Arg(name, k) => {
-                        buf.extend_from_slice(&name.bytes[..name.len]);
-                        if *k < 4 {
-                            g14_u64(u64_at(e, 32 + 8 * k), buf);
-                        } else {
-                            buf.push(b'?');
-                        }
-                        buf.push(b')');
-                    }
+            left16(cat, buf);
+            let mut pos = 0;
+            for (k, (a, b)) in placeholders(fmt).into_iter().enumerate() {
+                buf.extend_from_slice(&fmt[pos..a]);
+                buf.extend_from_slice(&fmt[a + 1..b]);
+                buf.push(b'(');
+                if k < 4 {
+                    g14_u64(u64_at(e, 32 + 8 * k), buf);
+                } else {
+                    buf.push(b'?');
                 }
+                buf.push(b')');
+                pos = b;
             }
+            buf.extend_from_slice(&fmt[pos..]);
             buf.push(b'\n');
             Ok(())
         }
