@@ -4,7 +4,7 @@
 use super::layout::{
     parse_mspec, placeholders, u16_at, u32_at, u64_at, Layout, Snapshot, M_UNKNOWN_MSGID,
 };
-use super::numfmt::{g14_f64, g14_u64, push_u64, u64_digits_into};
+use super::numfmt::{digit_count, g14_f64, g14_u64, push_u64, u64_digits_into};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::options::DumpOptions;
 use std::collections::BTreeSet;
@@ -51,15 +51,13 @@ impl Padded {
     }
 }
 
-/// A message as the texts between its arguments: `texts[0]`, the value of
-/// argument `args[0]`, `texts[1]`, …; a text after an argument starts with
-/// its `)`, the last ends with the row's newline (fewer, longer copies a
-/// row).
+/// A message as the texts around its placeholders: `texts[0]`, the value
+/// of argument 0, `texts[1]`, the value of argument 1, …; a text after an
+/// argument starts with its `)`, the last ends with the row's newline
+/// (fewer, longer copies a row). Placeholders past the 4 stored arguments
+/// print `?` (Snabb's dump crashes there).
 struct Template {
     texts: Vec<Padded>,
-    /// The stored argument each placeholder prints (≥ 4 in A: Snabb
-    /// crashes; we print `?`).
-    args: Vec<usize>,
     /// Placeholders beyond the stored args.
     overflow: bool,
     /// Bytes a row of it may write past its message's start, strides
@@ -72,26 +70,25 @@ struct Template {
 const ARG_ROOM: usize = 32;
 
 fn template(fmt: &[u8], nargs: usize) -> Template {
-    let (mut texts, mut args, mut text) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut texts, mut text) = (Vec::new(), Vec::new());
     let mut pos = 0;
-    for (k, (a, b)) in placeholders(fmt).into_iter().enumerate() {
+    for (a, b) in placeholders(fmt) {
         text.extend_from_slice(&fmt[pos..a]);
         text.extend_from_slice(&fmt[a + 1..b]);
         text.push(b'(');
         texts.push(Padded::new(&text));
         text.clear();
         text.push(b')');
-        args.push(k);
         pos = b;
     }
     text.extend_from_slice(&fmt[pos..]);
     text.push(b'\n');
     texts.push(Padded::new(&text));
-    let room = texts.iter().map(Padded::room).sum::<usize>() + args.len() * ARG_ROOM;
+    let args = texts.len() - 1;
+    let room = texts.iter().map(Padded::room).sum::<usize>() + args * ARG_ROOM;
     Template {
-        overflow: args.len() > nargs,
+        overflow: args > nargs,
         texts,
-        args,
         room,
     }
 }
@@ -321,7 +318,7 @@ impl ACtx<'_, '_> {
         len += 1;
         let mut at = cat.put(buf, at + len);
         at = msg.texts[0].put(buf, at);
-        for (text, &k) in msg.texts[1..].iter().zip(&msg.args) {
+        for (k, text) in msg.texts[1..].iter().enumerate() {
             if k < 4 {
                 let v = u64_at(e, 32 + 8 * k);
                 if v < 100_000_000_000_000 {
@@ -346,12 +343,6 @@ impl ACtx<'_, '_> {
 /// The fixed columns' room: up to 63 bytes are used (an `Cycles` field of
 /// up to 40 characters overflowing its 12 columns).
 const PRE: usize = 64;
-
-/// Decimal digits of `v` (at least one).
-#[inline]
-fn digit_count(v: u64) -> usize {
-    v.checked_ilog10().map_or(1, |l| l as usize + 1)
-}
 
 /// The decimal digits of `v` at the start of `dst`, written in place;
 /// returns their count. Not through a buffer on the stack: a wide copy read

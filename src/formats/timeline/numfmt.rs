@@ -139,29 +139,14 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-/// Decimal digits of `v` into the end of `tmp`; returns the start index.
+/// How many decimal digits `v` has (at least one).
 #[inline]
-pub fn u64_digits(mut v: u64, tmp: &mut [u8; 20]) -> usize {
-    let mut i = tmp.len();
-    while v >= 100 {
-        let r = (v % 100) as usize * 2;
-        v /= 100;
-        i -= 2;
-        tmp[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
-    }
-    if v >= 10 {
-        let r = v as usize * 2;
-        i -= 2;
-        tmp[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
-    } else {
-        i -= 1;
-        tmp[i] = b'0' + v as u8;
-    }
-    i
+pub fn digit_count(v: u64) -> usize {
+    v.checked_ilog10().map_or(1, |l| l as usize + 1)
 }
 
 /// The decimal digits of `v` filling `dst` exactly (its length is their
-/// count: [`u64::checked_ilog10`] + 1), written in place from the end.
+/// count: [`digit_count`]), written in place from the end.
 #[inline]
 pub fn u64_digits_into(mut v: u64, dst: &mut [u8]) {
     let mut i = dst.len();
@@ -184,9 +169,9 @@ pub fn u64_digits_into(mut v: u64, dst: &mut [u8]) {
 /// Decimal digits of `v`.
 #[inline]
 pub fn push_u64(v: u64, out: &mut Vec<u8>) {
-    let mut tmp = [0u8; 20];
-    let i = u64_digits(v, &mut tmp);
-    out.extend_from_slice(&tmp[i..]);
+    let at = out.len();
+    out.resize(at + digit_count(v), 0);
+    u64_digits_into(v, &mut out[at..]);
 }
 
 #[cfg(test)]
