@@ -30,11 +30,19 @@ fn live() -> MutexGuard<'static, Vec<PathBuf>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Remember a staging directory until [`unregister`]; installs the signal
-/// handlers on first use.
-pub fn register(dir: &Path) {
+/// Make a staging directory with `make` and remember it until
+/// [`unregister`]. The signal handlers are installed first (on first use)
+/// and the registry is held while `make` runs: a signal that arrives while
+/// the directory is being made is acted on once it is registered, so the
+/// directory goes too. Made first and registered after, a signal in
+/// between ended the process by its default action and left the
+/// directory (a CI run of the damage tests caught it).
+pub fn register_new<E>(make: impl FnOnce() -> Result<PathBuf, E>) -> Result<PathBuf, E> {
     INSTALL.call_once(install);
-    live().push(dir.to_path_buf());
+    let mut live = live();
+    let dir = make()?;
+    live.push(dir.clone());
+    Ok(dir)
 }
 
 pub fn unregister(dir: &Path) {
@@ -139,9 +147,7 @@ fn watch(rd: libc::c_int) {
         let n = unsafe { libc::read(rd, &mut b as *mut u8 as *mut libc::c_void, 1) };
         if n == 1 && b >= EXIT_BYTE {
             let dirs = live();
-            for d in dirs.iter() {
-                let _ = std::fs::remove_dir_all(d);
-            }
+            remove_all(&dirs);
             // SAFETY: ends the process at once; the faulting thread waits.
             unsafe { libc::_exit((b - EXIT_BYTE) as libc::c_int) }
         }
@@ -154,12 +160,28 @@ fn watch(rd: libc::c_int) {
     }
 }
 
+/// Remove the staging directories while the conversion's other threads
+/// still run: one of them may create a file or directory in a staging
+/// directory while it is being removed (the LTT writer makes its tree as it
+/// goes), so a removal that fails is tried again, a few hundred times at
+/// most.
+fn remove_all(dirs: &[PathBuf]) {
+    for d in dirs {
+        for _ in 0..200 {
+            match std::fs::remove_dir_all(d) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(Duration::from_micros(500))
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
 fn terminate(sig: libc::c_int) {
     {
         let dirs = live();
-        for d in dirs.iter() {
-            let _ = std::fs::remove_dir_all(d);
-        }
+        remove_all(&dirs);
         // The lock is kept: no new staging may start now.
         std::mem::forget(dirs);
     }

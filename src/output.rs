@@ -111,11 +111,13 @@ impl Staged {
             ),
         })?;
         crate::cleanup::remove_stale(&parent, &name);
-        let stage_dir = match tempfile::Builder::new()
-            .prefix(&crate::cleanup::stage_prefix_for_us(&name))
-            .tempdir_in(&parent)
-        {
-            Ok(d) => d.keep(),
+        let stage_dir = match crate::cleanup::register_new(|| {
+            tempfile::Builder::new()
+                .prefix(&crate::cleanup::stage_prefix_for_us(&name))
+                .tempdir_in(&parent)
+                .map(|d| d.keep())
+        }) {
+            Ok(d) => d,
             Err(e) => {
                 remove_empty(&created);
                 return Err(Error::Output {
@@ -128,7 +130,6 @@ impl Staged {
                 });
             }
         };
-        crate::cleanup::register(&stage_dir);
         Ok(Staged {
             stage_dir,
             name,

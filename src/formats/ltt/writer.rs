@@ -424,9 +424,18 @@ impl LttWriter {
         } else {
             (target.to_path_buf(), None)
         };
-        for sub in ["info", "eventdefs", "control", "cpu"] {
-            let p = dir.join(sub);
-            std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+        // One level at a time, not `create_dir_all`: in a staging directory
+        // that a signal's cleanup has just removed, that would make the
+        // staging directory again, and it would be left behind.
+        for p in std::iter::once(dir.clone())
+            .chain(["info", "eventdefs", "control", "cpu"].map(|sub| dir.join(sub)))
+        {
+            match std::fs::create_dir(&p) {
+                Err(e) if !(e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir()) => {
+                    return Err(Error::io(&p, e))
+                }
+                _ => {}
+            }
         }
         let mut w = LttWriter {
             target: target.to_path_buf(),
