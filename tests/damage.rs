@@ -275,6 +275,64 @@ fn case5_signal_at_staging_birth_leaves_nothing() {
     }
 }
 
+/// Case 5, an LTT trace written as a `.tar.gz`: its tree is built in a
+/// temporary directory before it is packed. SIGINT mid-write leaves neither
+/// staging nor that tree (it was left in the system's temporary directory,
+/// here a directory of the test's given as TMPDIR).
+#[test]
+fn case5_signal_leaves_no_ltt_tree_of_a_tar_gz() {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let sys_tmp = tmp.path().join("tmp");
+    std::fs::create_dir(&sys_tmp).unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
+        .arg(out.join("t.tar.gz"))
+        .env("TMPDIR", &sys_tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(&std::fs::read(corpus().join("kpi/B-buf400.convert-a.txt")).unwrap())
+        .unwrap();
+    stdin.flush().unwrap();
+    // Mid-write: the staging holds the trace's tree.
+    for _ in 0..600 {
+        let trees = walkdir::WalkDir::new(&out)
+            .into_iter()
+            .chain(walkdir::WalkDir::new(&sys_tmp))
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name() == "eventdefs");
+        if trees {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = wait_bounded(&mut child);
+    drop(stdin);
+    assert_eq!(st.signal(), Some(libc::SIGINT), "{st:?}");
+    let left: Vec<_> = walkdir::WalkDir::new(tmp.path())
+        .min_depth(2)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.into_path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// Wait for `child`, killing it after 60 s (a test must not hang).
 fn wait_bounded(child: &mut std::process::Child) -> std::process::ExitStatus {
     for _ in 0..1200 {

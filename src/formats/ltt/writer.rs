@@ -408,7 +408,19 @@ impl LttWriter {
     /// Create the trace at `target` (a directory, or a `.tar.gz` of one).
     pub fn create(target: &Path, header: &Header, cfg: Config) -> Result<LttWriter> {
         let (dir, tar_tmp) = if is_tar_gz_name(target) {
-            let tmp = tempfile::tempdir().map_err(|e| Error::io(target, e))?;
+            // The tree is built beside the archive, which is inside the
+            // conversion's staging directory, so a signal's cleanup removes
+            // it with the staging; in the system's temporary directory it
+            // was left there. `finish` removes it before the commit, which
+            // moves all the staging holds into place.
+            let parent = target
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let tmp = tempfile::Builder::new()
+                .prefix(".ltt-tree-")
+                .tempdir_in(parent)
+                .map_err(|e| Error::io(target, e))?;
             let stem = target
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -1392,9 +1404,9 @@ impl TraceWriter for LttWriter {
             std::fs::write(&p, b).map_err(|e| Error::io(&p, e))?;
         }
         drop(std::mem::take(&mut self.files));
-        if let Some(tmp) = &self.tar_tmp {
+        if let Some(tmp) = self.tar_tmp.take() {
             write_tar_gz(&self.dir, &self.target)?;
-            let _ = tmp;
+            drop(tmp);
         }
         Ok(std::mem::take(&mut self.loss))
     }
