@@ -195,15 +195,19 @@ fn stagings(dir: &Path, name: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Start `convert - --from kpi --to ltt -o DIR/out.ltt` on a pipe, feed it
-/// more than the detection probe, and wait until its staging exists: the
-/// process is then mid-conversion, blocked on its input.
-fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::ChildStdin) {
+/// Start `convert - --from kpi --to ltt -o OUT` on a pipe (with `env` set)
+/// and feed it more than the detection probe; the process then converts
+/// and waits for more input.
+fn conversion_fed(
+    out: &Path,
+    env: &[(&str, &Path)],
+) -> (std::process::Child, std::process::ChildStdin) {
     use std::io::Write;
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin());
     cmd.args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
-        .arg(dir.join("out.ltt"))
+        .arg(out)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -222,6 +226,13 @@ fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::Child
     let text = std::fs::read(corpus().join("kpi/B-buf400.convert-a.txt")).unwrap();
     stdin.write_all(&text).unwrap();
     stdin.flush().unwrap();
+    (child, stdin)
+}
+
+/// [`conversion_fed`] into `DIR/out.ltt`, then wait until its staging
+/// exists: the process is then mid-conversion, blocked on its input.
+fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::ChildStdin) {
+    let (mut child, stdin) = conversion_fed(&dir.join("out.ltt"), &[]);
     for _ in 0..600 {
         if !stagings(dir, "out.ltt").is_empty() {
             return (child, stdin);
@@ -240,27 +251,9 @@ fn conversion_mid_write(dir: &Path) -> (std::process::Child, std::process::Child
 /// the removal, and about two runs in three left the staging behind.
 #[test]
 fn case5_signal_at_staging_birth_leaves_nothing() {
-    use std::io::Write;
-    use std::os::unix::process::CommandExt;
-    let text = std::fs::read(corpus().join("kpi/B-buf400.convert-a.txt")).unwrap();
     for round in 0..40 {
         let tmp = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(bin());
-        cmd.args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
-            .arg(tmp.path().join("out.ltt"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGHUP, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(&text).unwrap();
-        stdin.flush().unwrap();
+        let (mut child, stdin) = conversion_fed(&tmp.path().join("out.ltt"), &[]);
         let t0 = std::time::Instant::now();
         while stagings(tmp.path(), "out.ltt").is_empty() && t0.elapsed().as_secs() < 10 {
             std::thread::yield_now();
@@ -281,33 +274,13 @@ fn case5_signal_at_staging_birth_leaves_nothing() {
 /// here a directory of the test's given as TMPDIR).
 #[test]
 fn case5_signal_leaves_no_ltt_tree_of_a_tar_gz() {
-    use std::io::Write;
-    use std::os::unix::process::CommandExt;
     use std::os::unix::process::ExitStatusExt;
     let tmp = tempfile::tempdir().unwrap();
     let sys_tmp = tmp.path().join("tmp");
     std::fs::create_dir(&sys_tmp).unwrap();
     let out = tmp.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    let mut cmd = Command::new(bin());
-    cmd.args(["convert", "-", "--from", "kpi", "--to", "ltt", "-o"])
-        .arg(out.join("t.tar.gz"))
-        .env("TMPDIR", &sys_tmp)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(&std::fs::read(corpus().join("kpi/B-buf400.convert-a.txt")).unwrap())
-        .unwrap();
-    stdin.flush().unwrap();
+    let (mut child, stdin) = conversion_fed(&out.join("t.tar.gz"), &[("TMPDIR", &sys_tmp)]);
     // Mid-write: the staging holds the trace's tree.
     for _ in 0..600 {
         let trees = walkdir::WalkDir::new(&out)
