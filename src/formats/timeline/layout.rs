@@ -372,16 +372,7 @@ impl<'a> Snapshot<'a> {
     pub fn order(&self) -> Vec<u32> {
         let n = self.n;
         let start = match self.layout {
-            Layout::A2 => {
-                let mut best: Option<(u64, usize)> = None;
-                for i in 0..n {
-                    let t = self.tsc_raw(i);
-                    if t != 0 && best.is_none_or(|(bt, _)| t < bt) {
-                        best = Some((t, i));
-                    }
-                }
-                best.map_or(0, |(_, i)| i)
-            }
+            Layout::A2 => self.min_nonzero(0..n).map_or(0, |(_, i)| i),
             _ => self.m_newest().map_or(0, |i| (i + 1) % n.max(1)),
         };
         let mut v = Vec::new();
