@@ -12,15 +12,28 @@ use crate::model::*;
 use crate::options::WriteOptions;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufWriter, IoSlice, Seek, SeekFrom, Write};
+use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// pmlogger adds an index entry after about this much data.
 const INDEX_EVERY: u64 = 100_000;
 
+/// Bytes of a file written at a time: whole chunks at multiples of the
+/// chunk size, so that every write covers whole pages (a write that ends
+/// inside a page leaves it for the next one to complete) and there are few
+/// calls. x167.dlt -> PCP (266 MB) on one thread: CPU 0.62 -> 0.56 s
+/// (system 0.15 -> 0.08 s; 1,019 writes instead of 4,348 through a 64 kB
+/// `BufWriter`). 1 MB chunks measured worse: on this machine class every
+/// other run took a slow path in the kernel's copy into the page cache
+/// (system time 0.3-0.5 s).
+const CHUNK: usize = 256 << 10;
+
+/// One file of the archive: its bytes collected into whole chunks.
 struct Out {
     path: PathBuf,
-    w: BufWriter<File>,
+    f: File,
+    /// The chunk being filled (its capacity is taken only as it fills).
+    buf: Vec<u8>,
     size: u64,
 }
 
@@ -29,43 +42,49 @@ impl Out {
         let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
         Ok(Out {
             path,
-            w: BufWriter::with_capacity(1 << 16, f),
+            f,
+            buf: Vec::new(),
             size: 0,
         })
     }
-    fn put(&mut self, b: &[u8]) -> Result<()> {
-        self.w.write_all(b).map_err(|e| Error::io(&self.path, e))?;
+    fn put(&mut self, mut b: &[u8]) -> Result<()> {
         self.size += b.len() as u64;
+        while !b.is_empty() {
+            if self.buf.capacity() < CHUNK {
+                self.buf.reserve_exact(CHUNK - self.buf.len());
+            }
+            let n = (CHUNK - self.buf.len()).min(b.len());
+            self.buf.extend_from_slice(&b[..n]);
+            b = &b[n..];
+            if self.buf.len() == CHUNK {
+                self.flush()?;
+            }
+        }
         Ok(())
     }
     /// Write all of `slices` (a record in pieces), as `put` would their
     /// concatenation.
-    fn put_vectored(&mut self, mut slices: &mut [IoSlice<'_>]) -> Result<()> {
-        let total: usize = slices.iter().map(|s| s.len()).sum();
-        while !slices.is_empty() {
-            match self.w.write_vectored(slices) {
-                Ok(0) => {
-                    let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
-                    return Err(Error::io(&self.path, e));
-                }
-                Ok(k) => IoSlice::advance_slices(&mut slices, k),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
-            }
+    fn put_vectored(&mut self, slices: &mut [IoSlice<'_>]) -> Result<()> {
+        for s in slices.iter() {
+            self.put(s)?;
         }
-        self.size += total as u64;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.f
+            .write_all(&self.buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.buf.clear();
         Ok(())
     }
     /// Flush and rewrite the label at offset 0.
     fn finish(mut self, label: &[u8]) -> Result<()> {
-        let p = self.path.clone();
-        self.w.flush().map_err(|e| Error::io(&p, e))?;
-        let mut f = self
-            .w
-            .into_inner()
-            .map_err(|e| Error::io(&p, e.into_error()))?;
-        f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(&p, e))?;
-        f.write_all(label).map_err(|e| Error::io(&p, e))?;
+        self.flush()?;
+        let p = &self.path;
+        self.f
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| Error::io(p, e))?;
+        self.f.write_all(label).map_err(|e| Error::io(p, e))?;
         // No fsync, as in every other writer (and pmlogextract): the staged
         // files are renamed into place whole, which readers see atomically;
         // syncing 360 MB first only made the conversion wait for the disk.
@@ -1247,6 +1266,43 @@ impl TraceWriter for PcpWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file written through `Out` holds every piece in order, whatever
+    /// the pieces' lengths against the chunk (empty ones, pieces ending on
+    /// a chunk's end, pieces longer than two chunks, records in slices),
+    /// the label written over its start, and `size` counts every byte.
+    #[test]
+    fn out_writes_every_piece_in_order_across_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = TestRng(0x0c4a11);
+        for case in 0..12 {
+            let path = dir.path().join(format!("f{case}"));
+            let mut out = Out::create(path.clone()).unwrap();
+            let mut want = Vec::new();
+            for k in 0..40 {
+                let n = match rng.below(6) {
+                    0 => 0,
+                    1 => CHUNK - want.len() % CHUNK,
+                    2 => 2 * CHUNK + rng.below(100) as usize,
+                    _ => rng.below(5000) as usize,
+                };
+                let piece: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                if k % 3 == 0 {
+                    let (a, b) = piece.split_at(n / 2);
+                    out.put_vectored(&mut [IoSlice::new(a), IoSlice::new(b)])
+                        .unwrap();
+                } else {
+                    out.put(&piece).unwrap();
+                }
+                want.extend_from_slice(&piece);
+            }
+            assert_eq!(out.size, want.len() as u64);
+            let label = [0xabu8; 132];
+            out.finish(&label).unwrap();
+            want[..label.len()].copy_from_slice(&label);
+            assert!(std::fs::read(&path).unwrap() == want, "case {case}");
+        }
+    }
 
     /// The 64-bit fast path of samples gives the payload `encode_value`
     /// gives (and drops what it drops), for values of every kind, random
