@@ -7,14 +7,11 @@ use super::pairs::{self, Open, Side, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
 use crate::model::*;
-use crate::output::OutTarget;
+use crate::output::{ChunkedWriter, OutTarget};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Output buffer: the only place events wait before the file.
-const BUF: usize = 1 << 16;
 
 /// Synthetic pids and tids (CPU groups, metrics, ECUs) start here, far above
 /// any real PID (Linux caps them at 2^22), so the two never collide.
@@ -113,7 +110,7 @@ struct Counts {
 }
 
 pub struct ChromeWriter {
-    out: BufWriter<Box<dyn Write + Send>>,
+    out: ChunkedWriter<Box<dyn Write + Send>>,
     /// Shared, so error mapping on each line costs no allocation.
     path: Arc<PathBuf>,
     header: Header,
@@ -145,7 +142,7 @@ fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-type Out = BufWriter<Box<dyn Write + Send>>;
+type Out = ChunkedWriter<Box<dyn Write + Send>>;
 
 /// An event's name: text to quote, or JSON made once per series.
 enum Name<'a> {
@@ -216,7 +213,7 @@ impl ChromeWriter {
             ),
         };
         let w = ChromeWriter {
-            out: BufWriter::with_capacity(BUF, sink),
+            out: ChunkedWriter::new(sink),
             path: Arc::new(path),
             header: header.clone(),
             first_line: true,

@@ -10,6 +10,7 @@ use super::reader::{PcpReader, RecordSink};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::options::WriteOptions;
+use crate::output::ChunkedWriter;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{IoSlice, Seek, SeekFrom, Write};
@@ -18,22 +19,10 @@ use std::path::{Path, PathBuf};
 /// pmlogger adds an index entry after about this much data.
 const INDEX_EVERY: u64 = 100_000;
 
-/// Bytes of a file written at a time: whole chunks at multiples of the
-/// chunk size, so that every write covers whole pages (a write that ends
-/// inside a page leaves it for the next one to complete) and there are few
-/// calls. x167.dlt -> PCP (266 MB) on one thread: CPU 0.62 -> 0.56 s
-/// (system 0.15 -> 0.08 s; 1,019 writes instead of 4,348 through a 64 kB
-/// `BufWriter`). 1 MB chunks measured worse: on this machine class every
-/// other run took a slow path in the kernel's copy into the page cache
-/// (system time 0.3-0.5 s).
-const CHUNK: usize = 256 << 10;
-
-/// One file of the archive: its bytes collected into whole chunks.
+/// One file of the archive, written in whole chunks.
 struct Out {
     path: PathBuf,
-    f: File,
-    /// The chunk being filled (its capacity is taken only as it fills).
-    buf: Vec<u8>,
+    w: ChunkedWriter<File>,
     size: u64,
 }
 
@@ -42,24 +31,13 @@ impl Out {
         let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
         Ok(Out {
             path,
-            f,
-            buf: Vec::new(),
+            w: ChunkedWriter::new(f),
             size: 0,
         })
     }
-    fn put(&mut self, mut b: &[u8]) -> Result<()> {
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        self.w.write_all(b).map_err(|e| Error::io(&self.path, e))?;
         self.size += b.len() as u64;
-        while !b.is_empty() {
-            if self.buf.capacity() < CHUNK {
-                self.buf.reserve_exact(CHUNK - self.buf.len());
-            }
-            let n = (CHUNK - self.buf.len()).min(b.len());
-            self.buf.extend_from_slice(&b[..n]);
-            b = &b[n..];
-            if self.buf.len() == CHUNK {
-                self.flush()?;
-            }
-        }
         Ok(())
     }
     /// Write all of `slices` (a record in pieces), as `put` would their
@@ -70,21 +48,13 @@ impl Out {
         }
         Ok(())
     }
-    fn flush(&mut self) -> Result<()> {
-        self.f
-            .write_all(&self.buf)
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.buf.clear();
-        Ok(())
-    }
     /// Flush and rewrite the label at offset 0.
     fn finish(mut self, label: &[u8]) -> Result<()> {
-        self.flush()?;
         let p = &self.path;
-        self.f
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| Error::io(p, e))?;
-        self.f.write_all(label).map_err(|e| Error::io(p, e))?;
+        self.w.flush().map_err(|e| Error::io(p, e))?;
+        let f = self.w.get_mut();
+        f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(p, e))?;
+        f.write_all(label).map_err(|e| Error::io(p, e))?;
         // No fsync, as in every other writer (and pmlogextract): the staged
         // files are renamed into place whole, which readers see atomically;
         // syncing 360 MB first only made the conversion wait for the disk.
@@ -1282,8 +1252,8 @@ mod tests {
             for k in 0..40 {
                 let n = match rng.below(6) {
                     0 => 0,
-                    1 => CHUNK - want.len() % CHUNK,
-                    2 => 2 * CHUNK + rng.below(100) as usize,
+                    1 => crate::output::CHUNK - want.len() % crate::output::CHUNK,
+                    2 => 2 * crate::output::CHUNK + rng.below(100) as usize,
                     _ => rng.below(5000) as usize,
                 };
                 let piece: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
