@@ -318,6 +318,22 @@ impl<W: std::io::Write> ChunkedWriter<W> {
         &mut self.inner
     }
 
+    /// Write what is buffered and give the buffer's memory back, for a
+    /// file that is done but for what comes after the stream (a PCP
+    /// volume before the next one: every volume stays open to the end).
+    /// A later write takes a buffer again.
+    pub fn park(&mut self) -> std::io::Result<()> {
+        self.write_buf()?;
+        self.buf = Vec::new();
+        Ok(())
+    }
+
+    /// Bytes the buffer holds room for (0 once parked).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     fn write_buf(&mut self) -> std::io::Result<()> {
         if !self.buf.is_empty() {
             self.inner.write_all(&self.buf)?;
@@ -329,6 +345,9 @@ impl<W: std::io::Write> ChunkedWriter<W> {
     /// `write_all` of bytes that fill the chunk (or more).
     #[cold]
     fn write_across(&mut self, mut b: &[u8]) -> std::io::Result<()> {
+        if self.buf.capacity() < CHUNK {
+            self.buf.reserve_exact(CHUNK - self.buf.len());
+        }
         while !b.is_empty() {
             let n = (CHUNK - self.buf.len()).min(b.len());
             self.buf.extend_from_slice(&b[..n]);
@@ -399,13 +418,14 @@ mod chunked_tests {
     /// Pieces of every length against the chunk (empty, filling it to its
     /// end, several chunks long, a byte) come out in order, in writes of a
     /// whole chunk each but the one that `flush` makes; what is left when
-    /// the writer is dropped is written too.
+    /// the writer is dropped is written too, and so is what `park` leaves.
     #[test]
     fn writes_are_whole_chunks_and_keep_every_byte() {
         let mut rng = crate::model::TestRng(0xc0ffee);
         for case in 0..20 {
             let mut calls = Calls::default();
             let mut want = Vec::new();
+            let mut parked = false;
             {
                 let mut w = ChunkedWriter::new(&mut calls);
                 for _ in 0..60 {
@@ -423,6 +443,13 @@ mod chunked_tests {
                         assert_eq!(w.write(&piece).unwrap(), n);
                     }
                     want.extend_from_slice(&piece);
+                    if rng.below(20) == 0 {
+                        // Parked: all written, the buffer let go, and
+                        // writing goes on (not in whole chunks then).
+                        w.park().unwrap();
+                        assert_eq!(w.buf.capacity(), 0);
+                        parked = true;
+                    }
                 }
                 if case % 2 == 0 {
                     w.flush().unwrap();
@@ -430,7 +457,9 @@ mod chunked_tests {
             }
             assert!(calls.bytes == want, "case {case}: bytes");
             let (last, whole) = calls.writes.split_last().unwrap();
-            assert!(whole.iter().all(|&n| n == CHUNK), "case {case}: {whole:?}");
+            if !parked {
+                assert!(whole.iter().all(|&n| n == CHUNK), "case {case}: {whole:?}");
+            }
             assert!(*last <= CHUNK && *last > 0, "case {case}");
             assert_eq!(calls.flushes, (case % 2 == 0) as usize, "case {case}");
         }

@@ -48,6 +48,11 @@ impl Out {
         }
         Ok(())
     }
+    /// Write what is buffered and let the buffer go (a volume before the
+    /// next one).
+    fn park(&mut self) -> Result<()> {
+        self.w.park().map_err(|e| Error::io(&self.path, e))
+    }
     /// Flush and rewrite the label at offset 0.
     fn finish(mut self, label: &[u8]) -> Result<()> {
         let p = &self.path;
@@ -478,6 +483,11 @@ impl PcpWriter {
                 .is_some_and(|vs| o.size > self.v.label_len() as u64 && o.size + rec_len > vs),
         };
         if need_new {
+            if let Some((_, o)) = self.vols.last_mut() {
+                // Its label is written at the end; its buffer goes now, or
+                // the buffers of all the volumes would be held to the end.
+                o.park()?;
+            }
             let n = self.vols.last().map(|(n, _)| n + 1).unwrap_or(0);
             let mut o = Out::create(PathBuf::from(format!("{}.{n}", self.base.display())))?;
             let mut l = self.label.clone();
@@ -1041,6 +1051,9 @@ impl RecordSink for PcpWriter {
     fn result_record(&mut self, vol: u32, t: Stamp, rec: &[u8]) -> Result<()> {
         let vol = vol as i32;
         if self.vols.last().is_none_or(|(n, _)| *n != vol) {
+            if let Some((_, o)) = self.vols.last_mut() {
+                o.park()?;
+            }
             let mut o = Out::create(PathBuf::from(format!("{}.{vol}", self.base.display())))?;
             let mut l = self.label.clone();
             l.vol = vol;
@@ -1240,6 +1253,33 @@ mod tests {
     /// A file written through `Out` holds every piece in order, whatever
     /// the pieces' lengths against the chunk (empty ones, pieces ending on
     /// a chunk's end, pieces longer than two chunks, records in slices),
+    /// A volume that the next one follows holds no buffer to the end:
+    /// every volume stays open for its label, and a buffer each held a
+    /// conversion into 255 volumes at 80 MB instead of 15 MB.
+    #[test]
+    fn earlier_volumes_keep_no_buffer() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/corpus/kpi/kpi-capture.dlt");
+        let input = crate::input::Input::resolve(&path).unwrap();
+        let mut r =
+            crate::formats::dlt::reader::DltReader::open(&input, &Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let opts = WriteOptions {
+            volume_size: Some(64 << 10),
+            ..Default::default()
+        };
+        let mut w = PcpWriter::create(&dir.path().join("out"), r.header(), &opts).unwrap();
+        while let Some(item) = r.next_item().unwrap() {
+            w.write_item(&item).unwrap();
+            if let Some((last, before)) = w.vols.split_last() {
+                assert!(before.iter().all(|(_, o)| o.w.capacity() == 0));
+                assert!(last.1.w.capacity() > 0);
+            }
+        }
+        assert!(w.vols.len() > 5, "{} volumes", w.vols.len());
+        Box::new(w).finish().unwrap();
+    }
+
     /// the label written over its start, and `size` counts every byte.
     #[test]
     fn out_writes_every_piece_in_order_across_chunks() {
