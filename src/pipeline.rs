@@ -237,7 +237,7 @@ fn weight(item: &Item) -> usize {
 /// reused while still in this CPU's cache) and the writer decodes into
 /// items of its own; written batches come back empty for reuse.
 fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Result<u64> {
-    use crate::model::wire::{WireBatch, WireDecoder, WireEncoder};
+    use crate::model::wire::{Ordered, WireBatch, WireDecoder, WireEncoder};
     use std::sync::mpsc;
     let (full_tx, full_rx) = mpsc::sync_channel::<WireBatch>(BATCHES_AHEAD);
     let (spent_tx, spent_rx) = mpsc::channel::<WireBatch>();
@@ -265,16 +265,36 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
         let mut values = 0usize;
         let mut read_err = None;
         let mut writer_gone = false;
+        // A time-ordering stage hands its window over: items wait in it as
+        // records, and go back to the reader at once (`wire::Ordered`).
+        let mut order = reader.take_ordering().map(|(w, cap)| Ordered::new(w, cap));
+        let mut restarts = reader.restarts();
         loop {
             // Runs of a few items (`next_batch`), so that a batch closes
             // near its bounds.
-            let room = RUN_ITEMS.min(BATCH_ITEMS - batch.len());
+            let room = RUN_ITEMS
+                .min(BATCH_ITEMS.saturating_sub(batch.len()))
+                .max(1);
             let got = reader.next_batch(&mut run, room);
+            if let Some(o) = &mut order {
+                // The run is a new clock cycle's: all that waits leaves
+                // first, and the cycle is ordered on its own.
+                if reader.restarts() != restarts {
+                    restarts = reader.restarts();
+                    o.flush(&mut batch);
+                }
+            }
             // On an error, the items before it are still written.
             for item in run.iter_mut() {
                 data += item.is_data() as u64;
                 values += weight(item);
-                enc.push(item, &mut batch);
+                match &mut order {
+                    Some(o) => o.accept(&mut enc, item, &mut batch),
+                    None => enc.push(item, &mut batch),
+                }
+            }
+            if let Some(o) = &mut order {
+                o.settle(&mut batch);
             }
             // Back at once, while their buffers are in this CPU's cache.
             reader.recycle_batch(&mut run);
@@ -306,6 +326,11 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
                 }
                 values = 0;
             }
+        }
+        if let (Some(o), None, false) = (&mut order, &read_err, writer_gone) {
+            // The end: all that waits leaves (not after an error, as
+            // `Reorder` gives none of it then).
+            o.flush(&mut batch);
         }
         if !writer_gone && !batch.is_empty() {
             // An error here means the writer failed: its join says why.

@@ -748,6 +748,15 @@ pub trait TraceReader {
     fn restarts(&self) -> u64 {
         0
     }
+    /// A time-ordering stage (`stages::Reorder`), outermost, hands its
+    /// ordering to the caller before the first item: from then on it
+    /// passes its inner reader's items on as they come, with their clock
+    /// restarts, and the caller puts them in the order it would have
+    /// (`wire::Ordered`): a window of `.0` ns, at most `.1` waiting. None
+    /// from any other reader.
+    fn take_ordering(&mut self) -> Option<(i64, usize)> {
+        None
+    }
 }
 
 /// `b` as text when it is UTF-8. ASCII, nearly all the text of traces, is
