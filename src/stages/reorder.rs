@@ -880,6 +880,32 @@ mod tests {
         out
     }
 
+    /// Cycles of (time, kind), a window, a cap and a run size.
+    type Case = (Vec<Vec<(i64, u8)>>, i64, usize, usize);
+
+    /// Cycles of (time, kind: 0 a definition without a time) whose times
+    /// mostly rise (the common case the rows are for), with some steps
+    /// back; a window, a cap and a run size small enough to matter.
+    fn mostly_rising() -> impl proptest::strategy::Strategy<Value = Case> {
+        use proptest::prelude::*;
+        let item = (0i64..8, 0u8..12, 0u8..6).prop_map(|(d, k, back)| (d, k, back == 0));
+        let steps = prop::collection::vec(prop::collection::vec(item, 0..120), 1..4);
+        let cycles = steps.prop_map(|steps| {
+            (steps.iter())
+                .map(|c| {
+                    let mut t = 100;
+                    (c.iter())
+                        .map(|&(d, k, back)| {
+                            t += if back { -3 * d } else { d };
+                            (t, k)
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        (cycles, 0i64..25, 1usize..40, 1usize..90)
+    }
+
     /// Runs of any size give the documented order (fails if the rows of
     /// items in order taken in or let out in one go were not the order
     /// item by item): mostly ordered times with late items, ties,
@@ -889,30 +915,12 @@ mod tests {
         use proptest::prelude::*;
         // Times that mostly rise (the common case the rows are for), with
         // some steps back.
-        let item = (0i64..8, 0u8..12, 0u8..6).prop_map(|(d, k, back)| (d, k, back == 0));
-        let case = (
-            prop::collection::vec(prop::collection::vec(item, 0..120), 1..4),
-            0i64..25,
-            1usize..40,
-            1usize..90,
-        );
         let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
             cases: 1000,
             ..Default::default()
         });
         runner
-            .run(&case, |(steps, window, cap, max)| {
-                let cycles: Vec<Vec<(i64, u8)>> = (steps.iter())
-                    .map(|c| {
-                        let mut t = 100;
-                        (c.iter())
-                            .map(|&(d, k, back)| {
-                                t += if back { -3 * d } else { d };
-                                (t, k)
-                            })
-                            .collect()
-                    })
-                    .collect();
+            .run(&mostly_rising(), |(cycles, window, cap, max)| {
                 let make = || labelled_cycles(&cycles);
                 let want = documented_order(&cycles, window, cap);
                 let mut r = Reorder::with_limits(Box::new(make()), window, cap);
@@ -938,13 +946,6 @@ mod tests {
     fn records_ordered_on_the_wire_give_the_documented_order() {
         use crate::model::wire::{Ordered, WireBatch, WireDecoder, WireEncoder};
         use proptest::prelude::*;
-        let item = (0i64..8, 0u8..12, 0u8..6).prop_map(|(d, k, back)| (d, k, back == 0));
-        let case = (
-            prop::collection::vec(prop::collection::vec(item, 0..120), 1..4),
-            0i64..25,
-            1usize..40,
-            1usize..90,
-        );
         let make = |cycles: &[Vec<(i64, u8)>]| {
             let mut r = labelled_cycles(cycles);
             for (c, items) in r.cycles.iter_mut().enumerate() {
@@ -974,18 +975,7 @@ mod tests {
             ..Default::default()
         });
         runner
-            .run(&case, |(steps, window, cap, max)| {
-                let cycles: Vec<Vec<(i64, u8)>> = (steps.iter())
-                    .map(|c| {
-                        let mut t = 100;
-                        (c.iter())
-                            .map(|&(d, k, back)| {
-                                t += if back { -3 * d } else { d };
-                                (t, k)
-                            })
-                            .collect()
-                    })
-                    .collect();
+            .run(&mostly_rising(), |(cycles, window, cap, max)| {
                 // The items as they went in, in the documented order.
                 let mut by_label = std::collections::HashMap::new();
                 for (c, items) in make(&cycles).cycles.into_iter().enumerate() {
