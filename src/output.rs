@@ -245,42 +245,6 @@ impl Drop for Staged {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn staged_output_appears_only_on_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("out.kpi");
-        let s = Staged::new(&target, &[], false).unwrap();
-        std::fs::write(s.path(), b"x").unwrap();
-        assert!(!target.exists());
-        s.commit().unwrap();
-        assert_eq!(std::fs::read(&target).unwrap(), b"x");
-        // Dropped without commit: nothing appears, nothing is left behind.
-        let other = dir.path().join("other.kpi");
-        let s = Staged::new(&other, &[], false).unwrap();
-        std::fs::write(s.path(), b"y").unwrap();
-        drop(s);
-        assert!(!other.exists());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn archive_members_are_all_checked_against_inputs() {
-        // A PCP writer writes base.meta, base.0, base.index: each is checked.
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("a.meta");
-        std::fs::write(&input, b"in").unwrap();
-        let s = Staged::new(&dir.path().join("a"), std::slice::from_ref(&input), true).unwrap();
-        std::fs::write(s.path().with_extension("meta"), b"out").unwrap();
-        let err = s.commit().unwrap_err().to_string();
-        assert!(err.contains("refusing to overwrite an input"), "{err}");
-        assert_eq!(std::fs::read(&input).unwrap(), b"in");
-    }
-}
-
 /// Bytes a [`ChunkedWriter`] writes at a time.
 pub const CHUNK: usize = 256 << 10;
 
@@ -388,6 +352,42 @@ impl<W: std::io::Write> Drop for ChunkedWriter<W> {
         if !std::thread::panicking() {
             let _ = self.write_buf();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_output_appears_only_on_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.kpi");
+        let s = Staged::new(&target, &[], false).unwrap();
+        std::fs::write(s.path(), b"x").unwrap();
+        assert!(!target.exists());
+        s.commit().unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"x");
+        // Dropped without commit: nothing appears, nothing is left behind.
+        let other = dir.path().join("other.kpi");
+        let s = Staged::new(&other, &[], false).unwrap();
+        std::fs::write(s.path(), b"y").unwrap();
+        drop(s);
+        assert!(!other.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn archive_members_are_all_checked_against_inputs() {
+        // A PCP writer writes base.meta, base.0, base.index: each is checked.
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.meta");
+        std::fs::write(&input, b"in").unwrap();
+        let s = Staged::new(&dir.path().join("a"), std::slice::from_ref(&input), true).unwrap();
+        std::fs::write(s.path().with_extension("meta"), b"out").unwrap();
+        let err = s.commit().unwrap_err().to_string();
+        assert!(err.contains("refusing to overwrite an input"), "{err}");
+        assert_eq!(std::fs::read(&input).unwrap(), b"in");
     }
 }
 

@@ -279,8 +279,9 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
             if let Some(o) = &mut order {
                 // The run is a new clock cycle's: all that waits leaves
                 // first, and the cycle is ordered on its own.
-                if reader.restarts() != restarts {
-                    restarts = reader.restarts();
+                let now = reader.restarts();
+                if now != restarts {
+                    restarts = now;
                     o.flush(&mut batch);
                 }
             }

@@ -1250,9 +1250,6 @@ impl TraceWriter for PcpWriter {
 mod tests {
     use super::*;
 
-    /// A file written through `Out` holds every piece in order, whatever
-    /// the pieces' lengths against the chunk (empty ones, pieces ending on
-    /// a chunk's end, pieces longer than two chunks, records in slices),
     /// A volume that the next one follows holds no buffer to the end:
     /// every volume stays open for its label, and a buffer each held a
     /// conversion into 255 volumes at 80 MB instead of 15 MB.
@@ -1280,6 +1277,9 @@ mod tests {
         Box::new(w).finish().unwrap();
     }
 
+    /// A file written through `Out` holds every piece in order, whatever
+    /// the pieces' lengths against the chunk (empty ones, pieces ending on
+    /// a chunk's end, pieces longer than two chunks, records in slices),
     /// the label written over its start, and `size` counts every byte.
     #[test]
     fn out_writes_every_piece_in_order_across_chunks() {
