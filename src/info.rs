@@ -18,7 +18,8 @@ pub fn info(reader: &mut dyn TraceReader) -> Result<Info> {
     let mut info = Info::default();
     let mut types: BTreeMap<EventTypeId, (String, bool)> = BTreeMap::new();
     let mut names: BTreeMap<MetricId, String> = BTreeMap::new();
-    while let Some(item) = reader.next_item()? {
+    let mut pending = std::collections::VecDeque::new();
+    while let Some(item) = next_plain(reader, &mut pending)? {
         let kind = match &item {
             Item::EventType(t) => {
                 types.insert(t.id, (format!("{}.{}", t.category, t.name), t.framing));
@@ -31,6 +32,8 @@ pub fn info(reader: &mut dyn TraceReader) -> Result<Info> {
             Item::Indom(_) => "indom updates",
             Item::Help(_) => "help texts",
             Item::Labels(_) => "label sets",
+            // `next_plain` gives a run's events one by one.
+            Item::EventRun(_) => continue,
             Item::Event(e) => {
                 let (n, framing) = types
                     .get(&e.type_id)
@@ -225,7 +228,8 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
     let mut sources: BTreeMap<String, SpanAcc> = BTreeMap::new();
     let whole = reader.header().source.to_string();
     let (mut first, mut last): (Option<Timestamp>, Option<Timestamp>) = (None, None);
-    while let Some(item) = reader.next_item()? {
+    let mut pending = std::collections::VecDeque::new();
+    while let Some(item) = next_plain(reader, &mut pending)? {
         match &item {
             Item::Metric(m) => {
                 metrics.insert(m.id, m.clone());
@@ -255,6 +259,8 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
                     }
                 }
             }
+            // `next_plain` gives a run's events one by one.
+            Item::EventRun(_) => continue,
             Item::Event(e) => {
                 let k = types
                     .get(&e.type_id)

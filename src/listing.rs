@@ -30,7 +30,8 @@ pub fn dump_common(reader: &mut dyn TraceReader, out: &mut dyn Write) -> Result<
     let mut types: BTreeMap<EventTypeId, std::sync::Arc<EventType>> = BTreeMap::new();
     let mut names: BTreeMap<MetricId, String> = BTreeMap::new();
     let mut line = String::with_capacity(256);
-    while let Some(item) = reader.next_item()? {
+    let mut pending = std::collections::VecDeque::new();
+    while let Some(item) = next_plain(reader, &mut pending)? {
         line.clear();
         use std::fmt::Write as _;
         match &item {
@@ -87,6 +88,8 @@ pub fn dump_common(reader: &mut dyn TraceReader, out: &mut dyn Write) -> Result<
             Item::Labels(l) => {
                 write!(line, "labels {:?} inst={} {}", l.target, l.inst, l.json).unwrap()
             }
+            // `next_plain` gives a run's events one by one.
+            Item::EventRun(_) => continue,
             Item::Event(e) => {
                 let (cat, name) = types
                     .get(&e.type_id)

@@ -220,6 +220,7 @@ const BATCHES_AHEAD: usize = 4;
 
 fn weight(item: &Item) -> usize {
     match item {
+        Item::EventRun(r) => r.len(),
         Item::Sample(s) => s
             .metrics
             .iter()
@@ -241,6 +242,7 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
     use std::sync::mpsc;
     let (full_tx, full_rx) = mpsc::sync_channel::<WireBatch>(BATCHES_AHEAD);
     let (spent_tx, spent_rx) = mpsc::channel::<WireBatch>();
+    let runs = w.takes_runs();
     std::thread::scope(|s| {
         // Named, so profiles and debuggers tell the two halves apart.
         let writer = std::thread::Builder::new()
@@ -268,6 +270,11 @@ fn feed_threaded(reader: &mut dyn TraceReader, w: &mut dyn TraceWriter) -> Resul
         // A time-ordering stage hands its window over: items wait in it as
         // records, and go back to the reader at once (`wire::Ordered`).
         let mut order = reader.take_ordering().map(|(w, cap)| Ordered::new(w, cap));
+        // Then a message's events may come as one run, ordered as one
+        // record (`Ordered` counts its events against the cap).
+        if order.is_some() && runs {
+            reader.event_runs();
+        }
         let mut restarts = reader.restarts();
         loop {
             // Runs of a few items (`next_batch`), so that a batch closes

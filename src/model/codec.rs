@@ -867,6 +867,26 @@ fn raw_of(j: &J) -> R<Option<u64>> {
     get(j, "raw").map(|v| as_u64(v, "raw")).transpose()
 }
 
+/// An event's members; a run's add its width (`"w"`), its fields being
+/// every event's in turn.
+fn event_parts(e: &Event, width: Option<u32>) -> Vec<(&'static str, J)> {
+    let mut p = vec![("t", J::from(e.time.0))];
+    opt_raw(&mut p, e.raw_clock);
+    p.push(("type", J::from(e.type_id)));
+    if let Some(c) = e.cpu {
+        p.push(("cpu", J::from(c)));
+    }
+    if let Some(s) = &e.stream {
+        p.push(("stream", J::from(s.as_str())));
+    }
+    if let Some(w) = width {
+        p.push(("w", J::from(w)));
+    }
+    p.push(("f", values_to_json(&e.fields)));
+    push_extras(&mut p, &e.extras);
+    p
+}
+
 /// Any item, tagged by `"k"`.
 pub fn item_to_json(item: &Item) -> J {
     let (k, mut j) = match item {
@@ -875,20 +895,8 @@ pub fn item_to_json(item: &Item) -> J {
         Item::Indom(u) => ("indom", indom_to_json(u, true)),
         Item::Help(h) => ("help", help_to_json(h)),
         Item::Labels(l) => ("labels", labels_to_json(l)),
-        Item::Event(e) => {
-            let mut p = vec![("t", J::from(e.time.0))];
-            opt_raw(&mut p, e.raw_clock);
-            p.push(("type", J::from(e.type_id)));
-            if let Some(c) = e.cpu {
-                p.push(("cpu", J::from(c)));
-            }
-            if let Some(s) = &e.stream {
-                p.push(("stream", J::from(s.as_str())));
-            }
-            p.push(("f", values_to_json(&e.fields)));
-            push_extras(&mut p, &e.extras);
-            ("event", obj(p))
-        }
+        Item::Event(e) => ("event", obj(event_parts(e, None))),
+        Item::EventRun(r) => ("run", obj(event_parts(&r.event, Some(r.width)))),
         Item::Sample(s) => {
             let mut p = vec![("t", J::from(s.time.0))];
             opt_raw(&mut p, s.raw_clock);
@@ -915,6 +923,18 @@ pub fn item_to_json(item: &Item) -> J {
     j
 }
 
+fn event_from_json(j: &J) -> R<Event> {
+    Ok(Event {
+        time: Timestamp(as_i64(need(j, "t")?, "t")?),
+        raw_clock: raw_of(j)?,
+        type_id: as_u32(need(j, "type")?, "type")?,
+        cpu: get(j, "cpu").map(|c| as_u32(c, "cpu")).transpose()?,
+        stream: opt_str(j, "stream")?,
+        fields: values_from_json(need(j, "f")?)?,
+        extras: extras_of(j)?,
+    })
+}
+
 pub fn item_from_json(j: &J) -> R<Item> {
     let t = |j: &J| -> R<Timestamp> { Ok(Timestamp(as_i64(need(j, "t")?, "t")?)) };
     Ok(match as_str(need(j, "k")?, "k")? {
@@ -923,15 +943,18 @@ pub fn item_from_json(j: &J) -> R<Item> {
         "indom" => Item::Indom(indom_from_json(j)?),
         "help" => Item::Help(help_from_json(j)?),
         "labels" => Item::Labels(labels_from_json(j)?),
-        "event" => Item::Event(Event {
-            time: t(j)?,
-            raw_clock: raw_of(j)?,
-            type_id: as_u32(need(j, "type")?, "type")?,
-            cpu: get(j, "cpu").map(|c| as_u32(c, "cpu")).transpose()?,
-            stream: opt_str(j, "stream")?,
-            fields: values_from_json(need(j, "f")?)?,
-            extras: extras_of(j)?,
-        }),
+        "event" => Item::Event(event_from_json(j)?),
+        "run" => {
+            let event = event_from_json(j)?;
+            let width = as_u32(need(j, "w")?, "w")?;
+            if width == 0 || event.fields.len() % width as usize != 0 {
+                return Err(format!(
+                    "a run of {} values in events of {width}",
+                    event.fields.len()
+                ));
+            }
+            Item::EventRun(EventRun { event, width })
+        }
         "sample" => Item::Sample(Sample {
             time: t(j)?,
             raw_clock: raw_of(j)?,

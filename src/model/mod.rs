@@ -121,6 +121,10 @@ pub enum Item {
     Labels(LabelSet),
     // --- data ---
     Event(Event),
+    /// Events of one type that share all but their field values (the
+    /// datasets of one KPI message): given only to a consumer that asked
+    /// ([`TraceReader::event_runs`]).
+    EventRun(EventRun),
     Sample(Sample),
     Mark(Mark),
     Annotation(Annotation),
@@ -131,6 +135,7 @@ impl Item {
     pub fn time(&self) -> Option<Timestamp> {
         match self {
             Item::Event(e) => Some(e.time),
+            Item::EventRun(r) => Some(r.event.time),
             Item::Sample(s) => Some(s.time),
             Item::Mark(m) => Some(m.time),
             Item::Annotation(a) => Some(a.time),
@@ -142,7 +147,11 @@ impl Item {
     pub fn is_data(&self) -> bool {
         matches!(
             self,
-            Item::Event(_) | Item::Sample(_) | Item::Mark(_) | Item::Annotation(_)
+            Item::Event(_)
+                | Item::EventRun(_)
+                | Item::Sample(_)
+                | Item::Mark(_)
+                | Item::Annotation(_)
         )
     }
 }
@@ -201,6 +210,102 @@ pub struct Event {
     /// One value per field of the type, in order.
     pub fields: Vec<Value>,
     pub extras: Extras,
+}
+
+/// Several events in one item: the same time, raw clock, type, CPU, stream
+/// and extras (those of `event`), each with its own `width` field values,
+/// one after the other in `event.fields`. The events of one KPI message
+/// are such a run: carried as one item, they cost one item's way through
+/// the stages, the hand-over and the writer's bookkeeping instead of one
+/// each (docs/model.md, "Runs of events"). A run stands for its events in
+/// order, no more: [`EventRun::each`] gives them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EventRun {
+    pub event: Event,
+    /// Field values per event (at least 1).
+    pub width: u32,
+}
+
+impl EventRun {
+    /// Events in the run.
+    pub fn len(&self) -> usize {
+        self.event.fields.len() / (self.width.max(1) as usize)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.event.fields.is_empty()
+    }
+    /// The field values of each event, in order.
+    pub fn rows(&self) -> std::slice::ChunksExact<'_, Value> {
+        self.event.fields.chunks_exact(self.width.max(1) as usize)
+    }
+    /// Each event of the run as an [`Item::Event`], in order: for a
+    /// consumer that takes runs as their events (one event built per run,
+    /// its buffers reused from event to event).
+    pub fn each_item<E>(
+        &self,
+        mut f: impl FnMut(&Item) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut item = Item::Event(Event {
+            fields: Vec::with_capacity(self.width as usize),
+            ..self.event.clone_head()
+        });
+        for row in self.rows() {
+            if let Item::Event(e) = &mut item {
+                e.fields.clear();
+                e.fields.extend_from_slice(row);
+            }
+            f(&item)?;
+        }
+        Ok(())
+    }
+}
+
+/// Items an item stands for: a run of events counts its events (at least
+/// one), any other item one. What waits for ordering is counted in these,
+/// so that runs ([`EventRun`]) wait no longer than their events would.
+pub fn events_in(item: &Item) -> usize {
+    match item {
+        Item::EventRun(r) => r.len().max(1),
+        _ => 1,
+    }
+}
+
+/// The next item of `reader`, a run's events one by one (through
+/// `pending`): for a consumer that takes items one at a time and has no
+/// use for runs.
+pub fn next_plain(
+    reader: &mut dyn TraceReader,
+    pending: &mut std::collections::VecDeque<Item>,
+) -> crate::Result<Option<Item>> {
+    loop {
+        if let Some(it) = pending.pop_front() {
+            return Ok(Some(it));
+        }
+        match reader.next_item()? {
+            Some(Item::EventRun(r)) => {
+                let _ = r.each_item(|it| {
+                    pending.push_back(it.clone());
+                    Ok::<(), ()>(())
+                });
+            }
+            other => return Ok(other),
+        }
+    }
+}
+
+impl Event {
+    /// The event without its field values.
+    pub fn clone_head(&self) -> Event {
+        Event {
+            time: self.time,
+            raw_clock: self.raw_clock,
+            type_id: self.type_id,
+            cpu: self.cpu,
+            stream: self.stream.clone(),
+            fields: Vec::new(),
+            extras: self.extras.clone(),
+        }
+    }
 }
 
 /// A field or metric value.
@@ -757,6 +862,15 @@ pub trait TraceReader {
     fn take_ordering(&mut self) -> Option<(i64, usize)> {
         None
     }
+    /// From now on, give events that share all but their field values as
+    /// one [`Item::EventRun`] where this reader can (the KPI assembler:
+    /// the datasets of one message); true if it will. Asked before the
+    /// first item, by a caller whose writer takes runs. A stage passes the
+    /// question on only if it handles runs as it does their events; the
+    /// default says no.
+    fn event_runs(&mut self) -> bool {
+        false
+    }
 }
 
 /// `b` as text when it is UTF-8. ASCII, nearly all the text of traces, is
@@ -803,6 +917,12 @@ pub trait TraceWriter: Send {
     /// keeps count (`--split SIZE`); None: look at the files.
     fn bytes_written(&self) -> Option<u64> {
         None
+    }
+    /// Whether the writer writes an [`Item::EventRun`] faster than its
+    /// events one by one (every writer takes runs: the others write each
+    /// event of one).
+    fn takes_runs(&self) -> bool {
+        false
     }
     fn finish(self: Box<Self>) -> crate::Result<LossReport>;
 }

@@ -330,7 +330,7 @@ impl ItemFilter {
                 }
                 k
             }
-            Item::Event(e) => {
+            Item::Event(e) | Item::EventRun(EventRun { event: e, .. }) => {
                 !self.ev || (self.kept_types.contains(&e.type_id) && self.sel.cpu(e.cpu))
             }
             Item::Annotation(_) => !self.sel.selects(),

@@ -26,6 +26,7 @@ const SAMPLE: u8 = 1;
 const INDOM: u8 = 2;
 const NOTE: u8 = 3;
 const WHOLE: u8 = 4;
+const RUN: u8 = 5;
 
 /// On an item tag: a record that stands alone (see [`WireEncoder::push_lone`]).
 const LONE: u8 = 0x80;
@@ -99,11 +100,11 @@ pub struct WireEncoder {
     /// The extras of the last item of each kind: the items of one message
     /// (a KPI dataset list, a DLT message) share them, and then only a mark
     /// travels (the decoder's item still has them).
-    last_extras: [Extras; 4],
+    last_extras: [Extras; 6],
     /// Instead of `last_extras`, when that item's extras were stamped: its
     /// stamp (an item with the same stamp has the same extras; no copy of
     /// them is kept for the first event of each KPI message).
-    last_stamp: [Option<u64>; 4],
+    last_stamp: [Option<u64>; 6],
     /// The item being put stands alone (`push_lone`).
     lone: u8,
 }
@@ -230,7 +231,8 @@ impl WireEncoder {
         let start = batch.bytes.len();
         batch.items += 1;
         let done = match &*item {
-            Item::Event(e) => self.event(e, batch),
+            Item::Event(e) => self.event(e, None, batch),
+            Item::EventRun(r) => self.event(&r.event, Some(r.width), batch),
             // A wide sample's values lie in a few long lists that the
             // writer reads in order: it costs less whole than decoded.
             Item::Sample(s) if narrow(s) => self.sample(s, batch),
@@ -316,12 +318,15 @@ impl WireEncoder {
         Ok(())
     }
 
-    fn event(&mut self, e: &Event, batch: &mut WireBatch) -> Enc {
+    /// An event, or with `width` a run of events (`e` holding the fields
+    /// of all).
+    fn event(&mut self, e: &Event, width: Option<u32>, batch: &mut WireBatch) -> Enc {
         let b = &mut batch.bytes;
+        let tag = if width.is_some() { RUN } else { EVENT };
         // The fixed part in one copy: tag, which options are present,
         // time, raw clock, type, cpu, field count.
         let mut h = [0u8; EVENT_HEAD];
-        h[0] = EVENT | self.lone;
+        h[0] = tag | self.lone;
         h[1] = e.raw_clock.is_some() as u8
             | (e.cpu.is_some() as u8) << 1
             | (e.stream.is_some() as u8) << 2;
@@ -335,10 +340,13 @@ impl WireEncoder {
         if let Some(s) = &e.stream {
             put_text(b, STR, s.as_bytes())?;
         }
+        if let Some(w) = width {
+            put_u32(b, w);
+        }
         for v in &e.fields {
             put_value(b, v)?;
         }
-        self.extras(EVENT, &e.extras, batch)
+        self.extras(tag, &e.extras, batch)
     }
 
     fn sample(&mut self, s: &Sample, batch: &mut WireBatch) -> Enc {
@@ -417,8 +425,9 @@ pub struct Ordered {
     /// The records that came in order, their bytes from `head` on.
     queue: WireBatch,
     head: usize,
-    /// Time, arrival and end in `queue.bytes` of each.
-    queue_keys: std::collections::VecDeque<(Timestamp, u64, usize)>,
+    /// Time, arrival, end in `queue.bytes` and events (a run's count) of
+    /// each.
+    queue_keys: std::collections::VecDeque<(Timestamp, u64, usize, usize)>,
     /// The items of those that travel whole, by arrival.
     queue_whole: std::collections::VecDeque<(u64, Item)>,
     /// The first `ready` of `queue_keys` have left but are not in the
@@ -426,10 +435,12 @@ pub struct Ordered {
     ready: usize,
     /// The others, by time and arrival: their bytes and whole item in
     /// `late` (freed slots in `free`).
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Timestamp, u64, usize)>>,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Timestamp, u64, usize, usize)>>,
     late: Vec<(Vec<u8>, Option<Item>)>,
     free: Vec<usize>,
     scratch: WireBatch,
+    /// Events waiting (a run counts its events): what the cap bounds.
+    events: usize,
 }
 
 impl Ordered {
@@ -450,6 +461,7 @@ impl Ordered {
             late: Vec::new(),
             free: Vec::new(),
             scratch: WireBatch::default(),
+            events: 0,
         }
     }
 
@@ -477,6 +489,7 @@ impl Ordered {
             self.newest = Some(t);
         }
         self.seq += 1;
+        let w = events_in(item);
         let first = self.queue_keys.get(self.ready).is_none_or(|r| t < r.0)
             && self.heap.peek().is_none_or(|h| t < h.0 .0);
         if self.settled(t) && first {
@@ -494,7 +507,8 @@ impl Ordered {
                 self.queue_whole.push_back((self.seq, it));
             }
             self.queue_keys
-                .push_back((t, self.seq, self.queue.bytes.len()));
+                .push_back((t, self.seq, self.queue.bytes.len(), w));
+            self.events += w;
         } else {
             self.scratch.bytes.clear();
             enc.push_lone(item, &mut self.scratch);
@@ -511,7 +525,8 @@ impl Ordered {
             if !self.scratch.whole.is_empty() {
                 *whole = self.scratch.whole.pop();
             }
-            self.heap.push(std::cmp::Reverse((t, self.seq, slot)));
+            self.heap.push(std::cmp::Reverse((t, self.seq, slot, w)));
+            self.events += w;
         }
         self.leave(out, false);
     }
@@ -530,7 +545,7 @@ impl Ordered {
         if self.ready == 0 {
             return;
         }
-        let (_, last, end) = self.queue_keys[self.ready - 1];
+        let (_, last, end, _) = self.queue_keys[self.ready - 1];
         out.bytes
             .extend_from_slice(&self.queue.bytes[self.head..end]);
         out.items += self.ready;
@@ -569,12 +584,14 @@ impl Ordered {
                 (None, Some(h)) => (h.0, false),
                 (None, None) => break,
             };
-            if !(all || self.settled(t) || self.waiting() > self.cap) {
+            if !(all || self.settled(t) || self.events > self.cap) {
                 break;
             }
             if from_queue {
+                self.events -= self.queue_keys[self.ready].3;
                 self.ready += 1;
-            } else if let Some(std::cmp::Reverse((_, _, slot))) = self.heap.pop() {
+            } else if let Some(std::cmp::Reverse((_, _, slot, w))) = self.heap.pop() {
+                self.events -= w;
                 self.settle(out);
                 let (bytes, whole) = &mut self.late[slot];
                 out.bytes.extend_from_slice(bytes);
@@ -884,7 +901,10 @@ struct Slots {
     /// sample's (see [`Shelf`]).
     fields: Shelf<Vec<Value>>,
     metrics: Shelf<Vec<MetricValues>>,
+    /// The field lists of runs, by event type.
+    run_fields: Shelf<Vec<Value>>,
     event: Item,
+    run: Item,
     sample: Item,
     indom: Item,
     note: Item,
@@ -895,7 +915,9 @@ impl Default for Slots {
         Slots {
             fields: Shelf::default(),
             metrics: Shelf::default(),
+            run_fields: Shelf::default(),
             event: Item::Event(Event::default()),
+            run: Item::EventRun(EventRun::default()),
             sample: Item::Sample(Sample {
                 time: Timestamp::ZERO,
                 raw_clock: None,
@@ -964,9 +986,33 @@ impl WireDecoder {
             match tag & !LONE {
                 EVENT => {
                     if let Item::Event(e) = &mut slots.event {
-                        get_event(&mut c, e, &self.keys, &mut self.texts, &mut slots.fields)?;
+                        get_event(
+                            &mut c,
+                            e,
+                            None,
+                            &self.keys,
+                            &mut self.texts,
+                            &mut slots.fields,
+                        )?;
                     }
                     f(&slots.event)?;
+                }
+                RUN => {
+                    if let Item::EventRun(r) = &mut slots.run {
+                        let (e, w) = (&mut r.event, Some(&mut r.width));
+                        get_event(
+                            &mut c,
+                            e,
+                            w,
+                            &self.keys,
+                            &mut self.texts,
+                            &mut slots.run_fields,
+                        )?;
+                        if r.width == 0 || r.event.fields.len() % r.width as usize != 0 {
+                            return Err(damaged(at));
+                        }
+                    }
+                    f(&slots.run)?;
                 }
                 SAMPLE => {
                     if let Item::Sample(s) = &mut slots.sample {
@@ -1068,6 +1114,7 @@ fn get_extras(
 fn get_event(
     c: &mut Cursor,
     e: &mut Event,
+    width: Option<&mut u32>,
     keys: &[ExtraKey],
     pool: &mut Vec<String>,
     shelf: &mut Shelf<Vec<Value>>,
@@ -1099,6 +1146,9 @@ fn get_event(
         }
     } else {
         e.stream = None;
+    }
+    if let Some(w) = width {
+        *w = c.u32()?;
     }
     get_values(c, &mut e.fields, n, pool)?;
     get_extras(c, &mut e.extras, keys, pool)

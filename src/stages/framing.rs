@@ -3,7 +3,7 @@
 //! writer sees them. The target writes its own framing where it has any.
 
 use crate::error::Result;
-use crate::model::{EventTypeId, Item, TraceReader};
+use crate::model::{events_in, EventRun, EventTypeId, Item, TraceReader};
 use std::collections::HashSet;
 
 pub struct Unframe {
@@ -72,6 +72,16 @@ impl Unframe {
             dropped: 0,
         }
     }
+    /// An event, or a run of events, of a framing type.
+    #[inline]
+    fn is_framing(&self, item: &Item) -> bool {
+        match item {
+            Item::Event(e) | Item::EventRun(EventRun { event: e, .. }) => {
+                self.framing.contains(e.type_id)
+            }
+            _ => false,
+        }
+    }
     /// Framing events left out so far.
     pub fn dropped(&self) -> u64 {
         self.dropped
@@ -93,8 +103,8 @@ impl TraceReader for Unframe {
                     // A later definition may reuse an id for real data.
                     self.framing.remove(t.id);
                 }
-                Ok(Some(Item::Event(e))) if self.framing.contains(e.type_id) => {
-                    self.dropped += 1;
+                Ok(Some(it @ (Item::Event(_) | Item::EventRun(_)))) if self.is_framing(it) => {
+                    self.dropped += events_in(it) as u64;
                     if let Ok(Some(item)) = r {
                         self.inner.recycle(item);
                     }
@@ -114,8 +124,7 @@ impl TraceReader for Unframe {
         // none of either).
         let first = out[start..].iter().position(|it| match it {
             Item::EventType(_) => true,
-            Item::Event(e) => self.framing.contains(e.type_id),
-            _ => false,
+            it => self.is_framing(it),
         });
         let Some(first) = first else {
             return r;
@@ -134,8 +143,8 @@ impl TraceReader for Unframe {
                     self.framing.remove(t.id);
                     false
                 }
-                Item::Event(e) if self.framing.contains(e.type_id) => {
-                    self.dropped += 1;
+                it if self.is_framing(it) => {
+                    self.dropped += events_in(it) as u64;
                     true
                 }
                 _ => false,
@@ -148,11 +157,15 @@ impl TraceReader for Unframe {
             }
         }
         for item in out.drain(keep..) {
-            if let Item::Event(_) = item {
+            if let Item::Event(_) | Item::EventRun(_) = item {
                 self.inner.recycle(item);
             }
         }
         r
+    }
+    /// Runs are left out as their events are.
+    fn event_runs(&mut self) -> bool {
+        self.inner.event_runs()
     }
     pass_to_inner!(
         header,

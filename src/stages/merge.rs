@@ -184,6 +184,12 @@ impl Merge {
         Ok(())
     }
 
+    /// An event of input `s` with the merged type id and its source tag.
+    fn event(&mut self, s: usize, e: &mut Event) {
+        e.type_id = (self.ids.types.get(&(s, e.type_id)).copied()).unwrap_or(e.type_id);
+        self.tag(s, &mut e.extras);
+    }
+
     /// Re-map one item of input `s` and queue what it becomes.
     fn emit(&mut self, s: usize, item: Item) {
         match item {
@@ -223,14 +229,12 @@ impl Merge {
                 }
             }
             Item::Event(mut e) => {
-                e.type_id = self
-                    .ids
-                    .types
-                    .get(&(s, e.type_id))
-                    .copied()
-                    .unwrap_or(e.type_id);
-                self.tag(s, &mut e.extras);
+                self.event(s, &mut e);
                 self.queue.push_back(Item::Event(e));
+            }
+            Item::EventRun(mut r) => {
+                self.event(s, &mut r.event);
+                self.queue.push_back(Item::EventRun(r));
             }
             Item::Sample(mut smp) => {
                 let ids = &self.ids;

@@ -66,7 +66,7 @@ impl Origin {
             }
         };
         match item {
-            Item::Event(e) => {
+            Item::Event(e) | Item::EventRun(crate::model::EventRun { event: e, .. }) => {
                 mv(&mut e.time);
                 mv_extras(&mut e.extras);
             }

@@ -464,6 +464,12 @@ impl TraceReader for Reorder {
         self.handed = true;
         Some((self.window, self.cap))
     }
+    /// Only once the ordering is handed over: the caller then orders a
+    /// run as one item of its events' time (`wire::Ordered`). This stage
+    /// orders items, and would let a cap or a window cut through no run.
+    fn event_runs(&mut self) -> bool {
+        self.handed && self.inner.event_runs()
+    }
     pass_to_inner!(
         header,
         diagnostics,

@@ -1167,6 +1167,7 @@ impl TraceWriter for ChromeWriter {
                 Ok(())
             }
             Item::Event(e) => self.event(e),
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it)),
             Item::Sample(s) => self.sample(s),
             Item::Mark(m) => self.mark(m),
             Item::Annotation(a) => self.annotation(a),

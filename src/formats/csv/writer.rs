@@ -708,6 +708,7 @@ impl TraceWriter for CsvWriter {
             }
             Item::Sample(s) => self.sample(s),
             Item::Event(e) => self.event(e),
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it)),
             Item::Annotation(a) => self.annotation(a),
             Item::Mark(_) => {
                 self.loss

@@ -554,6 +554,7 @@ impl TraceWriter for CtfWriter {
                 .loss
                 .drop_item("label sets", "no place in CTF 1.8 metadata"),
             Item::Event(e) => self.write_event(e)?,
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it))?,
             Item::Sample(s) => self.write_sample(s)?,
             Item::Mark(m) => self.write_mark(m)?,
             Item::Annotation(a) => self.write_annotation(a)?,

@@ -781,6 +781,11 @@ impl TraceReader for DltReader {
         &self.st.diags
     }
 
+    /// The KPI datasets of one message as one run.
+    fn event_runs(&mut self) -> bool {
+        self.st.asm.runs = true;
+        true
+    }
     fn recycle(&mut self, item: Item) {
         self.st.asm.recycle(item);
     }

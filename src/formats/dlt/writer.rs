@@ -878,6 +878,7 @@ impl<W: Write + Send> TraceWriter for DltWriter<W> {
                 Ok(())
             }
             Item::Event(e) => self.event(e),
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it)),
             Item::Sample(s) => self.sample(s),
             Item::Annotation(a) => self.note(a),
             Item::Mark(_) => {

@@ -111,6 +111,31 @@ pub struct Assembler {
     /// The (cpu, count) pairs of the message's IRQ rows, as parsed.
     irq_pairs: Vec<(u32, u64)>,
     events: Vec<Item>,
+    /// Give a message's events as one run ([`Item::EventRun`]): set by a
+    /// reader whose consumer takes runs.
+    pub runs: bool,
+    /// Recycled runs, pooled as events are (see [`pool_of`]).
+    spare_runs: [Vec<EventRun>; POOLS],
+    /// Their values beyond their last message's, per pool, the last one
+    /// first (`pop` gives them back in their order: numbers and command
+    /// lines where a row has them).
+    stash: [Vec<Value>; POOLS],
+}
+
+/// Recycled runs kept per pool: as many as a run of items of the convert
+/// loop can hold (each goes back once the run is encoded).
+const RUN_POOL: usize = 256;
+/// Field values a run had beyond its message's, kept per pool for the
+/// next longer message (command line buffers with them).
+const STASH: usize = 4096;
+
+/// The text buffer `v` holds, if any, into the pool while it has room.
+fn keep_text(pool: &mut Vec<Vec<u8>>, v: Value) {
+    if let Some(b) = text_buf(v) {
+        if b.capacity() > 0 && pool.len() < POOL {
+            pool.push(b);
+        }
+    }
 }
 
 /// The text buffer a value holds, if any.
@@ -247,6 +272,14 @@ impl Assembler {
                 let pool = &mut self.spare_samples[irq as usize];
                 if pool.len() < POOL {
                     pool.push(s);
+                }
+            }
+            Item::EventRun(r) => {
+                // As an event's: fields and extras stay to be set in place.
+                let pool =
+                    &mut self.spare_runs[pool_of(r.event.type_id, has_start(&r.event.extras))];
+                if pool.len() < RUN_POOL {
+                    pool.push(r);
                 }
             }
             Item::Indom(u) if self.spare_indoms.len() < POOL => self.spare_indoms.push(u),
@@ -402,11 +435,7 @@ impl Assembler {
 
     /// A text buffer the pool can keep.
     fn keep_text(&mut self, v: Value) {
-        if let Some(b) = text_buf(v) {
-            if b.capacity() > 0 && self.spare_texts.len() < POOL {
-                self.spare_texts.push(b);
-            }
-        }
+        keep_text(&mut self.spare_texts, v);
     }
 
     /// A KPI event of the message `at`, appended to `events` (the
@@ -496,6 +525,110 @@ impl Assembler {
                     Stored::Set(at.stored),
                 );
                 e.extras.restamp();
+            }
+        }
+    }
+
+    /// A KPI event of the message `at`, as [`Self::event`] does, or in
+    /// runs mode as the next event of the message's run (the last item of
+    /// `events`, begun with the message's first event; `used`: the values
+    /// it holds so far).
+    fn emit(
+        &mut self,
+        events: &mut Vec<Item>,
+        used: &mut usize,
+        type_id: EventTypeId,
+        at: &EventAt,
+        ints: &[i64],
+        text: Option<&[u8]>,
+    ) {
+        if !self.runs {
+            return self.event(events, type_id, at, ints, text);
+        }
+        if *used == 0 {
+            let own = pool_of(type_id, at.beg_time.is_some());
+            let mut r = self.spare_runs[own].pop().unwrap_or_default();
+            let e = &mut r.event;
+            e.time = at.time;
+            e.raw_clock = at.raw_clock;
+            e.type_id = type_id;
+            e.cpu = None;
+            e.stream = None;
+            r.width = (ints.len() + text.is_some() as usize) as u32;
+            Self::group_extras(
+                &mut e.extras,
+                at.kind,
+                at.group,
+                at.beg_time,
+                at.beg_raw,
+                Stored::Set(at.stored),
+            );
+            e.extras.restamp();
+            events.push(Item::EventRun(r));
+        }
+        let Some(Item::EventRun(r)) = events.last_mut() else {
+            return;
+        };
+        // Values are set where the recycled run's lie (text buffers
+        // reused); what is left over waits in the stash when the message
+        // is done ([`Self::end_run`]) and comes back for a longer one.
+        let fields = &mut r.event.fields;
+        let stash = &mut self.stash[pool_of(type_id, at.beg_time.is_some())];
+        let width = ints.len() + text.is_some() as usize;
+        while fields.len() < *used + width {
+            match stash.pop() {
+                Some(v) => fields.push(v),
+                None => break,
+            }
+        }
+        for &x in ints {
+            match fields.get_mut(*used) {
+                Some(Value::I64(y)) => *y = x,
+                Some(v) => {
+                    let old = std::mem::replace(v, Value::I64(x));
+                    keep_text(&mut self.spare_texts, old);
+                }
+                None => fields.push(Value::I64(x)),
+            }
+            *used += 1;
+        }
+        if let Some(b) = text {
+            match (fields.get_mut(*used), crate::model::utf8(b)) {
+                (Some(Value::Str(s)), Some(t)) => {
+                    s.clear();
+                    s.push_str(t);
+                }
+                (Some(slot), _) => {
+                    let buf = text_buf(std::mem::replace(slot, Value::I64(0)));
+                    let buf = buf.or_else(|| self.spare_texts.pop()).unwrap_or_default();
+                    *slot = text_in(b, buf);
+                }
+                (None, _) => {
+                    let buf = self.spare_texts.pop().unwrap_or_default();
+                    fields.push(text_in(b, buf));
+                }
+            }
+            *used += 1;
+        }
+    }
+
+    /// The message's run, if any, ends at `used` values: a recycled run's
+    /// values beyond them wait in the stash of its pool.
+    fn end_run(&mut self, events: &mut [Item], used: usize) {
+        if !self.runs || used == 0 {
+            return;
+        }
+        if let Some(Item::EventRun(r)) = events.last_mut() {
+            let e = &mut r.event;
+            if e.fields.len() > used {
+                let stash = &mut self.stash[pool_of(e.type_id, has_start(&e.extras))];
+                for v in e.fields.drain(used..).rev() {
+                    if stash.len() < STASH {
+                        stash.push(v);
+                    } else {
+                        keep_text(&mut self.spare_texts, v);
+                    }
+                }
             }
         }
     }
@@ -592,6 +725,7 @@ impl Assembler {
         let mut irq_adds: Option<IndomUpdate> = None;
         let mut removed: Option<IndomUpdate> = None;
         let mut events = std::mem::take(&mut self.events);
+        let mut used = 0;
         let irq_pairs = std::mem::take(&mut self.irq_pairs);
         let mut pair_at = 0;
         for ds in parsed.drain(..) {
@@ -608,8 +742,9 @@ impl Assembler {
             match ds {
                 Dataset::New { pid, ppid, cmdline } => {
                     self.add_proc(pid, &cmdline, time, &mut adds);
-                    self.event(
+                    self.emit(
                         &mut events,
+                        &mut used,
                         schema::NEW_TYPE,
                         &at,
                         &[pid, ppid],
@@ -627,13 +762,14 @@ impl Assembler {
                                 .push(id);
                         }
                     }
-                    self.event(&mut events, schema::STP_TYPE, &at, &[pid], None);
+                    self.emit(&mut events, &mut used, schema::STP_TYPE, &at, &[pid], None);
                 }
                 Dataset::Chk { pid, cmdline } => {
                     if !self.procs.contains(&pid) {
                         self.add_proc(pid, &cmdline, time, &mut adds);
                     }
-                    self.event(&mut events, schema::CHK_TYPE, &at, &[pid], Some(&cmdline));
+                    let cmd = Some(&*cmdline);
+                    self.emit(&mut events, &mut used, schema::CHK_TYPE, &at, &[pid], cmd);
                 }
                 Dataset::Act { pid, values } => {
                     if !self.procs.contains(&pid) {
@@ -691,6 +827,7 @@ impl Assembler {
                 }
             }
         }
+        self.end_run(&mut events, used);
         self.parsed = reuse_vec(parsed);
         self.irq_pairs = irq_pairs;
         // One update per indom and message: PCP wants no two records for

@@ -168,6 +168,12 @@ impl Grouper {
     pub fn item(&mut self, item: &Item, loss: &mut LossReport) -> Vec<Group> {
         let mut out = Vec::new();
         match item {
+            Item::EventRun(r) => {
+                let _ = r.each_item(|it| {
+                    out.extend(self.item(it, loss));
+                    Ok::<(), ()>(())
+                });
+            }
             Item::EventType(t) => {
                 let kind = if Self::is_kpi_type(t) {
                     Kind::parse(t.name.as_bytes())

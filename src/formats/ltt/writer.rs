@@ -1317,6 +1317,7 @@ impl TraceWriter for LttWriter {
         match item {
             Item::EventType(et) => self.define_type(et),
             Item::Metric(m) => self.define_metric(m),
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it))?,
             _ if self.sd.is_some() => self.describe_item(item)?,
             Item::Event(e) => self.write_event(
                 Key::Type(e.type_id),

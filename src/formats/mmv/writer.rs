@@ -147,6 +147,12 @@ impl TraceWriter for MmvWriter {
                 .then(|| s.extras.clone());
                 self.snap_time = Some(s.time);
             }
+            Item::EventRun(r) => {
+                for _ in 0..r.len() {
+                    self.loss
+                        .drop_item("events", "MMV holds a metric snapshot, not events");
+                }
+            }
             Item::Event(_) => self
                 .loss
                 .drop_item("events", "MMV holds a metric snapshot, not events"),

@@ -553,6 +553,17 @@ impl EventEncoder {
     /// metadata the event needs is pushed to `out` (write it after that
     /// result).
     pub fn event(&mut self, e: &Event, out: &mut Vec<Item>) -> Option<EventResult> {
+        self.event_with(e, &e.fields, out)
+    }
+
+    /// [`Self::event`] of `e` with the field values `fields` (an event of
+    /// a run: `e` is the run's, `fields` one event's).
+    pub fn event_with(
+        &mut self,
+        e: &Event,
+        fields: &[Value],
+        out: &mut Vec<Item>,
+    ) -> Option<EventResult> {
         let Some(te) = self.types.get(&e.type_id) else {
             self.loss.drop_item("events", "event of an undefined type");
             return None;
@@ -644,37 +655,8 @@ impl EventEncoder {
         rec.extend_from_slice(&FLAG_POINT.to_be_bytes());
         let np_at = rec.len();
         rec.extend_from_slice(&0u32.to_be_bytes());
-        let mut np = 0u32;
         let te = &self.types[&e.type_id];
-        let mut bad = false;
-        for (i, v) in e.fields.iter().enumerate() {
-            let Some(slot) = te.slots.get(i) else {
-                bad = true;
-                break;
-            };
-            let pid = pmid(DOMAIN, pmid_cluster(record), i as u32 + 1);
-            let ok = match slot {
-                Slot::Scalar(t) => put_scalar(rec, pid, *t, v),
-                Slot::Json => {
-                    let s = selfdesc::value_json(v, &te.fields[i]).to_string();
-                    put_param(rec, pid, 6, s.as_bytes(), true);
-                    true
-                }
-            };
-            if !ok {
-                self.loss.degrade(
-                    &format!("{} events", te.label),
-                    "a value did not fit its field type; written cut to the type",
-                );
-            }
-            np += 1;
-        }
-        if bad {
-            self.loss.drop_item(
-                &format!("{} event values", te.label),
-                "more values than the type has fields",
-            );
-        }
+        let mut np = put_fields(rec, te, fields, &mut self.loss);
         if let Some(r) = e.raw_clock {
             put_num(rec, RAW_CLOCK_PMID, 3, r.to_be_bytes());
             np += 1;
@@ -724,6 +706,89 @@ impl EventEncoder {
         b.bytes += len;
         self.written += 1;
         done
+    }
+
+    /// The events of run `r` from its `from`th on, as [`Self::event`] would
+    /// encode them one by one, until one closes a result or makes
+    /// metadata (into `out`): how many were taken, and the closed result.
+    /// The first is encoded as any event; the others share its type,
+    /// stream, result entry and encoded extras, so each costs its fields
+    /// and a copy of those extras.
+    pub fn event_rows(
+        &mut self,
+        r: &EventRun,
+        from: usize,
+        out: &mut Vec<Item>,
+    ) -> (usize, Option<EventResult>) {
+        let e = &r.event;
+        let mut rows = r.rows().skip(from);
+        let Some(first) = rows.next() else {
+            return (0, None);
+        };
+        let before = out.len();
+        let done = self.event_with(e, first, out);
+        if done.is_some() || out.len() != before {
+            return (1, done);
+        }
+        // Where the first went: the last record of the batch, in the
+        // entry of its record metric and stream instance, with the extras
+        // the encoder encoded last (else the run goes event by event).
+        let Some((record, inst, t)) = self.batch.last else {
+            return (1, None);
+        };
+        let Some(te) = self.types.get(&e.type_id) else {
+            return (1, None);
+        };
+        if t != e.time.0 || te.record != record || !e.extras.same_bits(&self.tail_extras) {
+            return (1, None);
+        }
+        let b = &mut self.batch;
+        let Some(k) = b.sets.iter().position(|(p, _)| *p == record) else {
+            return (1, None);
+        };
+        let set = &mut b.sets[k].1;
+        let Some(j) = set.iter().position(|(i, n, _)| *i == inst && *n > 0) else {
+            return (1, None);
+        };
+        let (_, count, rec) = &mut set[j];
+        let mut taken = 1;
+        for fields in rows {
+            // Same time, record and instance as the last: a result closes
+            // only at its size bounds, and the event then goes the whole
+            // way (`event_with` closes it).
+            if self.results == 0 || b.records >= BATCH_RECORDS || b.bytes >= BATCH_BYTES {
+                break;
+            }
+            let start = rec.len();
+            let mut h = [0u8; 20];
+            h[..8].copy_from_slice(&e.time.secs().to_be_bytes());
+            h[8..16].copy_from_slice(&(e.time.subsec_nanos() as i64).to_be_bytes());
+            h[16..].copy_from_slice(&FLAG_POINT.to_be_bytes());
+            rec.extend_from_slice(&h);
+            let np_at = rec.len();
+            rec.extend_from_slice(&0u32.to_be_bytes());
+            let mut np = put_fields(rec, te, fields, &mut self.loss);
+            if let Some(r) = e.raw_clock {
+                put_num(rec, RAW_CLOCK_PMID, 3, r.to_be_bytes());
+                np += 1;
+            }
+            rec.extend_from_slice(&self.tail);
+            np += self.tail_params;
+            rec[np_at..np_at + 4].copy_from_slice(&np.to_be_bytes());
+            taken += 1;
+            let len = rec.len() - start;
+            if len + 8 > MAX_VLEN {
+                self.loss
+                    .drop_item("events", "event larger than a PCP value block (16 MB)");
+                rec.truncate(start);
+                continue;
+            }
+            *count += 1;
+            b.records += 1;
+            b.bytes += len;
+            self.written += 1;
+        }
+        (taken, None)
     }
 
     /// A result the writer has written: its buffers serve later results.
@@ -805,6 +870,41 @@ fn pmid_item(p: MetricId) -> u32 {
 
 /// One parameter: pmid, type and length word, payload padded to 4 (with a
 /// NUL after strings).
+/// An event's field values as the parameters of type `te`; how many.
+fn put_fields(rec: &mut Vec<u8>, te: &TypeEnc, fields: &[Value], loss: &mut LossReport) -> u32 {
+    let mut np = 0u32;
+    let mut bad = false;
+    for (i, v) in fields.iter().enumerate() {
+        let Some(slot) = te.slots.get(i) else {
+            bad = true;
+            break;
+        };
+        let pid = pmid(DOMAIN, pmid_cluster(te.record), i as u32 + 1);
+        let ok = match slot {
+            Slot::Scalar(t) => put_scalar(rec, pid, *t, v),
+            Slot::Json => {
+                let s = selfdesc::value_json(v, &te.fields[i]).to_string();
+                put_param(rec, pid, 6, s.as_bytes(), true);
+                true
+            }
+        };
+        if !ok {
+            loss.degrade(
+                &format!("{} events", te.label),
+                "a value did not fit its field type; written cut to the type",
+            );
+        }
+        np += 1;
+    }
+    if bad {
+        loss.drop_item(
+            &format!("{} event values", te.label),
+            "more values than the type has fields",
+        );
+    }
+    np
+}
+
 fn put_param(b: &mut Vec<u8>, pid: MetricId, t: i32, pay: &[u8], nul: bool) {
     let len = 4 + pay.len() + nul as usize;
     // The NUL and the padding to 4 bytes are zeros alike.

@@ -526,6 +526,21 @@ impl PcpWriter {
 
     /// Write the pending result of event records, if any, before a result
     /// at `next` (a sample or mark) when there is one.
+    /// `e` with the field values `fields` (its own, or one of its run's).
+    fn event(&mut self, e: &Event, fields: &[Value]) -> Result<()> {
+        let mut meta = std::mem::take(&mut self.event_meta);
+        if let Some(r) = self.events.event_with(e, fields, &mut meta) {
+            self.write_events(&r, Some(e.time))?;
+            self.events.recycle(r);
+        }
+        for it in &meta {
+            self.write_item(it)?;
+        }
+        meta.clear();
+        self.event_meta = meta;
+        Ok(())
+    }
+
     fn flush_events(&mut self, next: Option<Timestamp>) -> Result<()> {
         if let Some(r) = self.events.take() {
             self.write_events(&r, next)?;
@@ -1173,21 +1188,32 @@ impl TraceWriter for PcpWriter {
                 }
                 self.loss.wrote("event types", 1);
             }
-            Item::Event(e) => {
-                let mut meta = std::mem::take(&mut self.event_meta);
-                if let Some(r) = self.events.event(e, &mut meta) {
-                    self.write_events(&r, Some(e.time))?;
-                    self.events.recycle(r);
+            Item::Event(e) => self.event(e, &e.fields)?,
+            Item::EventRun(r) => {
+                let mut at = 0;
+                while at < r.len() {
+                    let mut meta = std::mem::take(&mut self.event_meta);
+                    let (n, done) = self.events.event_rows(r, at, &mut meta);
+                    if let Some(res) = done {
+                        self.write_events(&res, Some(r.event.time))?;
+                        self.events.recycle(res);
+                    }
+                    for it in &meta {
+                        self.write_item(it)?;
+                    }
+                    meta.clear();
+                    self.event_meta = meta;
+                    at += n.max(1);
                 }
-                for it in &meta {
-                    self.write_item(it)?;
-                }
-                meta.clear();
-                self.event_meta = meta;
             }
             Item::Annotation(_) => super::ANNOTATIONS.record(&mut self.loss, None),
         }
         Ok(())
+    }
+
+    /// A run's events share what the encoder looks up per event.
+    fn takes_runs(&self) -> bool {
+        true
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {

@@ -1084,6 +1084,7 @@ impl TraceWriter for TimelineWriter {
                 self.loss.wrote("event types", 1);
             }
             Item::Event(e) => self.write_event(e)?,
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it))?,
             Item::Metric(m) => {
                 self.metrics.insert(m.id, (**m).clone());
             }

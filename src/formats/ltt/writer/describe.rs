@@ -118,6 +118,7 @@ impl LttWriter {
     pub(super) fn describe_item(&mut self, item: &Item) -> Result<()> {
         match item {
             Item::Event(e) => self.describe_event(e),
+            Item::EventRun(r) => r.each_item(|it| self.describe_item(it)),
             Item::Sample(s) => self.describe_sample(s),
             Item::Indom(u) => self.describe_indom(u),
             Item::Help(_) | Item::Labels(_) => {
