@@ -867,9 +867,9 @@ fn raw_of(j: &J) -> R<Option<u64>> {
     get(j, "raw").map(|v| as_u64(v, "raw")).transpose()
 }
 
-/// An event's members; a run's add its width (`"w"`), its fields being
-/// every event's in turn.
-fn event_parts(e: &Event, width: Option<u32>) -> Vec<(&'static str, J)> {
+/// An event's members, `f` its field values; a run's add its width
+/// (`"w"`), its values being every event's in turn.
+fn event_parts(e: &Event, width: Option<u32>, f: J) -> Vec<(&'static str, J)> {
     let mut p = vec![("t", J::from(e.time.0))];
     opt_raw(&mut p, e.raw_clock);
     p.push(("type", J::from(e.type_id)));
@@ -882,7 +882,7 @@ fn event_parts(e: &Event, width: Option<u32>) -> Vec<(&'static str, J)> {
     if let Some(w) = width {
         p.push(("w", J::from(w)));
     }
-    p.push(("f", values_to_json(&e.fields)));
+    p.push(("f", f));
     push_extras(&mut p, &e.extras);
     p
 }
@@ -895,8 +895,15 @@ pub fn item_to_json(item: &Item) -> J {
         Item::Indom(u) => ("indom", indom_to_json(u, true)),
         Item::Help(h) => ("help", help_to_json(h)),
         Item::Labels(l) => ("labels", labels_to_json(l)),
-        Item::Event(e) => ("event", obj(event_parts(e, None))),
-        Item::EventRun(r) => ("run", obj(event_parts(&r.event, Some(r.width)))),
+        Item::Event(e) => (
+            "event",
+            obj(event_parts(e, None, values_to_json(&e.fields))),
+        ),
+        Item::EventRun(r) => {
+            let values: Vec<Value> = r.cells.iter().map(Cell::to_value).collect();
+            let f = values_to_json(&values);
+            ("run", obj(event_parts(&r.event, Some(r.width), f)))
+        }
         Item::Sample(s) => {
             let mut p = vec![("t", J::from(s.time.0))];
             opt_raw(&mut p, s.raw_clock);
@@ -945,7 +952,7 @@ pub fn item_from_json(j: &J) -> R<Item> {
         "labels" => Item::Labels(labels_from_json(j)?),
         "event" => Item::Event(event_from_json(j)?),
         "run" => {
-            let event = event_from_json(j)?;
+            let mut event = event_from_json(j)?;
             let width = as_u32(need(j, "w")?, "w")?;
             if width == 0 || event.fields.len() % width as usize != 0 {
                 return Err(format!(
@@ -953,7 +960,20 @@ pub fn item_from_json(j: &J) -> R<Item> {
                     event.fields.len()
                 ));
             }
-            Item::EventRun(EventRun { event, width })
+            let mut cells = Cells::default();
+            for v in event.fields.drain(..) {
+                if !cells.push_value(&v) {
+                    return Err(
+                        "a run's value is nested (lists, structs): runs hold scalars and text"
+                            .into(),
+                    );
+                }
+            }
+            Item::EventRun(EventRun {
+                event,
+                width,
+                cells,
+            })
         }
         "sample" => Item::Sample(Sample {
             time: t(j)?,

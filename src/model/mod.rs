@@ -7,6 +7,7 @@
 //! membership changes, a facility gets a second version). See `docs/model.md`
 //! for the reasoning and the cross-format mapping table.
 
+mod cells;
 pub mod codec;
 mod extras;
 mod hash;
@@ -17,6 +18,7 @@ pub mod time;
 mod types;
 pub mod wire;
 
+pub use cells::{Cell, CellIter, Cells};
 pub(crate) use extras::key_order;
 pub use extras::{key_eq, keys, same_address, ExtraKey, ExtraValue, Extras};
 pub use hash::{IntHasher, IntMap, IntSet};
@@ -213,30 +215,29 @@ pub struct Event {
 }
 
 /// Several events in one item: the same time, raw clock, type, CPU, stream
-/// and extras (those of `event`), each with its own `width` field values,
-/// one after the other in `event.fields`. The events of one KPI message
-/// are such a run: carried as one item, they cost one item's way through
-/// the stages, the hand-over and the writer's bookkeeping instead of one
-/// each (docs/model.md, "Runs of events"). A run stands for its events in
-/// order, no more: [`EventRun::each`] gives them.
+/// and extras (those of `event`, whose `fields` stay empty), each with its
+/// own `width` field values, one event's after the other in `cells`. The
+/// events of one KPI message are such a run: carried as one item, they
+/// cost one item's way through the stages, the hand-over and the writer's
+/// bookkeeping instead of one each, and their values are bytes appended
+/// and copied whole rather than values built one by one (docs/model.md,
+/// "Runs of events"). A run stands for its events in order, no more:
+/// [`EventRun::each_item`] gives them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EventRun {
     pub event: Event,
     /// Field values per event (at least 1).
     pub width: u32,
+    pub cells: Cells,
 }
 
 impl EventRun {
     /// Events in the run.
     pub fn len(&self) -> usize {
-        self.event.fields.len() / (self.width.max(1) as usize)
+        self.cells.len() / (self.width.max(1) as usize)
     }
     pub fn is_empty(&self) -> bool {
-        self.event.fields.is_empty()
-    }
-    /// The field values of each event, in order.
-    pub fn rows(&self) -> std::slice::ChunksExact<'_, Value> {
-        self.event.fields.chunks_exact(self.width.max(1) as usize)
+        self.len() == 0
     }
     /// Each event of the run as an [`Item::Event`], in order: for a
     /// consumer that takes runs as their events (one event built per run,
@@ -245,14 +246,16 @@ impl EventRun {
         &self,
         mut f: impl FnMut(&Item) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        let w = self.width.max(1) as usize;
         let mut item = Item::Event(Event {
-            fields: Vec::with_capacity(self.width as usize),
+            fields: Vec::with_capacity(w),
             ..self.event.clone_head()
         });
-        for row in self.rows() {
+        let mut cells = self.cells.iter();
+        for _ in 0..self.len() {
             if let Item::Event(e) = &mut item {
                 e.fields.clear();
-                e.fields.extend_from_slice(row);
+                e.fields.extend(cells.by_ref().take(w).map(Cell::to_value));
             }
             f(&item)?;
         }

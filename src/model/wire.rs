@@ -232,7 +232,7 @@ impl WireEncoder {
         batch.items += 1;
         let done = match &*item {
             Item::Event(e) => self.event(e, None, batch),
-            Item::EventRun(r) => self.event(&r.event, Some(r.width), batch),
+            Item::EventRun(r) => self.event(&r.event, Some((r.width, &r.cells)), batch),
             // A wide sample's values lie in a few long lists that the
             // writer reads in order: it costs less whole than decoded.
             Item::Sample(s) if narrow(s) => self.sample(s, batch),
@@ -318,11 +318,11 @@ impl WireEncoder {
         Ok(())
     }
 
-    /// An event, or with `width` a run of events (`e` holding the fields
-    /// of all).
-    fn event(&mut self, e: &Event, width: Option<u32>, batch: &mut WireBatch) -> Enc {
+    /// An event, or a run of events (`e` the run's, with the width and
+    /// the values of the run: their bytes go as they are).
+    fn event(&mut self, e: &Event, run: Option<(u32, &Cells)>, batch: &mut WireBatch) -> Enc {
         let b = &mut batch.bytes;
-        let tag = if width.is_some() { RUN } else { EVENT };
+        let tag = if run.is_some() { RUN } else { EVENT };
         // The fixed part in one copy: tag, which options are present,
         // time, raw clock, type, cpu, field count.
         let mut h = [0u8; EVENT_HEAD];
@@ -334,17 +334,23 @@ impl WireEncoder {
         h[10..18].copy_from_slice(&e.raw_clock.unwrap_or(0).to_ne_bytes());
         h[18..22].copy_from_slice(&e.type_id.to_ne_bytes());
         h[22..26].copy_from_slice(&e.cpu.unwrap_or(0).to_ne_bytes());
-        let n = u32::try_from(e.fields.len()).map_err(|_| Whole)?;
+        let n = run.map_or(e.fields.len(), |(_, c)| c.len());
+        let n = u32::try_from(n).map_err(|_| Whole)?;
         h[26..30].copy_from_slice(&n.to_ne_bytes());
         b.extend_from_slice(&h);
         if let Some(s) = &e.stream {
             put_text(b, STR, s.as_bytes())?;
         }
-        if let Some(w) = width {
-            put_u32(b, w);
-        }
-        for v in &e.fields {
-            put_value(b, v)?;
+        match run {
+            Some((w, cells)) => {
+                put_u32(b, w);
+                put_bytes(b, cells.bytes())?;
+            }
+            None => {
+                for v in &e.fields {
+                    put_value(b, v)?;
+                }
+            }
         }
         self.extras(tag, &e.extras, batch)
     }
@@ -999,16 +1005,16 @@ impl WireDecoder {
                 }
                 RUN => {
                     if let Item::EventRun(r) = &mut slots.run {
-                        let (e, w) = (&mut r.event, Some(&mut r.width));
+                        let run = Some((&mut r.width, &mut r.cells));
                         get_event(
                             &mut c,
-                            e,
-                            w,
+                            &mut r.event,
+                            run,
                             &self.keys,
                             &mut self.texts,
                             &mut slots.run_fields,
                         )?;
-                        if r.width == 0 || r.event.fields.len() % r.width as usize != 0 {
+                        if r.width == 0 || r.cells.len() % r.width as usize != 0 {
                             return Err(damaged(at));
                         }
                     }
@@ -1114,7 +1120,7 @@ fn get_extras(
 fn get_event(
     c: &mut Cursor,
     e: &mut Event,
-    width: Option<&mut u32>,
+    run: Option<(&mut u32, &mut Cells)>,
     keys: &[ExtraKey],
     pool: &mut Vec<String>,
     shelf: &mut Shelf<Vec<Value>>,
@@ -1147,10 +1153,16 @@ fn get_event(
     } else {
         e.stream = None;
     }
-    if let Some(w) = width {
-        *w = c.u32()?;
+    match run {
+        Some((w, cells)) => {
+            *w = c.u32()?;
+            let at = c.at;
+            if !cells.set_bytes(c.bytes()?, n) {
+                return Err(damaged(at));
+            }
+        }
+        None => get_values(c, &mut e.fields, n, pool)?,
     }
-    get_values(c, &mut e.fields, n, pool)?;
     get_extras(c, &mut e.extras, keys, pool)
 }
 

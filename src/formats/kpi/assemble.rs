@@ -116,27 +116,11 @@ pub struct Assembler {
     pub runs: bool,
     /// Recycled runs, pooled as events are (see [`pool_of`]).
     spare_runs: [Vec<EventRun>; POOLS],
-    /// Their values beyond their last message's, per pool, the last one
-    /// first (`pop` gives them back in their order: numbers and command
-    /// lines where a row has them).
-    stash: [Vec<Value>; POOLS],
 }
 
 /// Recycled runs kept per pool: as many as a run of items of the convert
 /// loop can hold (each goes back once the run is encoded).
 const RUN_POOL: usize = 256;
-/// Field values a run had beyond its message's, kept per pool for the
-/// next longer message (command line buffers with them).
-const STASH: usize = 4096;
-
-/// The text buffer `v` holds, if any, into the pool while it has room.
-fn keep_text(pool: &mut Vec<Vec<u8>>, v: Value) {
-    if let Some(b) = text_buf(v) {
-        if b.capacity() > 0 && pool.len() < POOL {
-            pool.push(b);
-        }
-    }
-}
 
 /// The text buffer a value holds, if any.
 fn text_buf(v: Value) -> Option<Vec<u8>> {
@@ -275,7 +259,8 @@ impl Assembler {
                 }
             }
             Item::EventRun(r) => {
-                // As an event's: fields and extras stay to be set in place.
+                // As an event's: extras stay to be set in place, cells
+                // keep their buffer.
                 let pool =
                     &mut self.spare_runs[pool_of(r.event.type_id, has_start(&r.event.extras))];
                 if pool.len() < RUN_POOL {
@@ -435,7 +420,11 @@ impl Assembler {
 
     /// A text buffer the pool can keep.
     fn keep_text(&mut self, v: Value) {
-        keep_text(&mut self.spare_texts, v);
+        if let Some(b) = text_buf(v) {
+            if b.capacity() > 0 && self.spare_texts.len() < POOL {
+                self.spare_texts.push(b);
+            }
+        }
     }
 
     /// A KPI event of the message `at`, appended to `events` (the
@@ -531,7 +520,7 @@ impl Assembler {
 
     /// A KPI event of the message `at`, as [`Self::event`] does, or in
     /// runs mode as the next event of the message's run (the last item of
-    /// `events`, begun with the message's first event; `used`: the values
+    /// `events`, begun with the message's first event; `used`: the events
     /// it holds so far).
     fn emit(
         &mut self,
@@ -555,6 +544,7 @@ impl Assembler {
             e.cpu = None;
             e.stream = None;
             r.width = (ints.len() + text.is_some() as usize) as u32;
+            r.cells.clear();
             Self::group_extras(
                 &mut e.extras,
                 at.kind,
@@ -569,68 +559,13 @@ impl Assembler {
         let Some(Item::EventRun(r)) = events.last_mut() else {
             return;
         };
-        // Values are set where the recycled run's lie (text buffers
-        // reused); what is left over waits in the stash when the message
-        // is done ([`Self::end_run`]) and comes back for a longer one.
-        let fields = &mut r.event.fields;
-        let stash = &mut self.stash[pool_of(type_id, at.beg_time.is_some())];
-        let width = ints.len() + text.is_some() as usize;
-        while fields.len() < *used + width {
-            match stash.pop() {
-                Some(v) => fields.push(v),
-                None => break,
-            }
-        }
         for &x in ints {
-            match fields.get_mut(*used) {
-                Some(Value::I64(y)) => *y = x,
-                Some(v) => {
-                    let old = std::mem::replace(v, Value::I64(x));
-                    keep_text(&mut self.spare_texts, old);
-                }
-                None => fields.push(Value::I64(x)),
-            }
-            *used += 1;
+            r.cells.push_i64(x);
         }
         if let Some(b) = text {
-            match (fields.get_mut(*used), crate::model::utf8(b)) {
-                (Some(Value::Str(s)), Some(t)) => {
-                    s.clear();
-                    s.push_str(t);
-                }
-                (Some(slot), _) => {
-                    let buf = text_buf(std::mem::replace(slot, Value::I64(0)));
-                    let buf = buf.or_else(|| self.spare_texts.pop()).unwrap_or_default();
-                    *slot = text_in(b, buf);
-                }
-                (None, _) => {
-                    let buf = self.spare_texts.pop().unwrap_or_default();
-                    fields.push(text_in(b, buf));
-                }
-            }
-            *used += 1;
+            r.cells.push_text(b);
         }
-    }
-
-    /// The message's run, if any, ends at `used` values: a recycled run's
-    /// values beyond them wait in the stash of its pool.
-    fn end_run(&mut self, events: &mut [Item], used: usize) {
-        if !self.runs || used == 0 {
-            return;
-        }
-        if let Some(Item::EventRun(r)) = events.last_mut() {
-            let e = &mut r.event;
-            if e.fields.len() > used {
-                let stash = &mut self.stash[pool_of(e.type_id, has_start(&e.extras))];
-                for v in e.fields.drain(used..).rev() {
-                    if stash.len() < STASH {
-                        stash.push(v);
-                    } else {
-                        keep_text(&mut self.spare_texts, v);
-                    }
-                }
-            }
-        }
+        *used += 1;
     }
 
     /// One KPI message; `args[0]` is the type, sync messages are
@@ -725,7 +660,7 @@ impl Assembler {
         let mut irq_adds: Option<IndomUpdate> = None;
         let mut removed: Option<IndomUpdate> = None;
         let mut events = std::mem::take(&mut self.events);
-        let mut used = 0;
+        let mut used = 0usize;
         let irq_pairs = std::mem::take(&mut self.irq_pairs);
         let mut pair_at = 0;
         for ds in parsed.drain(..) {
@@ -827,7 +762,6 @@ impl Assembler {
                 }
             }
         }
-        self.end_run(&mut events, used);
         self.parsed = reuse_vec(parsed);
         self.irq_pairs = irq_pairs;
         // One update per indom and message: PCP wants no two records for

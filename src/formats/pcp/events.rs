@@ -553,16 +553,17 @@ impl EventEncoder {
     /// metadata the event needs is pushed to `out` (write it after that
     /// result).
     pub fn event(&mut self, e: &Event, out: &mut Vec<Item>) -> Option<EventResult> {
-        self.event_with(e, &e.fields, out)
+        self.event_with(e, out, |rec, te, loss| put_fields(rec, te, &e.fields, loss))
     }
 
-    /// [`Self::event`] of `e` with the field values `fields` (an event of
-    /// a run: `e` is the run's, `fields` one event's).
-    pub fn event_with(
+    /// [`Self::event`] of `e` with the field values `put` writes as the
+    /// parameters of their type (how many): `e`'s own, or for an event of
+    /// a run (`e` the run's) that event's cells.
+    fn event_with(
         &mut self,
         e: &Event,
-        fields: &[Value],
         out: &mut Vec<Item>,
+        put: impl FnOnce(&mut Vec<u8>, &TypeEnc, &mut LossReport) -> u32,
     ) -> Option<EventResult> {
         let Some(te) = self.types.get(&e.type_id) else {
             self.loss.drop_item("events", "event of an undefined type");
@@ -656,7 +657,7 @@ impl EventEncoder {
         let np_at = rec.len();
         rec.extend_from_slice(&0u32.to_be_bytes());
         let te = &self.types[&e.type_id];
-        let mut np = put_fields(rec, te, fields, &mut self.loss);
+        let mut np = put(rec, te, &mut self.loss);
         if let Some(r) = e.raw_clock {
             put_num(rec, RAW_CLOCK_PMID, 3, r.to_be_bytes());
             np += 1;
@@ -717,16 +718,18 @@ impl EventEncoder {
     pub fn event_rows(
         &mut self,
         r: &EventRun,
-        from: usize,
+        cells: &mut CellIter,
+        mut rows: usize,
         out: &mut Vec<Item>,
     ) -> (usize, Option<EventResult>) {
         let e = &r.event;
-        let mut rows = r.rows().skip(from);
-        let Some(first) = rows.next() else {
+        let w = r.width as usize;
+        if rows == 0 {
             return (0, None);
-        };
+        }
         let before = out.len();
-        let done = self.event_with(e, first, out);
+        let done = self.event_with(e, out, |rec, te, loss| put_cells(rec, te, cells, w, loss));
+        rows -= 1;
         if done.is_some() || out.len() != before {
             return (1, done);
         }
@@ -752,7 +755,7 @@ impl EventEncoder {
         };
         let (_, count, rec) = &mut set[j];
         let mut taken = 1;
-        for fields in rows {
+        for _ in 0..rows {
             // Same time, record and instance as the last: a result closes
             // only at its size bounds, and the event then goes the whole
             // way (`event_with` closes it).
@@ -767,7 +770,7 @@ impl EventEncoder {
             rec.extend_from_slice(&h);
             let np_at = rec.len();
             rec.extend_from_slice(&0u32.to_be_bytes());
-            let mut np = put_fields(rec, te, fields, &mut self.loss);
+            let mut np = put_cells(rec, te, cells, w, &mut self.loss);
             if let Some(r) = e.raw_clock {
                 put_num(rec, RAW_CLOCK_PMID, 3, r.to_be_bytes());
                 np += 1;
@@ -870,6 +873,55 @@ fn pmid_item(p: MetricId) -> u32 {
 
 /// One parameter: pmid, type and length word, payload padded to 4 (with a
 /// NUL after strings).
+/// The next `width` cells (one event's values of a run) as the parameters
+/// of type `te`; how many. All `width` are read, so the next event's come
+/// next, whatever the type takes of them.
+fn put_cells(
+    rec: &mut Vec<u8>,
+    te: &TypeEnc,
+    cells: &mut CellIter,
+    width: usize,
+    loss: &mut LossReport,
+) -> u32 {
+    let mut np = 0u32;
+    let mut bad = false;
+    let cluster = pmid_cluster(te.record);
+    // A plain loop: `take` and `enumerate` over the cells cost a third of
+    // this function.
+    for i in 0..width {
+        let Some(c) = cells.next() else {
+            break;
+        };
+        let pid = pmid(DOMAIN, cluster, i as u32 + 1);
+        let ok = match te.slots.get(i) {
+            Some(Slot::Scalar(t)) => put_cell(rec, pid, *t, c),
+            Some(Slot::Json) => {
+                let s = selfdesc::value_json(&c.to_value(), &te.fields[i]).to_string();
+                put_param(rec, pid, 6, s.as_bytes(), true);
+                true
+            }
+            None => {
+                bad = true;
+                continue;
+            }
+        };
+        if !ok {
+            loss.degrade(
+                &format!("{} events", te.label),
+                "a value did not fit its field type; written cut to the type",
+            );
+        }
+        np += 1;
+    }
+    if bad {
+        loss.drop_item(
+            &format!("{} event values", te.label),
+            "more values than the type has fields",
+        );
+    }
+    np
+}
+
 /// An event's field values as the parameters of type `te`; how many.
 fn put_fields(rec: &mut Vec<u8>, te: &TypeEnc, fields: &[Value], loss: &mut LossReport) -> u32 {
     let mut np = 0u32;
@@ -933,22 +985,68 @@ fn put_num<const N: usize>(b: &mut Vec<u8>, pid: MetricId, t: i32, pay: [u8; N])
     b.extend_from_slice(&w[..8 + N]);
 }
 
-fn int_of(v: &Value) -> Option<i128> {
-    match v {
-        Value::I64(x) | Value::Enum(x) => Some(*x as i128),
-        Value::U64(x) => Some(*x as i128),
-        Value::F32(x) => Some(*x as i128),
-        Value::F64(x) => Some(*x as i128),
-        _ => None,
+fn int_of(c: Cell) -> Option<i128> {
+    match c {
+        Cell::I64(x) | Cell::Enum(x) => Some(x as i128),
+        Cell::U64(x) => Some(x as i128),
+        Cell::F32(x) => Some(x as i128),
+        Cell::F64(x) => Some(x as i128),
+        Cell::Str(_) | Cell::Bytes(_) => None,
+    }
+}
+
+fn f64_of(c: Cell) -> Option<f64> {
+    match c {
+        Cell::I64(x) | Cell::Enum(x) => Some(x as f64),
+        Cell::U64(x) => Some(x as f64),
+        Cell::F32(x) => Some(x as f64),
+        Cell::F64(x) => Some(x),
+        Cell::Str(_) | Cell::Bytes(_) => None,
     }
 }
 
 /// A scalar field value as a parameter of PCP type `t`; false when it had
 /// to be cut to fit.
 fn put_scalar(b: &mut Vec<u8>, pid: MetricId, t: i32, v: &Value) -> bool {
+    match v.as_cell() {
+        Some(c) => put_cell(b, pid, t, c),
+        // A nested value in a scalar's place: zero, or its text.
+        None => {
+            match t {
+                0..=5 => {
+                    put_cell(b, pid, t, Cell::I64(0));
+                }
+                6 | 7 => put_param(b, pid, t, v.text().as_bytes(), t == 6),
+                _ => {}
+            }
+            false
+        }
+    }
+}
+
+/// [`put_scalar`] of a cell.
+#[inline]
+fn put_cell(b: &mut Vec<u8>, pid: MetricId, t: i32, c: Cell) -> bool {
+    // The kinds KPI events have (64-bit numbers, text) as they are; the
+    // others through the checks below.
+    match (t, c) {
+        (2, Cell::I64(x)) => {
+            put_num(b, pid, 2, x.to_be_bytes());
+            return true;
+        }
+        (3, Cell::U64(x)) => {
+            put_num(b, pid, 3, x.to_be_bytes());
+            return true;
+        }
+        (6, Cell::Str(s)) => {
+            put_param(b, pid, 6, s, true);
+            return true;
+        }
+        _ => {}
+    }
     match t {
         0..=3 => {
-            let x = int_of(v);
+            let x = int_of(c);
             let n = x.unwrap_or(0);
             let fits = match t {
                 0 => i32::try_from(n).is_ok(),
@@ -960,31 +1058,29 @@ fn put_scalar(b: &mut Vec<u8>, pid: MetricId, t: i32, v: &Value) -> bool {
                 0 | 1 => put_num(b, pid, t, (n as u32).to_be_bytes()),
                 _ => put_num(b, pid, t, (n as u64).to_be_bytes()),
             }
-            fits && x.is_some() && !matches!(v, Value::F32(_) | Value::F64(_))
+            fits && x.is_some() && !matches!(c, Cell::F32(_) | Cell::F64(_))
         }
         4 => {
-            let x = v.as_f64();
+            let x = f64_of(c);
             put_num(b, pid, 4, (x.unwrap_or(0.0) as f32).to_be_bytes());
-            x.is_some() && !matches!(v, Value::F64(_))
+            x.is_some() && !matches!(c, Cell::F64(_))
         }
         5 => {
-            let x = v.as_f64();
+            let x = f64_of(c);
             put_num(b, pid, 5, x.unwrap_or(0.0).to_be_bytes());
             x.is_some()
         }
-        6 | 7 => {
-            let bytes: &[u8] = match v {
-                Value::Str(s) => s.as_bytes(),
-                Value::Bytes(x) => x,
-                _ => {
-                    let s = v.text();
-                    put_param(b, pid, t, s.as_bytes(), t == 6);
-                    return false;
-                }
-            };
-            put_param(b, pid, t, bytes, t == 6);
-            true
-        }
+        6 | 7 => match c {
+            Cell::Str(s) | Cell::Bytes(s) => {
+                put_param(b, pid, t, s, t == 6);
+                true
+            }
+            _ => {
+                let s = c.to_value().text();
+                put_param(b, pid, t, s.as_bytes(), t == 6);
+                false
+            }
+        },
         _ => false,
     }
 }
@@ -1274,13 +1370,17 @@ impl EventDecoder {
     }
 }
 
+fn int_of_value(v: &Value) -> Option<i128> {
+    v.as_cell().and_then(int_of)
+}
+
 /// A decoded parameter as the value variant its field type has in the
 /// model (integers by signedness, enums, composites from their JSON).
 fn natural(v: Value, t: &FieldType) -> Option<Value> {
     Some(match (t, v) {
-        (FieldType::Int(_), v) => Value::I64(int_of(&v)? as i64),
-        (FieldType::Uint(_), v) => Value::U64(int_of(&v)? as u64),
-        (FieldType::Enum { .. }, v) => Value::Enum(int_of(&v)? as i64),
+        (FieldType::Int(_), v) => Value::I64(int_of_value(&v)? as i64),
+        (FieldType::Uint(_), v) => Value::U64(int_of_value(&v)? as u64),
+        (FieldType::Enum { .. }, v) => Value::Enum(int_of_value(&v)? as i64),
         (FieldType::Float(4), Value::F32(x)) => Value::F32(x),
         (FieldType::Float(_), Value::F64(x)) => Value::F64(x),
         (FieldType::String | FieldType::Bytes, v @ (Value::Str(_) | Value::Bytes(_))) => v,

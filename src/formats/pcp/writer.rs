@@ -524,12 +524,9 @@ impl PcpWriter {
         }
     }
 
-    /// Write the pending result of event records, if any, before a result
-    /// at `next` (a sample or mark) when there is one.
-    /// `e` with the field values `fields` (its own, or one of its run's).
-    fn event(&mut self, e: &Event, fields: &[Value]) -> Result<()> {
+    fn event(&mut self, e: &Event) -> Result<()> {
         let mut meta = std::mem::take(&mut self.event_meta);
-        if let Some(r) = self.events.event_with(e, fields, &mut meta) {
+        if let Some(r) = self.events.event(e, &mut meta) {
             self.write_events(&r, Some(e.time))?;
             self.events.recycle(r);
         }
@@ -541,6 +538,8 @@ impl PcpWriter {
         Ok(())
     }
 
+    /// Write the pending result of event records, if any, before a result
+    /// at `next` (a sample or mark) when there is one.
     fn flush_events(&mut self, next: Option<Timestamp>) -> Result<()> {
         if let Some(r) = self.events.take() {
             self.write_events(&r, next)?;
@@ -1188,12 +1187,14 @@ impl TraceWriter for PcpWriter {
                 }
                 self.loss.wrote("event types", 1);
             }
-            Item::Event(e) => self.event(e, &e.fields)?,
+            Item::Event(e) => self.event(e)?,
             Item::EventRun(r) => {
+                let mut cells = r.cells.iter();
                 let mut at = 0;
                 while at < r.len() {
                     let mut meta = std::mem::take(&mut self.event_meta);
-                    let (n, done) = self.events.event_rows(r, at, &mut meta);
+                    let rows = r.len() - at;
+                    let (n, done) = self.events.event_rows(r, &mut cells, rows, &mut meta);
                     if let Some(res) = done {
                         self.write_events(&res, Some(r.event.time))?;
                         self.events.recycle(res);
