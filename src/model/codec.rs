@@ -1137,6 +1137,32 @@ mod tests {
             ],
             extras: Extras::default(),
         }));
+        let mut cells = Cells::default();
+        for v in [Value::I64(-1), Value::Str("a\"b".into()), Value::U64(2)] {
+            cells.push_value(&v);
+        }
+        cells.push_value(&Value::Bytes(vec![0xff]));
+        rt(Item::EventRun(EventRun {
+            event: Event {
+                time: Timestamp(4),
+                raw_clock: Some(9),
+                type_id: 2,
+                cpu: Some(1),
+                stream: Some("s".into()),
+                fields: vec![],
+                extras: Extras::default(),
+            },
+            width: 2,
+            cells,
+        }));
+        // A run's values fill its events: a count that does not is refused.
+        let mut j = item_to_json(&Item::EventRun(EventRun {
+            width: 1,
+            cells: Cells::default(),
+            ..EventRun::default()
+        }));
+        j["w"] = J::from(0);
+        assert!(item_from_json(&j).is_err());
         rt(Item::Annotation(Annotation {
             time: Timestamp(5),
             raw_clock: None,

@@ -1333,6 +1333,22 @@ mod tests {
         })
     }
 
+    /// A run of events of time `t`, `width` of `values` each.
+    fn run(t: i64, width: u32, values: &[Value], x: Extras) -> Item {
+        let mut cells = Cells::default();
+        for v in values {
+            assert!(cells.push_value(v));
+        }
+        let Item::Event(event) = event(t, vec![], x) else {
+            unreachable!("an event")
+        };
+        Item::EventRun(EventRun {
+            event,
+            width,
+            cells,
+        })
+    }
+
     fn sample(t: i64, metrics: Vec<MetricValues>) -> Item {
         Item::Sample(Sample {
             time: Timestamp(t),
@@ -1415,6 +1431,27 @@ mod tests {
             // A nested value: the event travels whole.
             event(5, vec![Value::List(vec![Value::I64(1)])], kpi.clone()),
             event(6, vec![], kpi.clone()),
+            // Runs: the extras of the event before are not theirs to mark,
+            // nor theirs the event's; values of every kind, another width.
+            run(6, 2, &[Value::I64(1), Value::Str("a".into())], kpi.clone()),
+            run(
+                6,
+                2,
+                &[
+                    Value::I64(2),
+                    Value::Str("b".into()),
+                    Value::U64(3),
+                    Value::Bytes(vec![0xff]),
+                ],
+                kpi.clone(),
+            ),
+            run(
+                7,
+                3,
+                &[Value::F32(0.5), Value::F64(-1.0), Value::Enum(2)],
+                Extras::default(),
+            ),
+            event(7, vec![], kpi.clone()),
             sample(
                 10,
                 vec![

@@ -221,6 +221,52 @@ mod tests {
         assert_eq!(u.dropped(), 2);
     }
 
+    /// A run of framing events is left out whole and counts its events;
+    /// another run passes, in runs of items as one by one.
+    #[test]
+    fn framing_runs_are_left_out_with_their_events() {
+        let mut block = EventType::new(17, "core", "block_start", vec![]);
+        block.framing = true;
+        let data = EventType::new(5, "core", "syscall_entry", vec![]);
+        let run = |type_id, n: i64| {
+            let mut cells = Cells::default();
+            for i in 0..n {
+                cells.push_i64(i);
+            }
+            Item::EventRun(EventRun {
+                event: Event {
+                    type_id,
+                    ..Event::default()
+                },
+                width: 1,
+                cells,
+            })
+        };
+        let trace = || Trace {
+            header: Header::new(FormatId::Ltt, "2.1"),
+            items: vec![
+                Item::EventType(Arc::new(block.clone())),
+                Item::EventType(Arc::new(data.clone())),
+                run(17, 3),
+                run(5, 2),
+                run(17, 4),
+            ],
+        };
+        let mut u = Unframe::wrap(Box::new(VecReader::new(trace())));
+        let mut kept = Vec::new();
+        while let Some(it) = u.next_item().unwrap() {
+            kept.push(it);
+        }
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert!(matches!(&kept[1], Item::EventRun(r) if r.event.type_id == 5 && r.len() == 2));
+        assert_eq!(u.dropped(), 7);
+        let mut u = Unframe::wrap(Box::new(VecReader::new(trace())));
+        let mut run_of = Vec::new();
+        while u.next_batch(&mut run_of, 8).unwrap() {}
+        assert_eq!(format!("{run_of:?}"), format!("{kept:?}"));
+        assert_eq!(u.dropped(), 7);
+    }
+
     #[test]
     fn large_ids_and_redefined_ids() {
         let ty = |id, framing| {

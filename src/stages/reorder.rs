@@ -852,11 +852,23 @@ mod tests {
     /// after each, the earliest waiting leave while settled or more than
     /// `cap` wait; at a restart and at the end all that waits leaves.
     fn documented_order(cycles: &[Vec<(i64, u8)>], window: i64, cap: usize) -> Vec<String> {
+        documented_order_of(cycles, window, cap, |_| 1)
+    }
+
+    /// [`documented_order`] where an item of kind `k` counts as
+    /// `events(k)` against the cap (a run of events counts its events).
+    fn documented_order_of(
+        cycles: &[Vec<(i64, u8)>],
+        window: i64,
+        cap: usize,
+        events: impl Fn(u8) -> usize,
+    ) -> Vec<String> {
         use std::collections::BTreeMap;
         let mut out = Vec::new();
         let mut seq = 0u64;
         for (c, items) in cycles.iter().enumerate() {
-            let mut waiting: BTreeMap<(i64, u64), String> = BTreeMap::new();
+            let mut waiting: BTreeMap<(i64, u64), (String, usize)> = BTreeMap::new();
+            let mut count = 0;
             let mut newest: Option<i64> = None;
             for (i, &(t, k)) in items.iter().enumerate() {
                 let label = format!("{c}.{i}");
@@ -872,16 +884,20 @@ mod tests {
                 if settled(t) && first {
                     out.push(label);
                 } else {
-                    waiting.insert((t, seq), label);
+                    waiting.insert((t, seq), (label, events(k)));
+                    count += events(k);
                 }
                 while let Some((&(w, _), _)) = waiting.first_key_value() {
-                    if !(settled(w) || waiting.len() > cap) {
+                    if !(settled(w) || count > cap) {
                         break;
                     }
-                    out.extend(waiting.pop_first().map(|(_, l)| l));
+                    if let Some((_, (l, n))) = waiting.pop_first() {
+                        out.push(l);
+                        count -= n;
+                    }
                 }
             }
-            out.extend(waiting.into_values());
+            out.extend(waiting.into_values().map(|(l, _)| l));
         }
         out
     }
@@ -946,8 +962,10 @@ mod tests {
     /// mark, which late records must not break), definitions without a
     /// time and timed items that travel whole, restarts, windows and caps
     /// small enough to matter, any run size, a batch decoded after each
-    /// run. Fails when a late record takes part in the marks (notes then
-    /// come out with the extras of the wrong note).
+    /// run; runs of events (kinds 2 and 3: of 2 and 3 events), which wait
+    /// as one record and count their events against the cap. Fails when a
+    /// late record takes part in the marks (notes then come out with the
+    /// extras of the wrong note), or when a run counts as one event.
     #[test]
     fn records_ordered_on_the_wire_give_the_documented_order() {
         use crate::model::wire::{Ordered, WireBatch, WireDecoder, WireEncoder};
@@ -964,6 +982,22 @@ mod tests {
                                 time: Timestamp(t),
                                 fields: vec![Value::List(vec![Value::U64(i as u64)])],
                                 ..Event::default()
+                            });
+                        }
+                        (2 | 3, it) => {
+                            let mut cells = Cells::default();
+                            for n in 0..k {
+                                cells.push_i64(i as i64 * 10 + n as i64);
+                            }
+                            let mut event = Event {
+                                time: Timestamp(t),
+                                ..Event::default()
+                            };
+                            event.extras.set("x", ExtraValue::U64(c as u64));
+                            *it = Item::EventRun(EventRun {
+                                event,
+                                width: 1,
+                                cells,
                             });
                         }
                         (k, Item::Annotation(a)) => {
@@ -989,7 +1023,8 @@ mod tests {
                         by_label.insert(format!("{c}.{i}"), show(&it));
                     }
                 }
-                let want: Vec<String> = (documented_order(&cycles, window, cap).iter())
+                let events = |k: u8| if k == 2 || k == 3 { k as usize } else { 1 };
+                let want: Vec<String> = (documented_order_of(&cycles, window, cap, events).iter())
                     .map(|l| by_label[l].clone())
                     .collect();
                 let mut r = make(&cycles);

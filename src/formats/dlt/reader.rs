@@ -887,6 +887,59 @@ mod tests {
         assert!(walked >= 100);
     }
 
+    /// Asked for runs of events, the reader gives a KPI message's events as
+    /// one run that stands for exactly the events it gives otherwise, in
+    /// their place among the other items (instance updates before and
+    /// after, samples, other messages' events), its items recycled as the
+    /// convert loop does (a run's buffers reused for a message of another
+    /// length): the capture and a capture with cut-off datasets.
+    #[test]
+    fn runs_of_events_stand_for_the_events() {
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/kpi");
+        for name in ["kpi-capture.dlt", "B-buf400.dlt"] {
+            let input = Input::resolve(&corpus.join(name)).unwrap();
+            let opts = ReadOptions::default();
+            let read = |runs: bool| {
+                let mut r = DltReader::open(&input, &opts).unwrap();
+                if runs {
+                    assert!(r.event_runs());
+                }
+                let (mut got, mut batch, mut seen) = (Vec::new(), Vec::new(), 0);
+                loop {
+                    let more = r.next_batch(&mut batch, 64).unwrap();
+                    for it in &batch {
+                        match it {
+                            Item::EventRun(run) => {
+                                seen += 1;
+                                assert!(run.len() > 0 && run.cells.len() % run.width as usize == 0);
+                                run.each_item(|e| {
+                                    got.push(format!("{e:?}"));
+                                    Ok::<(), ()>(())
+                                })
+                                .unwrap();
+                            }
+                            it => got.push(format!("{it:?}")),
+                        }
+                    }
+                    r.recycle_batch(&mut batch);
+                    if !more {
+                        return (got, seen);
+                    }
+                }
+            };
+            let (want, none) = read(false);
+            let (got, runs) = read(true);
+            assert_eq!(none, 0);
+            assert!(runs >= 10, "{name}: {runs} runs");
+            assert!(
+                got == want,
+                "{name}: {} items from runs, {} without",
+                got.len(),
+                want.len()
+            );
+        }
+    }
+
     /// Runs give what item by item gives, with the two ways mixed, in runs
     /// shorter and longer than a message's items.
     #[test]

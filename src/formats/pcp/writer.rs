@@ -1277,6 +1277,154 @@ impl TraceWriter for PcpWriter {
 mod tests {
     use super::*;
 
+    /// The archive `items` make, its files' bytes by suffix.
+    fn archive_of(header: &Header, items: &[Item]) -> Vec<(String, Vec<u8>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("a");
+        let mut w = PcpWriter::create(&base, header, &WriteOptions::default()).unwrap();
+        for it in items {
+            w.write_item(it).unwrap();
+        }
+        Box::new(w).finish().unwrap();
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// A run of events is written as its events one by one would be, byte
+    /// for byte: results closed inside a run at the record and byte
+    /// bounds and after the first event of the archive, a run's first
+    /// event defining a new stream and the raw-clock parameter, runs of
+    /// several widths and value kinds after plain events, and the KPI
+    /// capture as the DLT reader gives it with and without runs.
+    #[test]
+    fn a_run_writes_what_its_events_write() {
+        let mut header = Header::new(FormatId::Kpi, "1");
+        header.host = Some("h".into());
+        let ty = |id, fields: Vec<FieldType>| {
+            let fields = (fields.into_iter().enumerate())
+                .map(|(i, ty)| Field::new(&format!("f{i}"), ty))
+                .collect();
+            Item::EventType(std::sync::Arc::new(EventType::new(
+                id,
+                "c",
+                &format!("t{id}"),
+                fields,
+            )))
+        };
+        let run = |t: i64, ty: EventTypeId, raw: Option<u64>, width: u32, rows: &[Vec<Value>]| {
+            let mut cells = Cells::default();
+            for v in rows.iter().flatten() {
+                assert!(cells.push_value(v));
+            }
+            let mut event = Event {
+                time: Timestamp(t),
+                raw_clock: raw,
+                type_id: ty,
+                ..Event::default()
+            };
+            event.extras.set("k.group", ExtraValue::U64(t as u64));
+            event.extras.restamp();
+            Item::EventRun(EventRun {
+                event,
+                width,
+                cells,
+            })
+        };
+        let big = "x".repeat(1000);
+        let mut items = vec![
+            ty(1, vec![FieldType::Int(8), FieldType::String]),
+            ty(2, vec![FieldType::Uint(4)]),
+            ty(
+                3,
+                vec![FieldType::Float(8), FieldType::Bytes, FieldType::Int(2)],
+            ),
+            // The archive's first result closes after its first event (of
+            // a run without extras: its first event defines nothing).
+            {
+                let mut r = run(500, 2, None, 1, &[vec![Value::U64(1)], vec![Value::U64(2)]]);
+                if let Item::EventRun(r) = &mut r {
+                    r.event.extras = Extras::default();
+                }
+                r
+            },
+            Item::Event(Event {
+                time: Timestamp(1_000),
+                type_id: 2,
+                fields: vec![Value::U64(1)],
+                ..Event::default()
+            }),
+        ];
+        // Past the record bound of a result (4,096 records of some 50
+        // bytes), then past its byte bound (256 KiB) with 1 kB texts, at
+        // one time each.
+        let many: Vec<Vec<Value>> = (0..5000).map(|i| vec![Value::U64(i)]).collect();
+        items.push(run(2_000, 2, None, 1, &many));
+        let wide: Vec<Vec<Value>> = (0..400)
+            .map(|i| vec![Value::I64(i), Value::Str(big.clone())])
+            .collect();
+        items.push(run(3_000, 1, Some(7), 2, &wide));
+        items.push(run(
+            3_000,
+            2,
+            Some(7),
+            1,
+            &[vec![Value::U64(9)], vec![Value::I64(-1)]],
+        ));
+        let mixed = vec![
+            vec![
+                Value::F64(0.5),
+                Value::Bytes(vec![0xff]),
+                Value::I64(70_000),
+            ],
+            vec![Value::F32(1.5), Value::Str("s".into()), Value::I64(1)],
+        ];
+        items.push(run(4_000, 3, None, 3, &mixed));
+        let mut plain = Vec::new();
+        for it in &items {
+            match it {
+                Item::EventRun(r) => r
+                    .each_item(|e| {
+                        plain.push(e.clone());
+                        Ok::<(), ()>(())
+                    })
+                    .unwrap(),
+                it => plain.push(it.clone()),
+            }
+        }
+        assert_eq!(archive_of(&header, &items), archive_of(&header, &plain));
+
+        // The capture, as the DLT reader gives it either way.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/corpus/kpi/kpi-capture.dlt");
+        let input = crate::input::Input::resolve(&path).unwrap();
+        let read = |runs: bool| {
+            let mut r =
+                crate::formats::dlt::reader::DltReader::open(&input, &Default::default()).unwrap();
+            if runs {
+                r.event_runs();
+            }
+            let mut all = Vec::new();
+            while let Some(it) = r.next_item().unwrap() {
+                all.push(it);
+            }
+            (r.header().clone(), all)
+        };
+        let (h, with) = read(true);
+        let (_, without) = read(false);
+        assert!(with.iter().any(|it| matches!(it, Item::EventRun(_))));
+        assert_eq!(archive_of(&h, &with), archive_of(&h, &without));
+    }
+
     /// A volume that the next one follows holds no buffer to the end:
     /// every volume stays open for its label, and a buffer each held a
     /// conversion into 255 volumes at 80 MB instead of 15 MB.
