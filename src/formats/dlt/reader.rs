@@ -911,7 +911,9 @@ mod tests {
                         match it {
                             Item::EventRun(run) => {
                                 seen += 1;
-                                assert!(run.len() > 0 && run.cells.len() % run.width as usize == 0);
+                                assert!(
+                                    !run.is_empty() && run.cells.len() % run.width as usize == 0
+                                );
                                 run.each_item(|e| {
                                     got.push(format!("{e:?}"));
                                     Ok::<(), ()>(())
