@@ -969,11 +969,11 @@ pub fn item_from_json(j: &J) -> R<Item> {
                     );
                 }
             }
-            Item::EventRun(EventRun {
+            Item::EventRun(Box::new(EventRun {
                 event,
                 width,
                 cells,
-            })
+            }))
         }
         "sample" => Item::Sample(Sample {
             time: t(j)?,
@@ -1142,7 +1142,7 @@ mod tests {
             cells.push_value(&v);
         }
         cells.push_value(&Value::Bytes(vec![0xff]));
-        rt(Item::EventRun(EventRun {
+        rt(Item::from(EventRun {
             event: Event {
                 time: Timestamp(4),
                 raw_clock: Some(9),
@@ -1156,7 +1156,7 @@ mod tests {
             cells,
         }));
         // A run's values fill its events: a count that does not is refused.
-        let mut j = item_to_json(&Item::EventRun(EventRun {
+        let mut j = item_to_json(&Item::from(EventRun {
             width: 1,
             cells: Cells::default(),
             ..EventRun::default()

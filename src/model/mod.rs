@@ -125,8 +125,9 @@ pub enum Item {
     Event(Event),
     /// Events of one type that share all but their field values (the
     /// datasets of one KPI message): given only to a consumer that asked
-    /// ([`TraceReader::event_runs`]).
-    EventRun(EventRun),
+    /// ([`TraceReader::event_runs`]). Boxed: an item is moved about whole,
+    /// and a run in place would make every item a third larger.
+    EventRun(Box<EventRun>),
     Sample(Sample),
     Mark(Mark),
     Annotation(Annotation),
@@ -229,6 +230,12 @@ pub struct EventRun {
     /// Field values per event (at least 1).
     pub width: u32,
     pub cells: Cells,
+}
+
+impl From<EventRun> for Item {
+    fn from(r: EventRun) -> Item {
+        Item::EventRun(Box::new(r))
+    }
 }
 
 impl EventRun {

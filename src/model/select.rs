@@ -330,7 +330,11 @@ impl ItemFilter {
                 }
                 k
             }
-            Item::Event(e) | Item::EventRun(EventRun { event: e, .. }) => {
+            Item::Event(e) => {
+                !self.ev || (self.kept_types.contains(&e.type_id) && self.sel.cpu(e.cpu))
+            }
+            Item::EventRun(r) => {
+                let e = &r.event;
                 !self.ev || (self.kept_types.contains(&e.type_id) && self.sel.cpu(e.cpu))
             }
             Item::Annotation(_) => !self.sel.selects(),

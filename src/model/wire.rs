@@ -923,7 +923,7 @@ impl Default for Slots {
             metrics: Shelf::default(),
             run_fields: Shelf::default(),
             event: Item::Event(Event::default()),
-            run: Item::EventRun(EventRun::default()),
+            run: Item::EventRun(Box::default()),
             sample: Item::Sample(Sample {
                 time: Timestamp::ZERO,
                 raw_clock: None,
@@ -1342,7 +1342,7 @@ mod tests {
         let Item::Event(event) = event(t, vec![], x) else {
             unreachable!("an event")
         };
-        Item::EventRun(EventRun {
+        Item::from(EventRun {
             event,
             width,
             cells,

@@ -3,7 +3,7 @@
 //! writer sees them. The target writes its own framing where it has any.
 
 use crate::error::Result;
-use crate::model::{events_in, EventRun, EventTypeId, Item, TraceReader};
+use crate::model::{events_in, EventTypeId, Item, TraceReader};
 use std::collections::HashSet;
 
 pub struct Unframe {
@@ -76,9 +76,8 @@ impl Unframe {
     #[inline]
     fn is_framing(&self, item: &Item) -> bool {
         match item {
-            Item::Event(e) | Item::EventRun(EventRun { event: e, .. }) => {
-                self.framing.contains(e.type_id)
-            }
+            Item::Event(e) => self.framing.contains(e.type_id),
+            Item::EventRun(r) => self.framing.contains(r.event.type_id),
             _ => false,
         }
     }
@@ -233,7 +232,7 @@ mod tests {
             for i in 0..n {
                 cells.push_i64(i);
             }
-            Item::EventRun(EventRun {
+            Item::from(EventRun {
                 event: Event {
                     type_id,
                     ..Event::default()

@@ -66,9 +66,13 @@ impl Origin {
             }
         };
         match item {
-            Item::Event(e) | Item::EventRun(crate::model::EventRun { event: e, .. }) => {
+            Item::Event(e) => {
                 mv(&mut e.time);
                 mv_extras(&mut e.extras);
+            }
+            Item::EventRun(r) => {
+                mv(&mut r.event.time);
+                mv_extras(&mut r.event.extras);
             }
             Item::Sample(s) => {
                 mv(&mut s.time);

@@ -994,7 +994,7 @@ mod tests {
                                 ..Event::default()
                             };
                             event.extras.set("x", ExtraValue::U64(c as u64));
-                            *it = Item::EventRun(EventRun {
+                            *it = Item::from(EventRun {
                                 event,
                                 width: 1,
                                 cells,

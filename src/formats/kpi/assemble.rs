@@ -114,8 +114,10 @@ pub struct Assembler {
     /// Give a message's events as one run ([`Item::EventRun`]): set by a
     /// reader whose consumer takes runs.
     pub runs: bool,
-    /// Recycled runs, pooled as events are (see [`pool_of`]).
-    spare_runs: [Vec<EventRun>; POOLS],
+    /// Recycled runs, pooled as events are (see [`pool_of`]); boxed as
+    /// items carry them, so that recycling one allocates nothing.
+    #[allow(clippy::vec_box)]
+    spare_runs: [Vec<Box<EventRun>>; POOLS],
 }
 
 /// Recycled runs kept per pool: as many as a run of items of the convert

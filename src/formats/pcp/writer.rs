@@ -1334,7 +1334,7 @@ mod tests {
             };
             event.extras.set("k.group", ExtraValue::U64(t as u64));
             event.extras.restamp();
-            Item::EventRun(EventRun {
+            Item::from(EventRun {
                 event,
                 width,
                 cells,
