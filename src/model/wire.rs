@@ -907,8 +907,6 @@ struct Slots {
     /// sample's (see [`Shelf`]).
     fields: Shelf<Vec<Value>>,
     metrics: Shelf<Vec<MetricValues>>,
-    /// The field lists of runs, by event type.
-    run_fields: Shelf<Vec<Value>>,
     event: Item,
     run: Item,
     sample: Item,
@@ -921,7 +919,6 @@ impl Default for Slots {
         Slots {
             fields: Shelf::default(),
             metrics: Shelf::default(),
-            run_fields: Shelf::default(),
             event: Item::Event(Event::default()),
             run: Item::EventRun(Box::default()),
             sample: Item::Sample(Sample {
@@ -992,28 +989,15 @@ impl WireDecoder {
             match tag & !LONE {
                 EVENT => {
                     if let Item::Event(e) = &mut slots.event {
-                        get_event(
-                            &mut c,
-                            e,
-                            None,
-                            &self.keys,
-                            &mut self.texts,
-                            &mut slots.fields,
-                        )?;
+                        let fields = Fields::Values(&mut slots.fields);
+                        get_event(&mut c, e, fields, &self.keys, &mut self.texts)?;
                     }
                     f(&slots.event)?;
                 }
                 RUN => {
                     if let Item::EventRun(r) = &mut slots.run {
-                        let run = Some((&mut r.width, &mut r.cells));
-                        get_event(
-                            &mut c,
-                            &mut r.event,
-                            run,
-                            &self.keys,
-                            &mut self.texts,
-                            &mut slots.run_fields,
-                        )?;
+                        let fields = Fields::Run(&mut r.width, &mut r.cells);
+                        get_event(&mut c, &mut r.event, fields, &self.keys, &mut self.texts)?;
                         if r.width == 0 || r.cells.len() % r.width as usize != 0 {
                             return Err(damaged(at));
                         }
@@ -1117,13 +1101,19 @@ fn get_extras(
     Ok(())
 }
 
+/// Where a decoded event's values go: its fields (their lists kept by
+/// type), or a run's width and cells.
+enum Fields<'a> {
+    Values(&'a mut Shelf<Vec<Value>>),
+    Run(&'a mut u32, &'a mut Cells),
+}
+
 fn get_event(
     c: &mut Cursor,
     e: &mut Event,
-    run: Option<(&mut u32, &mut Cells)>,
+    mut fields: Fields,
     keys: &[ExtraKey],
     pool: &mut Vec<String>,
-    shelf: &mut Shelf<Vec<Value>>,
 ) -> Result<()> {
     // The tag is read; the rest of the fixed part in one bounds check.
     let h = c.take(EVENT_HEAD - 1)?;
@@ -1137,7 +1127,9 @@ fn get_event(
     e.time = Timestamp(u64_at(2) as i64);
     e.raw_clock = (flags & 1 != 0).then(|| u64_at(10));
     e.type_id = u32_at(18);
-    shelf.switch(&mut e.fields, e.type_id);
+    if let Fields::Values(shelf) = &mut fields {
+        shelf.switch(&mut e.fields, e.type_id);
+    }
     e.cpu = (flags & 2 != 0).then(|| u32_at(22));
     let n = u32_at(26) as usize;
     if flags & 4 != 0 {
@@ -1153,15 +1145,15 @@ fn get_event(
     } else {
         e.stream = None;
     }
-    match run {
-        Some((w, cells)) => {
+    match fields {
+        Fields::Run(w, cells) => {
             *w = c.u32()?;
             let at = c.at;
             if !cells.set_bytes(c.bytes()?, n) {
                 return Err(damaged(at));
             }
         }
-        None => get_values(c, &mut e.fields, n, pool)?,
+        Fields::Values(_) => get_values(c, &mut e.fields, n, pool)?,
     }
     get_extras(c, &mut e.extras, keys, pool)
 }
