@@ -709,12 +709,12 @@ impl EventEncoder {
         done
     }
 
-    /// The events of run `r` from its `from`th on, as [`Self::event`] would
-    /// encode them one by one, until one closes a result or makes
-    /// metadata (into `out`): how many were taken, and the closed result.
-    /// The first is encoded as any event; the others share its type,
-    /// stream, result entry and encoded extras, so each costs its fields
-    /// and a copy of those extras.
+    /// The next of the `rows` events of run `r` left (their values next
+    /// in `cells`), as [`Self::event`] would encode them one by one, until
+    /// one closes a result or makes metadata (into `out`): how many were
+    /// taken, and the closed result. The first is encoded as any event; the
+    /// others share its type, stream, result entry and encoded extras, so
+    /// each costs its fields and a copy of those extras.
     pub fn event_rows(
         &mut self,
         r: &EventRun,
@@ -728,7 +728,16 @@ impl EventEncoder {
             return (0, None);
         }
         let before = out.len();
-        let done = self.event_with(e, out, |rec, te, loss| put_cells(rec, te, cells, w, loss));
+        // The next event's values come next whatever becomes of this one
+        // (an event of an undefined type is dropped before its values are
+        // read).
+        let mut first = cells.clone();
+        for _ in 0..w {
+            cells.next();
+        }
+        let done = self.event_with(e, out, |rec, te, loss| {
+            put_cells(rec, te, &mut first, w, loss)
+        });
         rows -= 1;
         if done.is_some() || out.len() != before {
             return (1, done);
