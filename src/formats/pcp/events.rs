@@ -553,7 +553,9 @@ impl EventEncoder {
     /// metadata the event needs is pushed to `out` (write it after that
     /// result).
     pub fn event(&mut self, e: &Event, out: &mut Vec<Item>) -> Option<EventResult> {
-        self.event_with(e, out, |rec, te, loss| put_fields(rec, te, &e.fields, loss))
+        self.event_with(e, out, |rec, te, loss| {
+            put_fields(rec, te, e.fields.iter(), loss)
+        })
     }
 
     /// [`Self::event`] of `e` with the field values `put` writes as the
@@ -736,7 +738,7 @@ impl EventEncoder {
             cells.next();
         }
         let done = self.event_with(e, out, |rec, te, loss| {
-            put_cells(rec, te, &mut first, w, loss)
+            put_fields(rec, te, first.by_ref().take(w), loss)
         });
         rows -= 1;
         if done.is_some() || out.len() != before {
@@ -779,7 +781,7 @@ impl EventEncoder {
             rec.extend_from_slice(&h);
             let np_at = rec.len();
             rec.extend_from_slice(&0u32.to_be_bytes());
-            let mut np = put_cells(rec, te, cells, w, &mut self.loss);
+            let mut np = put_fields(rec, te, cells.by_ref().take(w), &mut self.loss);
             if let Some(r) = e.raw_clock {
                 put_num(rec, RAW_CLOCK_PMID, 3, r.to_be_bytes());
                 np += 1;
@@ -882,71 +884,59 @@ fn pmid_item(p: MetricId) -> u32 {
 
 /// One parameter: pmid, type and length word, payload padded to 4 (with a
 /// NUL after strings).
-/// The next `width` cells (one event's values of a run) as the parameters
-/// of type `te`; how many. All `width` are read, so the next event's come
-/// next, whatever the type takes of them.
-fn put_cells(
+/// A field value as the event encoder takes it: an event's value, or a
+/// cell of a run.
+trait FieldValue {
+    /// As a parameter of the scalar PCP type `t`; false when it had to be
+    /// cut to fit.
+    fn put_scalar(&self, b: &mut Vec<u8>, pid: MetricId, t: i32) -> bool;
+    /// As the JSON of a composite field of type `t`.
+    fn json(&self, t: &FieldType) -> J;
+}
+
+impl FieldValue for &Value {
+    fn put_scalar(&self, b: &mut Vec<u8>, pid: MetricId, t: i32) -> bool {
+        put_scalar(b, pid, t, self)
+    }
+    fn json(&self, t: &FieldType) -> J {
+        selfdesc::value_json(self, t)
+    }
+}
+
+impl FieldValue for Cell<'_> {
+    #[inline]
+    fn put_scalar(&self, b: &mut Vec<u8>, pid: MetricId, t: i32) -> bool {
+        put_cell(b, pid, t, *self)
+    }
+    fn json(&self, t: &FieldType) -> J {
+        selfdesc::value_json(&self.to_value(), t)
+    }
+}
+
+/// An event's field values (its own, or the next `width` cells of a run:
+/// all are read, so the next event's come next) as the parameters of
+/// type `te`; how many.
+fn put_fields<V: FieldValue>(
     rec: &mut Vec<u8>,
     te: &TypeEnc,
-    cells: &mut CellIter,
-    width: usize,
+    values: impl Iterator<Item = V>,
     loss: &mut LossReport,
 ) -> u32 {
     let mut np = 0u32;
     let mut bad = false;
     let cluster = pmid_cluster(te.record);
-    // A plain loop: `take` and `enumerate` over the cells cost a third of
-    // this function.
-    for i in 0..width {
-        let Some(c) = cells.next() else {
-            break;
-        };
+    for (i, v) in values.enumerate() {
         let pid = pmid(DOMAIN, cluster, i as u32 + 1);
         let ok = match te.slots.get(i) {
-            Some(Slot::Scalar(t)) => put_cell(rec, pid, *t, c),
+            Some(Slot::Scalar(t)) => v.put_scalar(rec, pid, *t),
             Some(Slot::Json) => {
-                let s = selfdesc::value_json(&c.to_value(), &te.fields[i]).to_string();
+                let s = v.json(&te.fields[i]).to_string();
                 put_param(rec, pid, 6, s.as_bytes(), true);
                 true
             }
             None => {
                 bad = true;
                 continue;
-            }
-        };
-        if !ok {
-            loss.degrade(
-                &format!("{} events", te.label),
-                "a value did not fit its field type; written cut to the type",
-            );
-        }
-        np += 1;
-    }
-    if bad {
-        loss.drop_item(
-            &format!("{} event values", te.label),
-            "more values than the type has fields",
-        );
-    }
-    np
-}
-
-/// An event's field values as the parameters of type `te`; how many.
-fn put_fields(rec: &mut Vec<u8>, te: &TypeEnc, fields: &[Value], loss: &mut LossReport) -> u32 {
-    let mut np = 0u32;
-    let mut bad = false;
-    for (i, v) in fields.iter().enumerate() {
-        let Some(slot) = te.slots.get(i) else {
-            bad = true;
-            break;
-        };
-        let pid = pmid(DOMAIN, pmid_cluster(te.record), i as u32 + 1);
-        let ok = match slot {
-            Slot::Scalar(t) => put_scalar(rec, pid, *t, v),
-            Slot::Json => {
-                let s = selfdesc::value_json(v, &te.fields[i]).to_string();
-                put_param(rec, pid, 6, s.as_bytes(), true);
-                true
             }
         };
         if !ok {
