@@ -12,15 +12,15 @@
 
 use super::Value;
 
-// Tags: those of `model::wire` for the same kinds, so that the wire can
-// carry the bytes as they are.
-const I64: u8 = 0;
-const U64: u8 = 1;
-const F32: u8 = 2;
-const F64: u8 = 3;
-const STR: u8 = 4;
-const BYTES: u8 = 5;
-const ENUM: u8 = 6;
+// Value tags; `model::wire` writes values with these too, so that it
+// carries a run's cells as they are.
+pub(super) const I64: u8 = 0;
+pub(super) const U64: u8 = 1;
+pub(super) const F32: u8 = 2;
+pub(super) const F64: u8 = 3;
+pub(super) const STR: u8 = 4;
+pub(super) const BYTES: u8 = 5;
+pub(super) const ENUM: u8 = 6;
 
 /// One value, borrowed from its [`Cells`].
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -34,14 +34,10 @@ const LONE: u8 = 0x80;
 /// Bytes of an event's fixed part.
 const EVENT_HEAD: usize = 30;
 
-// Value tags (Value and ExtraValue share the scalar and text ones).
-const I64: u8 = 0;
-const U64: u8 = 1;
-const F32: u8 = 2;
-const F64: u8 = 3;
-const STR: u8 = 4;
-const BYTES: u8 = 5;
-const ENUM: u8 = 6;
+// Value tags: those of a run's cells (`model::cells`), whose bytes go as
+// they are; Value and ExtraValue share the scalar and text ones, and
+// extras add booleans.
+use super::cells::{BYTES, ENUM, F32, F64, I64, STR, U64};
 const BOOL: u8 = 7;
 
 /// Extras keys one hand-off can number; past that, items travel whole.

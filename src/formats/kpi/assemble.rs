@@ -506,18 +506,22 @@ impl Assembler {
         // (`wire`) knows them equal without comparing them entry by entry.
         match lead {
             Some(Item::Event(l)) if l.type_id == type_id => e.extras.copy_from(&l.extras),
-            _ => {
-                Self::group_extras(
-                    &mut e.extras,
-                    at.kind,
-                    at.group,
-                    at.beg_time,
-                    at.beg_raw,
-                    Stored::Set(at.stored),
-                );
-                e.extras.restamp();
-            }
+            _ => Self::message_extras(&mut e.extras, at),
         }
+    }
+
+    /// The extras of the events of message `at` (its group's, its storage
+    /// time) in `x`, stamped: the first event's, or a run's.
+    fn message_extras(x: &mut Extras, at: &EventAt) {
+        Self::group_extras(
+            x,
+            at.kind,
+            at.group,
+            at.beg_time,
+            at.beg_raw,
+            Stored::Set(at.stored),
+        );
+        x.restamp();
     }
 
     /// A KPI event of the message `at`, as [`Self::event`] does, or in
@@ -547,15 +551,7 @@ impl Assembler {
             e.stream = None;
             r.width = (ints.len() + text.is_some() as usize) as u32;
             r.cells.clear();
-            Self::group_extras(
-                &mut e.extras,
-                at.kind,
-                at.group,
-                at.beg_time,
-                at.beg_raw,
-                Stored::Set(at.stored),
-            );
-            e.extras.restamp();
+            Self::message_extras(&mut e.extras, at);
             events.push(Item::EventRun(r));
         }
         let Some(Item::EventRun(r)) = events.last_mut() else {
