@@ -483,18 +483,24 @@ impl PcpWriter {
                 .is_some_and(|vs| o.size > self.v.label_len() as u64 && o.size + rec_len > vs),
         };
         if need_new {
-            if let Some((_, o)) = self.vols.last_mut() {
-                // Its label is written at the end; its buffer goes now, or
-                // the buffers of all the volumes would be held to the end.
-                o.park()?;
-            }
             let n = self.vols.last().map(|(n, _)| n + 1).unwrap_or(0);
-            let mut o = Out::create(PathBuf::from(format!("{}.{n}", self.base.display())))?;
-            let mut l = self.label.clone();
-            l.vol = n;
-            o.put(&encode_label(&l))?;
-            self.vols.push((n, o));
+            self.new_volume(n)?;
         }
+        Ok(())
+    }
+
+    /// Volume `n` begins, with its label; the one before keeps its file
+    /// open for its label at the end, and lets its buffer go now (else the
+    /// buffers of all the volumes would be held to the end).
+    fn new_volume(&mut self, n: i32) -> Result<()> {
+        if let Some((_, o)) = self.vols.last_mut() {
+            o.park()?;
+        }
+        let mut o = Out::create(PathBuf::from(format!("{}.{n}", self.base.display())))?;
+        let mut l = self.label.clone();
+        l.vol = n;
+        o.put(&encode_label(&l))?;
+        self.vols.push((n, o));
         Ok(())
     }
 
@@ -524,17 +530,28 @@ impl PcpWriter {
         }
     }
 
-    fn event(&mut self, e: &Event) -> Result<()> {
-        let mut meta = std::mem::take(&mut self.event_meta);
-        if let Some(r) = self.events.event(e, &mut meta) {
-            self.write_events(&r, Some(e.time))?;
-            self.events.recycle(r);
+    /// Encode event `e` (or the events of a run, `run` with the cells
+    /// next): whenever one closes a result, that result and then the
+    /// metadata the events made are written.
+    fn events_of(&mut self, e: &Event, mut run: Option<(&EventRun, CellIter)>) -> Result<()> {
+        let mut left = run.as_ref().map_or(1, |(r, _)| r.len());
+        while left > 0 {
+            let mut meta = std::mem::take(&mut self.event_meta);
+            let (n, done) = match &mut run {
+                Some((r, cells)) => self.events.event_rows(r, cells, left, &mut meta),
+                None => (1, self.events.event(e, &mut meta)),
+            };
+            if let Some(res) = done {
+                self.write_events(&res, Some(e.time))?;
+                self.events.recycle(res);
+            }
+            for it in &meta {
+                self.write_item(it)?;
+            }
+            meta.clear();
+            self.event_meta = meta;
+            left = left.saturating_sub(n.max(1));
         }
-        for it in &meta {
-            self.write_item(it)?;
-        }
-        meta.clear();
-        self.event_meta = meta;
         Ok(())
     }
 
@@ -1065,14 +1082,7 @@ impl RecordSink for PcpWriter {
     fn result_record(&mut self, vol: u32, t: Stamp, rec: &[u8]) -> Result<()> {
         let vol = vol as i32;
         if self.vols.last().is_none_or(|(n, _)| *n != vol) {
-            if let Some((_, o)) = self.vols.last_mut() {
-                o.park()?;
-            }
-            let mut o = Out::create(PathBuf::from(format!("{}.{vol}", self.base.display())))?;
-            let mut l = self.label.clone();
-            l.vol = vol;
-            o.put(&encode_label(&l))?;
-            self.vols.push((vol, o));
+            self.new_volume(vol)?;
         }
         let Some((_, out)) = self.vols.last_mut() else {
             return Ok(());
@@ -1187,26 +1197,8 @@ impl TraceWriter for PcpWriter {
                 }
                 self.loss.wrote("event types", 1);
             }
-            Item::Event(e) => self.event(e)?,
-            Item::EventRun(r) => {
-                let mut cells = r.cells.iter();
-                let mut at = 0;
-                while at < r.len() {
-                    let mut meta = std::mem::take(&mut self.event_meta);
-                    let rows = r.len() - at;
-                    let (n, done) = self.events.event_rows(r, &mut cells, rows, &mut meta);
-                    if let Some(res) = done {
-                        self.write_events(&res, Some(r.event.time))?;
-                        self.events.recycle(res);
-                    }
-                    for it in &meta {
-                        self.write_item(it)?;
-                    }
-                    meta.clear();
-                    self.event_meta = meta;
-                    at += n.max(1);
-                }
-            }
+            Item::Event(e) => self.events_of(e, None)?,
+            Item::EventRun(r) => self.events_of(&r.event, Some((r, r.cells.iter())))?,
             Item::Annotation(_) => super::ANNOTATIONS.record(&mut self.loss, None),
         }
         Ok(())
