@@ -147,15 +147,12 @@ impl TraceWriter for MmvWriter {
                 .then(|| s.extras.clone());
                 self.snap_time = Some(s.time);
             }
-            Item::EventRun(r) => {
-                for _ in 0..r.len() {
-                    self.loss
-                        .drop_item("events", "MMV holds a metric snapshot, not events");
-                }
-            }
-            Item::Event(_) => self
-                .loss
-                .drop_item("events", "MMV holds a metric snapshot, not events"),
+            // A run of events counts its events.
+            Item::Event(_) | Item::EventRun(_) => self.loss.drop_n(
+                "events",
+                "MMV holds a metric snapshot, not events",
+                crate::model::events_in(item) as u64,
+            ),
             Item::EventType(_) => self
                 .loss
                 .drop_item("event types", "MMV holds a metric snapshot, not events"),
