@@ -25,14 +25,36 @@ const BUF_LEN: usize = 1 << 20;
 /// again with a [`Scanner`], whose rules for damage (resynchronisation,
 /// salvage) then decide what the records are. Up to that point both give
 /// the same records.
-pub fn walk_heads<R: Read>(mut r: R, mut f: impl FnMut(&Head)) -> bool {
+pub fn walk_heads<R: Read>(r: R, f: impl FnMut(&Head)) -> bool {
+    walk_heads_until(r, None, f).whole
+}
+
+/// How [`walk_heads_until`] ended.
+pub struct Walk {
+    /// Every record walked was whole and acceptable, and so was what
+    /// followed them up to where the walk ended.
+    pub whole: bool,
+    /// The walk stopped at the `stop` offset (a record starts there).
+    pub stopped: bool,
+}
+
+/// [`walk_heads`] from where `r` is, stopping before the record that
+/// starts `stop` bytes further on, if one does (a walk that steps over
+/// that offset goes on to the end).
+pub fn walk_heads_until<R: Read>(mut r: R, stop: Option<u64>, mut f: impl FnMut(&Head)) -> Walk {
     let mut buf = vec![0u8; BUF_LEN];
     let (mut pos, mut end) = (0usize, 0usize);
+    // Offset of buf[0] from where the walk began.
+    let mut base = 0u64;
     let mut eof = false;
+    let end_of = |whole, stopped| Walk { whole, stopped };
     loop {
         while let Some(b) = buf.get(pos..end).filter(|b| b.len() >= MIN_RECORD) {
+            if stop == Some(base + pos as u64) {
+                return end_of(true, true);
+            }
             let Some(total) = layout::record_len(b) else {
-                return false;
+                return end_of(false, false);
             };
             let Some(rec) = b.get(..total) else { break };
             f(&Head::read(rec));
@@ -40,11 +62,13 @@ pub fn walk_heads<R: Read>(mut r: R, mut f: impl FnMut(&Head)) -> bool {
         }
         if eof {
             // Bytes left over are a cut record or damage.
-            return pos == end;
+            let stopped = pos == end && stop == Some(base + pos as u64);
+            return end_of(pos == end, stopped);
         }
         // A record is at most MAX_RECORD < BUF_LEN bytes: it fits once
         // what was walked is dropped.
         buf.copy_within(pos..end, 0);
+        base += pos as u64;
         end -= pos;
         pos = 0;
         loop {
@@ -52,11 +76,30 @@ pub fn walk_heads<R: Read>(mut r: R, mut f: impl FnMut(&Head)) -> bool {
                 Ok(0) => eof = true,
                 Ok(n) => end += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return false,
+                Err(_) => return end_of(false, false),
             }
             break;
         }
     }
+}
+
+/// Where in `b` the first record that is followed by another (or by the
+/// end of `b` when `b` ends the file) starts: a place to begin walking a
+/// file in the middle. A `DLT\x01` inside a payload may pass this test
+/// too; the walk from the start tells (it lands there or not).
+pub fn record_start(b: &[u8], ends_file: bool) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = b.get(from..)?.windows(4).position(|w| w == PATTERN) {
+        let at = from + i;
+        if let Some(total) = layout::record_len(&b[at..]) {
+            let next = at + total;
+            if b.get(next..next + 4) == Some(&PATTERN[..]) || (ends_file && next == b.len()) {
+                return Some(at);
+            }
+        }
+        from = at + 1;
+    }
+    None
 }
 
 pub struct Scanner<R: Read> {
