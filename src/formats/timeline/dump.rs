@@ -4,7 +4,7 @@
 use super::layout::{
     parse_mspec, placeholders, u16_at, u32_at, u64_at, Layout, Snapshot, M_UNKNOWN_MSGID,
 };
-use super::numfmt::{digit_count, g14_f64, g14_u64, push_u64, u64_digits_into};
+use super::numfmt::{digit_count, g14_f64, g14_u64, push_u64, u64_digits_into, PAIRS};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::options::DumpOptions;
 use std::collections::BTreeSet;
@@ -40,9 +40,14 @@ impl Padded {
     /// returns the position after the text.
     #[inline]
     fn put(&self, dst: &mut [u8], at: usize) -> usize {
-        for (k, c) in self.bytes.chunks_exact(STRIDE).enumerate() {
-            let d = at + k * STRIDE;
-            dst[d..d + STRIDE].copy_from_slice(c);
+        if let Ok(one) = <&[u8; STRIDE]>::try_from(&self.bytes[..]) {
+            // Most texts are one stride: one copy, no loop.
+            dst[at..at + STRIDE].copy_from_slice(one);
+        } else {
+            for (k, c) in self.bytes.chunks_exact(STRIDE).enumerate() {
+                let d = at + k * STRIDE;
+                dst[d..d + STRIDE].copy_from_slice(c);
+            }
         }
         at + self.len
     }
@@ -63,13 +68,23 @@ struct Template {
     /// Bytes a row of it may write past its message's start, strides
     /// included.
     room: usize,
+    /// The string offset of the category the message was first met with,
+    /// and that category's column followed by `texts[0]`: one copy for both
+    /// in the rows where the message keeps its category (as a Snabb
+    /// message does).
+    head_cat: usize,
+    head: Padded,
+    /// [`Template::room`] for a row written with `head`.
+    head_room: usize,
 }
 
 /// Room for an argument's value: 20 digits, or `%.14g` of a larger one
 /// (at most 20 bytes).
 const ARG_ROOM: usize = 32;
 
-fn template(fmt: &[u8], nargs: usize) -> Template {
+/// The template of the message `fmt`, its head fused with the category
+/// column `cat` (at string offset `cat_off`).
+fn template(fmt: &[u8], nargs: usize, cat_off: usize, cat: &Padded) -> Template {
     let (mut texts, mut text) = (Vec::new(), Vec::new());
     let mut pos = 0;
     for (a, b) in placeholders(fmt) {
@@ -86,10 +101,17 @@ fn template(fmt: &[u8], nargs: usize) -> Template {
     texts.push(Padded::new(&text));
     let args = texts.len() - 1;
     let room = texts.iter().map(Padded::room).sum::<usize>() + args * ARG_ROOM;
+    let mut head = cat.bytes[..cat.len].to_vec();
+    head.extend_from_slice(&texts[0].bytes[..texts[0].len]);
+    let head = Padded::new(&head);
+    let head_room = room - texts[0].room() + head.room();
     Template {
         overflow: args > nargs,
         texts,
         room,
+        head_cat: cat_off,
+        head,
+        head_room,
     }
 }
 
@@ -263,13 +285,15 @@ impl ACtx<'_, '_> {
         Ok(self.cat_idx[off] as usize - 1)
     }
 
-    fn msg(&mut self, slot: usize, off: usize) -> Result<usize> {
+    /// The template of the message at `off`, made (its head fused with
+    /// the category `ci`, at `cat_off`) when first met.
+    fn msg(&mut self, slot: usize, off: usize, cat_off: usize, ci: usize) -> Result<usize> {
         if self.msg_idx[off] == 0 {
             let s = self
                 .snap
                 .cstr(off)
                 .ok_or_else(|| self.bad_string(slot, off, "message"))?;
-            let t = template(s, 4);
+            let t = template(s, 4, cat_off, &self.cats[ci]);
             if t.overflow {
                 self.overflow.insert(off);
             }
@@ -281,43 +305,66 @@ impl ACtx<'_, '_> {
 
     /// Format the row of `slot` into `buf` from `at` on, over what `buf`
     /// holds there (it grows when short; the caller truncates it to the
-    /// returned end): the texts go in fixed strides ([`STRIDE`]).
+    /// returned end): the texts go in fixed strides ([`STRIDE`]). Inlined
+    /// into its loops: the call's frame cost a fifth of a row.
+    #[inline(always)]
     fn row(&mut self, slot: usize, cyc: Cycles, buf: &mut Vec<u8>, at: usize) -> Result<usize> {
         let e = self.snap.entry(slot);
         let aux = u32_at(e, 16);
         let msg_id = u64_at(e, 24);
-        let ci = self.cat(slot, ((msg_id >> 40) & 0xffff) as usize)?;
-        let mi = self.msg(slot, ((msg_id >> 16) & 0xffff) as usize)?;
-        let (cat, msg) = (&self.cats[ci], &self.msgs[mi]);
-        let need = at + PRE + cat.room() + msg.room;
+        let cat_off = ((msg_id >> 40) & 0xffff) as usize;
+        let msg_off = ((msg_id >> 16) & 0xffff) as usize;
+        // The message's template, when its head holds this category
+        // (looked up first otherwise, so a bad category offset is reported
+        // before a bad message offset).
+        let known = self.msg_idx[msg_off] as usize;
+        let (mi, ci) = match known.checked_sub(1) {
+            Some(mi) if self.msgs[mi].head_cat == cat_off => (mi, None),
+            _ => {
+                let ci = self.cat(slot, cat_off)?;
+                (self.msg(slot, msg_off, cat_off, ci)?, Some(ci))
+            }
+        };
+        let msg = &self.msgs[mi];
+        let room = match ci {
+            None => msg.head_room,
+            Some(ci) => self.cats[ci].room() + msg.room,
+        };
+        let need = at + PRE + room;
         if buf.len() < need {
             buf.resize(need + 4096, 0);
         }
         // Fixed columns "%-4d %-4d %12s ", written where they go.
-        let pre = &mut buf[at..at + PRE];
+        let pre: &mut [u8; PRE] = (&mut buf[at..at + PRE]).try_into().expect("PRE bytes");
         pre.fill(b' ');
-        put_digits(((aux >> 12) & 0xf) as u64, &mut pre[..]);
-        put_digits((aux & 0xff) as u64, &mut pre[5..]);
-        let mut len = 10;
-        match cyc {
+        put_small(((aux >> 12) & 0xf) as usize, &mut pre[..3]);
+        put_small((aux & 0xff) as usize, &mut pre[5..8]);
+        let len = match cyc {
+            Cycles::U(v) if v < 1_000_000_000_000 => {
+                // Right-aligned in the 12 columns that end at 22.
+                put_digits_before(v, &mut pre[10..22]);
+                23
+            }
             Cycles::U(v) if v < 100_000_000_000_000 => {
-                let w = digit_count(v);
-                // Right-aligned in 12 columns; wider values overflow it.
-                len += 12usize.saturating_sub(w);
-                put_digits(v, &mut pre[len..]);
-                len += w;
+                // Wider than its 12 columns.
+                10 + put_digits(v, &mut pre[10..]) + 1
             }
             c => {
                 cycles_field(&c, &mut self.tmp);
                 let w = self.tmp.len().min(40);
-                len += 12usize.saturating_sub(w);
+                let mut len = 10 + 12usize.saturating_sub(w);
                 pre[len..len + w].copy_from_slice(&self.tmp[..w]);
                 len += w;
+                len + 1
             }
-        }
-        len += 1;
-        let mut at = cat.put(buf, at + len);
-        at = msg.texts[0].put(buf, at);
+        };
+        let mut at = match ci {
+            None => msg.head.put(buf, at + len),
+            Some(ci) => {
+                let at = self.cats[ci].put(buf, at + len);
+                msg.texts[0].put(buf, at)
+            }
+        };
         for (k, text) in msg.texts[1..].iter().enumerate() {
             if k < 4 {
                 let v = u64_at(e, 32 + 8 * k);
@@ -337,6 +384,40 @@ impl ACtx<'_, '_> {
             at = text.put(buf, at);
         }
         Ok(at)
+    }
+}
+
+/// `v` (below 1000) left-aligned at the start of `dst`: the numa and core
+/// columns.
+#[inline(always)]
+fn put_small(v: usize, dst: &mut [u8]) {
+    if v < 10 {
+        dst[0] = b'0' + v as u8;
+    } else if v < 100 {
+        dst[..2].copy_from_slice(&PAIRS[v * 2..v * 2 + 2]);
+    } else {
+        dst[0] = b'0' + (v / 100) as u8;
+        let r = v % 100 * 2;
+        dst[1..3].copy_from_slice(&PAIRS[r..r + 2]);
+    }
+}
+
+/// The decimal digits of `v` right-aligned in `dst` (which has room for
+/// them), written from the end: no digit count needed.
+#[inline(always)]
+fn put_digits_before(mut v: u64, dst: &mut [u8]) {
+    let mut i = dst.len();
+    while v >= 100 && i >= 2 {
+        let r = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        dst[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
+    }
+    if v >= 10 && i >= 2 {
+        let r = v as usize * 2;
+        dst[i - 2..i].copy_from_slice(&PAIRS[r..r + 2]);
+    } else if i >= 1 {
+        dst[i - 1] = b'0' + v as u8;
     }
 }
 

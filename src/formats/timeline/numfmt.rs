@@ -133,7 +133,7 @@ fn u128_digits(mut v: u128, buf: &mut [u8; 40]) -> usize {
     n
 }
 
-const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+pub const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 2021222324252627282930313233343536373839\
 4041424344454647484950515253545556575859\
 6061626364656667686970717273747576777879\
@@ -147,7 +147,7 @@ pub fn digit_count(v: u64) -> usize {
 
 /// The decimal digits of `v` filling `dst` exactly (its length is their
 /// count: [`digit_count`]), written in place from the end.
-#[inline]
+#[inline(always)]
 pub fn u64_digits_into(mut v: u64, dst: &mut [u8]) {
     let mut i = dst.len();
     while v >= 100 && i >= 2 {
