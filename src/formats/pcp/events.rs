@@ -1029,6 +1029,11 @@ fn put_cell(b: &mut Vec<u8>, pid: MetricId, t: i32, c: Cell) -> bool {
     // The kinds KPI events have (64-bit numbers, text) as they are; the
     // others through the checks below.
     match (t, c) {
+        (0, Cell::I64(x)) => {
+            // A 32-bit int field (KPI's pids) from a 64-bit number.
+            put_num(b, pid, 0, (x as u32).to_be_bytes());
+            return i32::try_from(x).is_ok();
+        }
         (2, Cell::I64(x)) => {
             put_num(b, pid, 2, x.to_be_bytes());
             return true;
@@ -1458,6 +1463,31 @@ mod tests {
             }
         }
         got
+    }
+
+    /// A number into a 32-bit int parameter keeps its low 32 bits and says
+    /// whether it fit, whatever the cell's kind (the 64-bit signed kind,
+    /// KPI's pids, goes its own short way).
+    #[test]
+    fn numbers_into_32_bit_ints_keep_their_low_bits_and_say_if_they_fit() {
+        let pid = pmid(DOMAIN, 3, 1);
+        for (c, want, fits) in [
+            (Cell::I64(7), 7u32, true),
+            (Cell::I64(-2), (-2i32) as u32, true),
+            (Cell::I64(i32::MAX as i64 + 1), 0x8000_0000, false),
+            (Cell::I64(i64::MIN + 5), 5, false),
+            (Cell::U64(9), 9, true),
+            (Cell::U64(1 << 32), 0, false),
+            (Cell::Enum(3), 3, true),
+            (Cell::F64(2.0), 2, false),
+        ] {
+            let mut b = Vec::new();
+            assert_eq!(put_cell(&mut b, pid, 0, c), fits, "{c:?}");
+            let mut w = pid.to_be_bytes().to_vec();
+            w.extend_from_slice(&(8u32).to_be_bytes());
+            w.extend_from_slice(&want.to_be_bytes());
+            assert_eq!(b, w, "{c:?}");
+        }
     }
 
     /// An event too large for a value block is dropped and said so; the
