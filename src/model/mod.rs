@@ -147,6 +147,16 @@ impl Item {
             _ => None,
         }
     }
+    /// The event, or what a run's events share (its first event's time,
+    /// type, stream and extras; no field values).
+    #[inline]
+    pub fn event_head(&self) -> Option<&Event> {
+        match self {
+            Item::Event(e) => Some(e),
+            Item::EventRun(r) => Some(&r.event),
+            _ => None,
+        }
+    }
     pub fn is_data(&self) -> bool {
         matches!(
             self,

@@ -330,13 +330,9 @@ impl ItemFilter {
                 }
                 k
             }
-            Item::Event(e) => {
+            Item::Event(_) | Item::EventRun(_) => item.event_head().is_some_and(|e| {
                 !self.ev || (self.kept_types.contains(&e.type_id) && self.sel.cpu(e.cpu))
-            }
-            Item::EventRun(r) => {
-                let e = &r.event;
-                !self.ev || (self.kept_types.contains(&e.type_id) && self.sel.cpu(e.cpu))
-            }
+            }),
             Item::Annotation(_) => !self.sel.selects(),
             Item::Mark(_) => true,
             _ if !self.met => true,

@@ -75,11 +75,8 @@ impl Unframe {
     /// An event, or a run of events, of a framing type.
     #[inline]
     fn is_framing(&self, item: &Item) -> bool {
-        match item {
-            Item::Event(e) => self.framing.contains(e.type_id),
-            Item::EventRun(r) => self.framing.contains(r.event.type_id),
-            _ => false,
-        }
+        item.event_head()
+            .is_some_and(|e| self.framing.contains(e.type_id))
     }
     /// Framing events left out so far.
     pub fn dropped(&self) -> u64 {
