@@ -4,7 +4,7 @@
 use super::layout::{
     parse_mspec, placeholders, u16_at, u32_at, u64_at, Layout, Snapshot, M_UNKNOWN_MSGID,
 };
-use super::numfmt::{digit_count, g14_f64, g14_u64, push_u64, u64_digits_into, PAIRS};
+use super::numfmt::{digit_count, g14_f64, g14_u64, push_u64, u64_digits_into};
 use crate::error::{Diagnostic, Error, Position, Result};
 use crate::options::DumpOptions;
 use std::collections::BTreeSet;
@@ -337,12 +337,12 @@ impl ACtx<'_, '_> {
         // Fixed columns "%-4d %-4d %12s ", written where they go.
         let pre: &mut [u8; PRE] = (&mut buf[at..at + PRE]).try_into().expect("PRE bytes");
         pre.fill(b' ');
-        put_small(((aux >> 12) & 0xf) as usize, &mut pre[..3]);
-        put_small((aux & 0xff) as usize, &mut pre[5..8]);
+        put_digits(((aux >> 12) & 0xf) as u64, &mut pre[..]);
+        put_digits((aux & 0xff) as u64, &mut pre[5..]);
         let len = match cyc {
             Cycles::U(v) if v < 1_000_000_000_000 => {
                 // Right-aligned in the 12 columns that end at 22.
-                put_digits_before(v, &mut pre[10..22]);
+                u64_digits_into(v, &mut pre[10..22]);
                 23
             }
             Cycles::U(v) if v < 100_000_000_000_000 => {
@@ -384,40 +384,6 @@ impl ACtx<'_, '_> {
             at = text.put(buf, at);
         }
         Ok(at)
-    }
-}
-
-/// `v` (below 1000) left-aligned at the start of `dst`: the numa and core
-/// columns.
-#[inline(always)]
-fn put_small(v: usize, dst: &mut [u8]) {
-    if v < 10 {
-        dst[0] = b'0' + v as u8;
-    } else if v < 100 {
-        dst[..2].copy_from_slice(&PAIRS[v * 2..v * 2 + 2]);
-    } else {
-        dst[0] = b'0' + (v / 100) as u8;
-        let r = v % 100 * 2;
-        dst[1..3].copy_from_slice(&PAIRS[r..r + 2]);
-    }
-}
-
-/// The decimal digits of `v` right-aligned in `dst` (which has room for
-/// them), written from the end: no digit count needed.
-#[inline(always)]
-fn put_digits_before(mut v: u64, dst: &mut [u8]) {
-    let mut i = dst.len();
-    while v >= 100 && i >= 2 {
-        let r = (v % 100) as usize * 2;
-        v /= 100;
-        i -= 2;
-        dst[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
-    }
-    if v >= 10 && i >= 2 {
-        let r = v as usize * 2;
-        dst[i - 2..i].copy_from_slice(&PAIRS[r..r + 2]);
-    } else if i >= 1 {
-        dst[i - 1] = b'0' + v as u8;
     }
 }
 

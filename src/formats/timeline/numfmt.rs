@@ -133,7 +133,7 @@ fn u128_digits(mut v: u128, buf: &mut [u8; 40]) -> usize {
     n
 }
 
-pub const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 2021222324252627282930313233343536373839\
 4041424344454647484950515253545556575859\
 6061626364656667686970717273747576777879\
@@ -146,7 +146,9 @@ pub fn digit_count(v: u64) -> usize {
 }
 
 /// The decimal digits of `v` filling `dst` exactly (its length is their
-/// count: [`digit_count`]), written in place from the end.
+/// count: [`digit_count`]), written in place from the end. A longer `dst`
+/// gets them right-aligned, the bytes before them left as they were (a
+/// right-aligned column needs no digit count).
 #[inline(always)]
 pub fn u64_digits_into(mut v: u64, dst: &mut [u8]) {
     let mut i = dst.len();
