@@ -47,14 +47,19 @@ pub fn walk_heads_until<R: Read>(mut r: R, stop: Option<u64>, mut f: impl FnMut(
     // Offset of buf[0] from where the walk began.
     let mut base = 0u64;
     let mut eof = false;
-    let end_of = |whole, stopped| Walk { whole, stopped };
     loop {
         while let Some(b) = buf.get(pos..end).filter(|b| b.len() >= MIN_RECORD) {
             if stop == Some(base + pos as u64) {
-                return end_of(true, true);
+                return Walk {
+                    whole: true,
+                    stopped: true,
+                };
             }
             let Some(total) = layout::record_len(b) else {
-                return end_of(false, false);
+                return Walk {
+                    whole: false,
+                    stopped: false,
+                };
             };
             let Some(rec) = b.get(..total) else { break };
             f(&Head::read(rec));
@@ -62,8 +67,10 @@ pub fn walk_heads_until<R: Read>(mut r: R, stop: Option<u64>, mut f: impl FnMut(
         }
         if eof {
             // Bytes left over are a cut record or damage.
-            let stopped = pos == end && stop == Some(base + pos as u64);
-            return end_of(pos == end, stopped);
+            return Walk {
+                whole: pos == end,
+                stopped: pos == end && stop == Some(base + pos as u64),
+            };
         }
         // A record is at most MAX_RECORD < BUF_LEN bytes: it fits once
         // what was walked is dropped.
@@ -76,7 +83,12 @@ pub fn walk_heads_until<R: Read>(mut r: R, stop: Option<u64>, mut f: impl FnMut(
                 Ok(0) => eof = true,
                 Ok(n) => end += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return end_of(false, false),
+                Err(_) => {
+                    return Walk {
+                        whole: false,
+                        stopped: false,
+                    }
+                }
             }
             break;
         }
