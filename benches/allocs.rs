@@ -159,8 +159,8 @@ fn main() {
     let dlt = match args.first() {
         Some(p) => p.clone(),
         None => {
-            let one = std::fs::read(root.join("../shared/corpus/kpi/kpi-capture.dlt"))
-                .expect("../shared/corpus/kpi/kpi-capture.dlt");
+            let one = std::fs::read(root.join("testdata/kpi/kpi-capture.dlt"))
+                .expect("testdata/kpi/kpi-capture.dlt");
             let p = tmp.path().join("capture-x20.dlt");
             std::fs::write(&p, one.repeat(20)).expect("write input");
             p
@@ -173,7 +173,7 @@ fn main() {
             if ts.with_extension("index").is_file() {
                 ts.to_path_buf()
             } else {
-                root.join("../shared/corpus/pcp/live_v3")
+                root.join("testdata/pcp/live_v3")
             }
         }
     };
@@ -192,7 +192,7 @@ fn main() {
         polytrace::model::FormatId::Ltt,
         &tmp.path().join("out.ltt"),
     );
-    let ltt = root.join("../shared/corpus/ltt/smp_example");
+    let ltt = root.join("testdata/ltt/smp_example");
     println!("LTT -> timeline: {}", ltt.display());
     convert(
         "LTT->TL",

@@ -3,11 +3,11 @@
 # project's real-file corpus: the files themselves where they are small, and
 # small valid traces that polytrace converts from them. LTT and PCP seeds are
 # containers of several files (see src/harness.rs).
-# Usage: fuzz/seed.sh [CORPUS_DIR]   (default: ../shared/corpus beside the checkout)
+# Usage: fuzz/seed.sh [CORPUS_DIR]   (default: the repository's testdata/)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-src=${1:-$repo/../shared/corpus}
+src=${1:-$repo/testdata}
 [ -d "$src" ] || { echo "no corpus at $src" >&2; exit 2; }
 cargo build --release --quiet --manifest-path "$repo/Cargo.toml" --bin polytrace
 pt=$repo/target/release/polytrace

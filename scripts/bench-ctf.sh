@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
 BIN=$PWD/target/release/polytrace
-SMP=../shared/corpus/ltt/smp_example
+SMP=testdata/ltt/smp_example
 N=${N:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

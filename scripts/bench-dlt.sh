@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-5}
-SRC=../shared/corpus/kpi/kpi-capture.dlt
+SRC=testdata/kpi/kpi-capture.dlt
 BIG=${TMPDIR:-/tmp}/polytrace-bench-dlt.$$.dlt
 [ -f "$SRC" ] || { echo "missing $SRC" >&2; exit 2; }
 command -v dlt-convert >/dev/null || { echo "dlt-convert not installed" >&2; exit 2; }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-3}
 cargo build --release -q
 BIN=target/release/polytrace
-SMP=../shared/corpus/ltt/smp_example
+SMP=testdata/ltt/smp_example
 WORK=$(mktemp -d /tmp/bench-export.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 

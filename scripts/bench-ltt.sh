@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
 BIN=target/release/polytrace
-SMP=../shared/corpus/ltt/smp_example
-REF=../shared/corpus/ltt/smp_example.dump.txt.xz
+SMP=testdata/ltt/smp_example
+REF=testdata/ltt/smp_example.dump.txt.xz
 N=${N:-5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

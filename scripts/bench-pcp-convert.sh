@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
 TS=/var/lib/pcp/testsuite/archives
-CAPTURE=../shared/corpus/kpi/kpi-capture.dlt
+CAPTURE=testdata/kpi/kpi-capture.dlt
 cargo build --release --quiet
 PT=$PWD/target/release/polytrace
 WORK=$(mktemp -d)

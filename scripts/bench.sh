@@ -44,7 +44,7 @@ ONLY = os.environ.get("ONLY")
 TIME = os.access("/usr/bin/time", os.X_OK)
 if not TIME:
     print("(no /usr/bin/time: peak RSS not measured)")
-CORPUS = os.path.abspath("../shared/corpus")
+CORPUS = os.path.abspath("testdata")
 TS = "/var/lib/pcp/testsuite/archives"
 
 

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `../shared/corpus` beside the checkout (CI clones with shared/ beside it).
+/// The real files from the real programs, with their reference listings
+/// (`testdata/README.md` says where each came from).
 pub fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+    testdata()
 }
 
 pub fn testdata() -> PathBuf {

@@ -1013,7 +1013,7 @@ mod tests {
     /// length): the capture and a capture with cut-off datasets.
     #[test]
     fn runs_of_events_stand_for_the_events() {
-        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/kpi");
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kpi");
         for name in ["kpi-capture.dlt", "B-buf400.dlt"] {
             let input = Input::resolve(&corpus.join(name)).unwrap();
             let opts = ReadOptions::default();
@@ -1064,8 +1064,8 @@ mod tests {
     /// shorter and longer than a message's items.
     #[test]
     fn runs_give_what_items_one_by_one_give() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/corpus/kpi/kpi-capture.dlt");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kpi/kpi-capture.dlt");
         let input = Input::resolve(&path).unwrap();
         let opts = ReadOptions::default();
         let show = |it: &Item| format!("{it:?}");

@@ -1,6 +1,6 @@
 //! LTT directory traces (the 2003–2005 "new LTT trace format"): XML event
 //! definitions, per-CPU tracefiles of fixed-size blocks. See docs/ltt.md
-//! and ../shared/specs/ltt.md (section 5 is what this implements).
+//! and docs/specs/ltt.md (section 5 is what this implements).
 
 pub mod dump;
 pub mod eventdefs;

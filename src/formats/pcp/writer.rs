@@ -1396,8 +1396,8 @@ mod tests {
         assert_eq!(archive_of(&header, &items), archive_of(&header, &plain));
 
         // The capture, as the DLT reader gives it either way.
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/corpus/kpi/kpi-capture.dlt");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kpi/kpi-capture.dlt");
         let input = crate::input::Input::resolve(&path).unwrap();
         let read = |runs: bool| {
             let mut r =
@@ -1422,8 +1422,8 @@ mod tests {
     /// conversion into 255 volumes at 80 MB instead of 15 MB.
     #[test]
     fn earlier_volumes_keep_no_buffer() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/corpus/kpi/kpi-capture.dlt");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/kpi/kpi-capture.dlt");
         let input = crate::input::Input::resolve(&path).unwrap();
         let mut r =
             crate::formats::dlt::reader::DltReader::open(&input, &Default::default()).unwrap();

@@ -1,6 +1,6 @@
 //! Snabb timeline snapshots: the 2016 prototype layout A2 (with Snabb's
 //! `dump()` listings, byte for byte) and the mainline layouts M2/M3.
-//! See `docs/timeline.md` and `../shared/specs/timeline.md`.
+//! See `docs/timeline.md` and `docs/specs/timeline.md`.
 
 pub mod dump;
 pub mod layout;
