@@ -34,15 +34,7 @@ fn values_listing_matches_exactdump_byte_for_byte() {
         let base = corpus_pcp().join(v);
         let got = run_ok(&["dump", "--style", "values", base.to_str().unwrap()]);
         let want = std::fs::read(corpus_pcp().join(format!("{v}.exactdump.txt"))).unwrap();
-        assert!(
-            got == want,
-            "{v}: {}",
-            common::first_diff(
-                &String::from_utf8_lossy(&want),
-                &String::from_utf8_lossy(&got)
-            )
-            .unwrap_or_default()
-        );
+        common::assert_same(v, &want, &got);
     }
 }
 
@@ -52,15 +44,7 @@ fn native_listing_matches_pmdumplog_reference_byte_for_byte() {
         let base = corpus_pcp().join(v);
         let got = run_ok(&["dump", base.to_str().unwrap()]);
         let want = std::fs::read(corpus_pcp().join(format!("{v}.pmdumplog.txt"))).unwrap();
-        assert!(
-            got == want,
-            "{v}: {}",
-            common::first_diff(
-                &String::from_utf8_lossy(&want),
-                &String::from_utf8_lossy(&got)
-            )
-            .unwrap_or_default()
-        );
+        common::assert_same(v, &want, &got);
     }
 }
 
