@@ -343,13 +343,8 @@ fn strings_are_quoted_as_rfc4180() {
 
 /// `polytrace info` item counts by kind.
 fn info_counts(input: &Path) -> BTreeMap<String, u64> {
-    let o = Command::new(common::bin())
-        .arg("info")
-        .arg(input)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
+    let (code, text, err) = common::pt(&["info"], &[input]);
+    assert_eq!(code, 0, "{err}");
     let mut out = BTreeMap::new();
     let mut in_items = false;
     for line in text.lines() {
@@ -487,14 +482,7 @@ fn batch_counts_an_input_without_samples_as_skipped() {
     std::fs::copy(c.join("mmv/research_v2.mmv"), src.join("r.mmv")).unwrap();
     std::fs::copy(c.join("timeline/a2-priorities.dat"), src.join("events.dat")).unwrap();
     let out = dir.path().join("out");
-    let o = Command::new(common::bin())
-        .args(["convert", "--to", "csv", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let err = common::pt_exit(0, &["convert", "--to", "csv", "-o"], &[&out, &src]);
     assert!(
         err.contains("1 ok, 0 salvaged, 0 failed, 1 skipped"),
         "{err}"
