@@ -248,11 +248,7 @@ fn kpi_records_are_one_based_lines() {
     // Salvage names the same line.
     let o = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr_of(&o).contains("byte 19, record 2: bad ACT"),
-        "{}",
-        stderr_of(&o)
-    );
+    common::assert_has(&stderr_of(&o), "byte 19, record 2: bad ACT");
     // A first line that is not KPI: after two blank lines it is line 3.
     let g = dir.path().join("notkpi.kpi");
     std::fs::write(&g, b"\n\nhello world\n").unwrap();
@@ -261,11 +257,7 @@ fn kpi_records_are_one_based_lines() {
         .arg(&g)
         .output()
         .unwrap();
-    assert!(
-        stderr_of(&o).contains("byte 2, record 3: not KPI text"),
-        "{}",
-        stderr_of(&o)
-    );
+    common::assert_has(&stderr_of(&o), "byte 2, record 3: not KPI text");
 }
 
 #[test]
@@ -304,11 +296,7 @@ fn quiet_silences_loss_lines_and_warnings() {
         .arg(corpus("kpi/kpi-capture.dlt"))
         .output()
         .unwrap();
-    assert!(
-        stderr_of(&loud).contains("dropped: 8 DLTD.INTM events"),
-        "{}",
-        stderr_of(&loud)
-    );
+    common::assert_has(&stderr_of(&loud), "dropped: 8 DLTD.INTM events");
     // ... with -q nothing, on every verb.
     for args in [
         vec!["convert", "-q", "--to", "mmv", "-o", out.to_str().unwrap()],
@@ -648,11 +636,7 @@ fn thin_binaries_are_their_own_commands() {
     // A wrong option is an error of that command, exit 2.
     let o = thin("convert").arg("--bogus").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr_of(&o).contains("polytrace-convert"),
-        "{}",
-        stderr_of(&o)
-    );
+    common::assert_has(&stderr_of(&o), "polytrace-convert");
 }
 
 // ------------------------------------------------- completions, man pages
