@@ -332,22 +332,14 @@ fn batch_outputs_replace_known_extensions() {
     copy("kpi/B-buf400.dlt", &src.join("sub/B-buf400.dlt"));
     std::fs::write(src.join("x.kpi"), b"NEW 1;0;/sbin/init\nSTP 1\n").unwrap();
     let out = dir.path().join("out");
-    pt().args(["convert", "-q", "--to", "kpi", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .assert()
-        .code(0);
+    common::convert(&src, "kpi", &out, &["-q"]);
     for f in ["capture.kpi", "sub/B-buf400.kpi", "x.kpi"] {
         assert!(out.join(f).is_file(), "{f}");
     }
     // PCP: base names (bare KPI lines have no dates: left out here).
     std::fs::remove_file(src.join("x.kpi")).unwrap();
     let pcp = dir.path().join("pcp");
-    pt().args(["convert", "-q", "--to", "pcp", "-o"])
-        .arg(&pcp)
-        .arg(&src)
-        .assert()
-        .code(0);
+    common::convert(&src, "pcp", &pcp, &["-q"]);
     for f in ["capture.meta", "capture.0", "sub/B-buf400.meta"] {
         assert!(pcp.join(f).is_file(), "{f}");
     }
