@@ -309,12 +309,7 @@ fn mmv_to_mmv_round_trip_gives_the_same_mmvdump_listing() {
     for p in &inputs {
         let name = p.file_name().unwrap().to_str().unwrap();
         let o = out.path().join(name);
-        Command::new(common::bin())
-            .args(["convert", "--to", "mmv", "-o"])
-            .arg(&o)
-            .arg(p)
-            .assert()
-            .success();
+        common::convert(p, "mmv", &o, &[]);
         let a = std::fs::read(p).unwrap();
         let b = std::fs::read(&o).unwrap();
         if a == b {
