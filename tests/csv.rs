@@ -363,16 +363,20 @@ fn info_counts(input: &Path) -> BTreeMap<String, u64> {
     out
 }
 
+/// The events table of `convert INPUT --to csv --events -o DIR/STEM.csv`,
+/// which must exit 0.
+fn events_table(input: &Path, dir: &Path, stem: &str) -> Table {
+    let (rc, _, err) = convert(input, dir, &format!("{stem}.csv"), &["--events"]);
+    assert_eq!(rc, 0, "{err}");
+    let events = std::fs::read(dir.join(format!("{stem}.events.csv"))).unwrap();
+    read_csv(&events, b',')
+}
+
 #[test]
 fn ltt_events_table_one_row_per_event() {
     let input = common::corpus().join("ltt/smp_example");
     let dir = tempfile::tempdir().unwrap();
-    let (rc, _, err) = convert(&input, dir.path(), "smp.csv", &["--events"]);
-    assert_eq!(rc, 0, "{err}");
-    let (hdr, rows) = read_csv(
-        &std::fs::read(dir.path().join("smp.events.csv")).unwrap(),
-        b',',
-    );
+    let (hdr, rows) = events_table(&input, dir.path(), "smp");
     assert_eq!(hdr, ["time", "category", "name", "cpu", "fields"]);
     // Framing (block_start/end, heartbeats) is not data.
     assert_eq!(rows.len() as u64, info_counts(&input)["events"]);
@@ -403,12 +407,7 @@ fn one_event_type_gets_a_column_per_field() {
     // a2-unwrapped has a single message type.
     let input = common::corpus().join("timeline/a2-unwrapped.dat");
     let dir = tempfile::tempdir().unwrap();
-    let (rc, _, err) = convert(&input, dir.path(), "t.csv", &["--events"]);
-    assert_eq!(rc, 0, "{err}");
-    let (hdr, rows) = read_csv(
-        &std::fs::read(dir.path().join("t.events.csv")).unwrap(),
-        b',',
-    );
+    let (hdr, rows) = events_table(&input, dir.path(), "t");
     assert_eq!(hdr, ["time", "category", "name", "cpu", "i", "n"]);
     assert_eq!(rows.len(), 100);
     // Cycles only: seconds on the source's own axis, never a date.
