@@ -414,13 +414,7 @@ fn corpus_round_trip_is_pmdumplog_identical() {
         let src = corpus_pcp().join(v);
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("rt");
-        polytrace()
-            .args(["convert", "-q"])
-            .arg(&src)
-            .args(["--to", "pcp", "-o"])
-            .arg(&out)
-            .assert()
-            .success();
+        common::convert(&src, "pcp", &out, &["-q"]);
         let a = pmdumplog(&dumplog, &DUMP_FLAGS, &src);
         let b = pmdumplog(&dumplog, &DUMP_FLAGS, &out);
         assert!(
@@ -821,13 +815,7 @@ fn damaged_xz_volume_is_reported_and_salvaged() {
     let dir = tempfile::tempdir().unwrap();
     // One plain volume, built from the source's three.
     let plain = dir.path().join("p");
-    polytrace()
-        .args(["convert", "-q"])
-        .arg(&src)
-        .args(["--to", "pcp", "-o"])
-        .arg(&plain)
-        .assert()
-        .success();
+    common::convert(&src, "pcp", &plain, &["-q"]);
     let full = run_ok(&["dump", plain.to_str().unwrap()]);
     let raw = std::fs::read(dir.path().join("p.0")).unwrap();
     let mut e = liblzma::write::XzEncoder::new(Vec::new(), 0);
