@@ -205,3 +205,15 @@ pub fn pt_exit(code: i32, args: &[&str], paths: &[&Path]) -> String {
 pub fn copy_corpus(rel: &str, dst: &Path) {
     std::fs::copy(corpus().join(rel), dst).unwrap();
 }
+
+/// The event lines of `dump --style common EXTRA… P` (definitions and
+/// header aside), which must exit 0.
+pub fn common_events(p: &Path, extra: &[&str]) -> Vec<String> {
+    let args = [&["dump", "--style", "common"], extra].concat();
+    let (code, out, err) = pt(&args, &[p]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
+        .map(str::to_string)
+        .collect()
+}
