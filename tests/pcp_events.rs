@@ -7,16 +7,6 @@ use common::pt;
 use std::path::Path;
 use std::process::Command;
 
-/// The event lines of the common listing (definitions and header aside).
-fn common_events(p: &Path) -> Vec<String> {
-    let (code, out, err) = pt(&["dump", "--style", "common"], &[p]);
-    assert_eq!(code, 0, "{err}");
-    out.lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
-        .map(str::to_string)
-        .collect()
-}
-
 fn pmdumplog(args: &[&str], base: &Path) -> Option<String> {
     let tool = common::peer("pmdumplog")?;
     let o = Command::new(tool).args(args).arg(base).output().unwrap();
@@ -105,12 +95,12 @@ fn ltt_to_pcp_to_ltt_listing_is_identical() {
     let back = dir.path().join("back.ltt");
     common::convert(&src, "pcp", &pcp, &[]);
     // Our reader restores the events: same type, CPU, stream, fields, time.
-    let want: Vec<String> = common_events(&src)
+    let want: Vec<String> = common::common_events(&src, &[])
         .into_iter()
         .filter(|l| !l.contains(" core.block_") && !l.contains(" core.time_heartbeat "))
         .collect();
     assert_eq!(want.len(), 173_151);
-    let got = common_events(&pcp);
+    let got = common::common_events(&pcp, &[]);
     assert!(
         want == got,
         "{:?}",
@@ -234,16 +224,9 @@ fn timeline_events_are_event_records_with_their_extras() {
     common::convert(&src, "pcp", &out, &opts);
     pmlogcheck_clean(&out);
     // Read back: the same events as the timeline read with the same options.
-    let mut args = vec!["dump", "--style", "common"];
-    args.extend_from_slice(&opts);
-    let (_, want, _) = pt(&args, &[&src]);
-    let want: Vec<String> = want
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
-        .map(str::to_string)
-        .collect();
+    let want = common::common_events(&src, &opts);
     assert_eq!(want.len(), 42);
-    assert_eq!(common_events(&out), want);
+    assert_eq!(common::common_events(&out, &[]), want);
     let Some(d) = pmdumplog(&["-a", "-Z", "UTC"], &out) else {
         return;
     };
@@ -309,7 +292,7 @@ fn recorded_events_go_into_the_archive_as_records() {
         &[&out],
     );
     pmlogcheck_clean(&out);
-    let events = common_events(&out);
+    let events = common::common_events(&out, &[]);
     assert!(
         events.iter().any(|l| l.contains(" event kpi.NEW pid=1 ")),
         "{}",
