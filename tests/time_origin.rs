@@ -140,22 +140,12 @@ fn timeline_cycles_need_a_rate_and_an_origin() {
     starts_at_the_origin(&out);
     // The entries keep their spacing at the given rate: the same listing
     // as the timeline read with the same options.
-    let events = |p: &Path, extra: &[&str]| -> Vec<String> {
-        let mut args = vec!["dump", "--style", "common"];
-        args.extend_from_slice(extra);
-        let (code, out, err) = pt(&args, &[p]);
-        assert_eq!(code, 0, "{err}");
-        out.lines()
-            .filter(|l| l.contains(" event "))
-            .map(str::to_string)
-            .collect()
-    };
-    let want = events(
+    let want = common::common_events(
         &src,
         &["--tsc-hz", "2.5e9", "--time-origin", "1795319035.5"],
     );
     assert_eq!(want.len(), 42);
-    assert_eq!(events(&out, &[]), want);
+    assert_eq!(common::common_events(&out, &[]), want);
     assert!(
         want[0].starts_with("1795319035.500000000 event "),
         "{}",
