@@ -5,7 +5,7 @@
 mod common;
 
 use common::pt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Nothing at all beside `out`'s name in `dir` (no staging leftovers).
@@ -20,6 +20,13 @@ fn nothing_written(dir: &Path) {
 }
 
 const BARE: &[u8] = b"NEW 1;0;/sbin/init\nNEW 2;1;/bin/sh\nACT 1;2;3;4;5;6\nSTP 2\n";
+
+/// `BARE` as `dir/bare.kpi`.
+fn bare_kpi(dir: &Path) -> PathBuf {
+    let src = dir.join("bare.kpi");
+    std::fs::write(&src, BARE).unwrap();
+    src
+}
 
 /// The archive's first timestamp as `pmdumplog -L` prints it (`commencing`).
 fn commencing(base: &Path) -> Option<String> {
@@ -59,9 +66,7 @@ fn starts_at_the_origin(out: &Path) {
 #[test]
 fn bare_kpi_into_date_targets_needs_an_origin() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("bare.kpi");
-    std::fs::write(&src, BARE).unwrap();
-    let out = dir.path().join("out");
+    let (src, out) = (bare_kpi(dir.path()), dir.path().join("out"));
     for (to, extra) in [
         ("pcp", None),
         ("dlt", None),
@@ -92,9 +97,7 @@ fn bare_kpi_into_date_targets_needs_an_origin() {
 #[test]
 fn with_an_origin_the_archive_starts_at_it() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("bare.kpi");
-    std::fs::write(&src, BARE).unwrap();
-    let out = dir.path().join("out");
+    let (src, out) = (bare_kpi(dir.path()), dir.path().join("out"));
     let origin = ["-q", "--time-origin", "2026-11-22T03:43:55.5Z"];
     common::convert(&src, "pcp", &out, &origin);
     starts_at_the_origin(&out);
