@@ -178,26 +178,14 @@ fn main() {
         }
     };
     println!("allocations counted from opening the input to the committed output");
-    println!("DLT -> PCP: {}", dlt.display());
-    convert(
-        "DLT->PCP",
-        &dlt,
-        polytrace::model::FormatId::Pcp,
-        &tmp.path().join("out-pcp"),
-    );
-    println!("PCP -> LTT: {}", pcp.display());
-    convert(
-        "PCP->LTT",
-        &pcp,
-        polytrace::model::FormatId::Ltt,
-        &tmp.path().join("out.ltt"),
-    );
+    use polytrace::model::FormatId;
     let ltt = root.join("testdata/ltt/smp_example");
-    println!("LTT -> timeline: {}", ltt.display());
-    convert(
-        "LTT->TL",
-        &ltt,
-        polytrace::model::FormatId::Timeline,
-        &tmp.path().join("out.timeline"),
-    );
+    for (title, what, src, to, out) in [
+        ("DLT -> PCP", "DLT->PCP", &dlt, FormatId::Pcp, "out-pcp"),
+        ("PCP -> LTT", "PCP->LTT", &pcp, FormatId::Ltt, "out.ltt"),
+        ("LTT -> timeline", "LTT->TL", &ltt, FormatId::Timeline, "tl"),
+    ] {
+        println!("{title}: {}", src.display());
+        convert(what, src, to, &tmp.path().join(out));
+    }
 }

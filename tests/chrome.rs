@@ -71,13 +71,8 @@ struct Info {
 }
 
 fn info(input: &Path) -> Info {
-    let o = Command::new(common::bin())
-        .arg("info")
-        .arg(input)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
+    let (code, text, err) = common::pt(&["info"], &[input]);
+    assert_eq!(code, 0, "{err}");
     let mut i = Info::default();
     let mut section = "";
     for line in text.lines() {

@@ -226,14 +226,7 @@ fn batch_groups_archive_members_into_one_input() {
         }
     }
     let out_dir = dir.path().join("out");
-    let out = pt()
-        .args(["convert", "--to", "pcp", "-o"])
-        .arg(&out_dir)
-        .arg(&src)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = common::pt_exit(0, &["convert", "--to", "pcp", "-o"], &[&out_dir, &src]);
     // Three member files each, one input each.
     assert!(
         err.contains("2 ok, 0 salvaged, 0 failed, 0 skipped"),

@@ -2,30 +2,11 @@
 //! polytrace and accepted by the real peer tool where one exists.
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::pt;
+use std::path::Path;
 use std::process::Command;
 
-fn sources() -> Vec<(&'static str, PathBuf)> {
-    let c = common::corpus();
-    vec![
-        ("kpi", c.join("kpi/kpi-capture.convert-a.txt")),
-        ("dlt", c.join("kpi/kpi-capture.dlt")),
-        ("mmv", c.join("mmv/research_v2.mmv")),
-        ("pcp", c.join("pcp/live_v3")),
-        ("ltt", c.join("ltt/smp_example")),
-        ("timeline", c.join("timeline/a2-small-wrapped.dat")),
-    ]
-}
-
 const TARGETS: [&str; 6] = ["kpi", "dlt", "mmv", "pcp", "ltt", "timeline"];
-
-fn run(cmd: &mut Command) -> (i32, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The peer tool's verdict on an output, where a peer exists.
 fn peer_accepts(fmt: &str, out: &Path) -> Option<(bool, String)> {
@@ -69,28 +50,21 @@ fn every_reader_into_every_writer() {
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let mut table = String::new();
-    for (src, input) in sources() {
+    for (src, input) in common::sources() {
         for dst in TARGETS {
             let out = dir.path().join(format!("{src}-to-{dst}"));
             let mut args = vec!["convert", "-q", "--to", dst];
+            let run = |args: &[&str]| pt(&[args, &["-o"]].concat(), &[&out, &input]);
             if src == "timeline" && matches!(dst, "pcp" | "dlt") {
                 // Cycles have no date: refused without --time-origin (and
                 // --tsc-hz), nothing written; then converted with them.
-                let (code, err) = run(Command::new(common::bin())
-                    .args(&args)
-                    .arg("-o")
-                    .arg(&out)
-                    .arg(&input));
+                let (code, _, err) = run(&args);
                 if code != 2 || !err.contains("--time-origin") || out.exists() {
                     failures.push(format!("{src} -> {dst}: no origin: exit {code}: {err}"));
                 }
                 args.extend(["--tsc-hz", "2.5e9", "--time-origin", "2026-11-22T03:43:55Z"]);
             }
-            let (code, err) = run(Command::new(common::bin())
-                .args(&args)
-                .arg("-o")
-                .arg(&out)
-                .arg(&input));
+            let (code, _, err) = run(&args);
             let exists = out.exists() || out.with_extension("meta").exists();
             let refused = REFUSED.iter().find(|(s, d, _)| *s == src && *d == dst);
             table.push_str(&format!(
@@ -121,9 +95,7 @@ fn every_reader_into_every_writer() {
                 failures.push(format!("{src} -> {dst}: empty or missing output"));
                 continue;
             }
-            let (rc, err) = run(Command::new(common::bin())
-                .args(["info", "--from", dst])
-                .arg(&out));
+            let (rc, _, err) = pt(&["info", "--from", dst], &[&out]);
             if rc != 0 {
                 failures.push(format!("{src} -> {dst}: read back exit {rc}: {err}"));
             }
@@ -170,18 +142,18 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
     let live = common::corpus().join("pcp/live_v3");
     // An empty window (--begin past the end) into PCP: exit 2, no archive.
     let out = dir.path().join("empty");
-    let (code, err) = run(Command::new(common::bin())
-        .args([
+    let err = common::pt_exit(
+        2,
+        &[
             "convert",
             "--to",
             "pcp",
             "--begin",
             "2100-01-01T00:00:00Z",
             "-o",
-        ])
-        .arg(&out)
-        .arg(&live));
-    assert_eq!(code, 2, "{err}");
+        ],
+        &[&out, &live],
+    );
     assert!(
         err.contains("nothing to write in") && err.contains("--begin/--end"),
         "{err}"
@@ -191,10 +163,10 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
     // definitions in the window.
     for to in ["kpi", "dlt", "mmv", "ltt", "timeline"] {
         let out = dir.path().join(format!("empty-{to}"));
-        let (code, err) = run(Command::new(common::bin())
-            .args(["convert", "--to", to, "--end", "1970-01-02T00:00:00Z", "-o"])
-            .arg(&out)
-            .arg(&live));
+        let (code, _, err) = pt(
+            &["convert", "--to", to, "--end", "1970-01-02T00:00:00Z", "-o"],
+            &[&out, &live],
+        );
         assert_eq!(code, 2, "{to}: {err}");
         assert!(err.contains("nothing to write"), "{to}: {err}");
     }
@@ -223,10 +195,7 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
     let src = dir.path().join("untyped.dlt");
     std::fs::write(&src, &rec).unwrap();
     let out = dir.path().join("untyped");
-    let (code, err) = run(Command::new(common::bin())
-        .args(["convert", "--to", "pcp", "-o"])
-        .arg(&out)
-        .arg(&src));
+    let (code, _, err) = pt(&["convert", "--to", "pcp", "-o"], &[&out, &src]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("nothing to write as a PCP archive in"),
@@ -238,22 +207,10 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
     // its reason, and the rest converts.
     let tree = dir.path().join("tree");
     std::fs::create_dir_all(&tree).unwrap();
-    std::fs::copy(
-        common::corpus().join("mmv/research_v1.mmv"),
-        tree.join("a.mmv"),
-    )
-    .unwrap();
-    std::fs::copy(
-        common::corpus().join("kpi/B-buf400.dlt"),
-        tree.join("b.dlt"),
-    )
-    .unwrap();
+    common::copy_corpus("mmv/research_v1.mmv", &tree.join("a.mmv"));
+    common::copy_corpus("kpi/B-buf400.dlt", &tree.join("b.dlt"));
     let outdir = dir.path().join("out");
-    let (code, err) = run(Command::new(common::bin())
-        .args(["convert", "--to", "kpi", "-o"])
-        .arg(&outdir)
-        .arg(&tree));
-    assert_eq!(code, 0, "{err}");
+    let err = common::pt_exit(0, &["convert", "--to", "kpi", "-o"], &[&outdir, &tree]);
     assert!(
         err.lines().any(|l| l.starts_with("skipped")
             && l.contains("a.mmv")
@@ -276,11 +233,7 @@ fn instance_names_survive_in_an_ltt_trace() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("kpi.ltt");
     let src = common::corpus().join("kpi/kpi-capture.convert-a.txt");
-    let (code, err) = run(Command::new(common::bin())
-        .args(["convert", "--to", "ltt", "-o"])
-        .arg(&out)
-        .arg(&src));
-    assert_eq!(code, 0, "{err}");
+    let err = common::pt_exit(0, &["convert", "--to", "ltt", "-o"], &[&out, &src]);
     let drops: Vec<&str> = err
         .lines()
         .filter(|l| l.starts_with("polytrace: dropped:"))
@@ -305,19 +258,21 @@ fn instance_names_survive_in_an_ltt_trace() {
 #[test]
 fn the_writer_thread_writes_the_same_files() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, src) in sources() {
+    for (name, src) in common::sources() {
         // (DLT is left out: its session id is the writer's process id.)
         for to in ["pcp", "ltt", "timeline"] {
             let mut outs = Vec::new();
             for threads in ["1", "0"] {
                 let out = dir.path().join(format!("{name}-{to}-{threads}.out"));
-                let (code, err) = run(Command::new(common::bin())
-                    .env("POLYTRACE_WRITER_THREAD", threads)
-                    .args(["convert", "-q", "--time-origin", "2020-01-01T00:00:00Z"])
-                    .args(["--tsc-hz", "2000000000"])
-                    .arg(&src)
-                    .args(["--to", to, "-o"])
-                    .arg(&out));
+                let (code, _, err) = common::outcome(
+                    Command::new(common::bin())
+                        .env("POLYTRACE_WRITER_THREAD", threads)
+                        .args(["convert", "-q", "--time-origin", "2020-01-01T00:00:00Z"])
+                        .args(["--tsc-hz", "2000000000"])
+                        .arg(&src)
+                        .args(["--to", to, "-o"])
+                        .arg(&out),
+                );
                 assert!(code <= 1, "{name} -> {to}: exit {code}: {err}");
                 outs.push(out);
             }

@@ -343,13 +343,8 @@ fn strings_are_quoted_as_rfc4180() {
 
 /// `polytrace info` item counts by kind.
 fn info_counts(input: &Path) -> BTreeMap<String, u64> {
-    let o = Command::new(common::bin())
-        .arg("info")
-        .arg(input)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
+    let (code, text, err) = common::pt(&["info"], &[input]);
+    assert_eq!(code, 0, "{err}");
     let mut out = BTreeMap::new();
     let mut in_items = false;
     for line in text.lines() {
@@ -368,16 +363,20 @@ fn info_counts(input: &Path) -> BTreeMap<String, u64> {
     out
 }
 
+/// The events table of `convert INPUT --to csv --events -o DIR/STEM.csv`,
+/// which must exit 0.
+fn events_table(input: &Path, dir: &Path, stem: &str) -> Table {
+    let (rc, _, err) = convert(input, dir, &format!("{stem}.csv"), &["--events"]);
+    assert_eq!(rc, 0, "{err}");
+    let events = std::fs::read(dir.join(format!("{stem}.events.csv"))).unwrap();
+    read_csv(&events, b',')
+}
+
 #[test]
 fn ltt_events_table_one_row_per_event() {
     let input = common::corpus().join("ltt/smp_example");
     let dir = tempfile::tempdir().unwrap();
-    let (rc, _, err) = convert(&input, dir.path(), "smp.csv", &["--events"]);
-    assert_eq!(rc, 0, "{err}");
-    let (hdr, rows) = read_csv(
-        &std::fs::read(dir.path().join("smp.events.csv")).unwrap(),
-        b',',
-    );
+    let (hdr, rows) = events_table(&input, dir.path(), "smp");
     assert_eq!(hdr, ["time", "category", "name", "cpu", "fields"]);
     // Framing (block_start/end, heartbeats) is not data.
     assert_eq!(rows.len() as u64, info_counts(&input)["events"]);
@@ -408,12 +407,7 @@ fn one_event_type_gets_a_column_per_field() {
     // a2-unwrapped has a single message type.
     let input = common::corpus().join("timeline/a2-unwrapped.dat");
     let dir = tempfile::tempdir().unwrap();
-    let (rc, _, err) = convert(&input, dir.path(), "t.csv", &["--events"]);
-    assert_eq!(rc, 0, "{err}");
-    let (hdr, rows) = read_csv(
-        &std::fs::read(dir.path().join("t.events.csv")).unwrap(),
-        b',',
-    );
+    let (hdr, rows) = events_table(&input, dir.path(), "t");
     assert_eq!(hdr, ["time", "category", "name", "cpu", "i", "n"]);
     assert_eq!(rows.len(), 100);
     // Cycles only: seconds on the source's own axis, never a date.
@@ -487,14 +481,7 @@ fn batch_counts_an_input_without_samples_as_skipped() {
     std::fs::copy(c.join("mmv/research_v2.mmv"), src.join("r.mmv")).unwrap();
     std::fs::copy(c.join("timeline/a2-priorities.dat"), src.join("events.dat")).unwrap();
     let out = dir.path().join("out");
-    let o = Command::new(common::bin())
-        .args(["convert", "--to", "csv", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let err = common::pt_exit(0, &["convert", "--to", "csv", "-o"], &[&out, &src]);
     assert!(
         err.contains("1 ok, 0 salvaged, 0 failed, 1 skipped"),
         "{err}"

@@ -4,22 +4,11 @@
 //! source's absolute times, and without a single warning.
 mod common;
 
+use common::pt;
 use polytrace::cfmt::fmt_g;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn sources() -> Vec<(&'static str, PathBuf)> {
-    let c = common::corpus();
-    vec![
-        ("kpi", c.join("kpi/kpi-capture.convert-a.txt")),
-        ("dlt", c.join("kpi/kpi-capture.dlt")),
-        ("mmv", c.join("mmv/research_v2.mmv")),
-        ("pcp", c.join("pcp/live_v3")),
-        ("ltt", c.join("ltt/smp_example")),
-        ("timeline", c.join("timeline/a2-small-wrapped.dat")),
-    ]
-}
 
 /// PCP testsuite archives with event records (PM_TYPE_EVENT and
 /// HIGHRES_EVENT values), where installed (required in CI).
@@ -31,19 +20,6 @@ fn testsuite_sources() -> Vec<(&'static str, PathBuf)> {
         ("eventrec", ts.join("archives/eventrec")),
         ("eventrec-old", ts.join("archives/eventrec-old")),
     ]
-}
-
-fn polytrace(args: &[&str], input: &Path) -> (i32, String, String) {
-    let o = Command::new(common::bin())
-        .args(args)
-        .arg(input)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 fn to_ctf(input: &Path, out: &Path) -> String {
@@ -79,7 +55,7 @@ fn babeltrace(bt: &Path, dir: &Path, extra: &[&str]) -> (String, String) {
 /// What `info` counts that becomes a CTF event: events (framing apart),
 /// every sample value, annotations and marks.
 fn info_count(input: &Path) -> u64 {
-    let (code, out, err) = polytrace(&["info"], input);
+    let (code, out, err) = pt(&["info"], &[input]);
     assert_eq!(code, 0, "{err}");
     let mut n = 0;
     let mut in_values = false;
@@ -644,7 +620,7 @@ fn common_records(text: &str) -> Vec<Rec> {
 }
 
 fn host_of(input: &Path) -> Option<String> {
-    let (_, out, _) = polytrace(&["info"], input);
+    let (_, out, _) = pt(&["info"], &[input]);
     out.lines()
         .find_map(|l| l.strip_prefix("host:"))
         .map(|h| h.trim().to_string())
@@ -657,7 +633,7 @@ fn babeltrace2_reads_every_corpus_input_as_polytrace_does() {
     };
     let stale = stale_empty_strings(&bt);
     let dir = tempfile::tempdir().unwrap();
-    for (name, input) in sources().into_iter().chain(testsuite_sources()) {
+    for (name, input) in common::sources().into_iter().chain(testsuite_sources()) {
         let out = dir.path().join(format!("{name}.ctf"));
         to_ctf(&input, &out);
         let (text, err) = babeltrace(&bt, &out, &["--clock-seconds"]);
@@ -672,7 +648,7 @@ fn babeltrace2_reads_every_corpus_input_as_polytrace_does() {
             "{name}: events printed by babeltrace2"
         );
         let got = bt_records(&text, host_of(&input).as_deref());
-        let (code, dump, derr) = polytrace(&["dump", "--style", "common", "--no-framing"], &input);
+        let (code, dump, derr) = pt(&["dump", "--style", "common", "--no-framing"], &[&input]);
         assert_eq!(code, 0, "{derr}");
         let want = common_records(&dump);
         let t = compare(name, want, got, stale);

@@ -79,7 +79,7 @@ fn case1_write_amplification() {
     let out = tmp.path().join("out");
     let o = run(&[&"convert", &trace, &"--to", &"ltt", &"-o", &out]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert!(stderr(&o).contains("resync heartbeat"), "{}", stderr(&o));
+    common::assert_has(&stderr(&o), "resync heartbeat");
     let (insz, outsz) = (tree_size(&trace), tree_size(&out));
     assert!(outsz <= 4 * insz, "output {outsz} bytes from {insz}");
     let a = run(&[&"dump", &"--no-framing", &trace]);
@@ -158,7 +158,7 @@ fn case3_partial_block() {
         a.push(&trace);
         let o = run(&a);
         assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains("cpu/0: byte 0:"), "{}", stderr(&o));
+        common::assert_has(&stderr(&o), "cpu/0: byte 0:");
     }
     let o = run(&[&"dump", &"--salvage", &trace]);
     assert_eq!(code(&o), 1, "{}", stderr(&o));
@@ -178,7 +178,7 @@ fn case3_partial_block() {
         .filter(|l| l.contains("(cpu/0)"))
         .count();
     assert!((40_000..85_917).contains(&n0), "{n0} cpu/0 events kept");
-    assert!(stderr(&o).contains("has no block_end"), "{}", stderr(&o));
+    common::assert_has(&stderr(&o), "has no block_end");
 }
 
 /// Staging directories of `name` in `dir`.
@@ -474,11 +474,7 @@ fn case7_record_boundary_cuts() {
     for verb in ["dump", "info", "check"] {
         let o = run(&[&verb, &dlt]);
         assert_eq!(code(&o), 2, "{verb}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains("byte 10771, record 56"),
-            "{}",
-            stderr(&o)
-        );
+        common::assert_has(&stderr(&o), "byte 10771, record 56");
     }
     let o = run(&[&"dump", &"--salvage", &dlt]);
     assert_eq!(code(&o), 1);
@@ -489,10 +485,9 @@ fn case7_record_boundary_cuts() {
     poke(&trace.join("cpu/1"), 999_996, &[0xff, 0xff, 0, 0]);
     let o = run(&[&"dump", &"--no-framing", &trace]);
     assert_eq!(code(&o), 1, "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("cpu/1: byte 999996, record 0: block 0 lost: trailer 65535"),
-        "{}",
-        stderr(&o)
+    common::assert_has(
+        &stderr(&o),
+        "cpu/1: byte 999996, record 0: block 0 lost: trailer 65535",
     );
     assert_eq!(o.stdout.iter().filter(|&&c| c == b'\n').count(), 85_914);
 }
@@ -543,11 +538,7 @@ fn case6_detection_on_damaged_files() {
     let p = tmp.path().join("junk");
     std::fs::write(&p, b"\x07\x07\x07 hello").unwrap();
     let o = run(&[&"info", &p]);
-    assert!(
-        stderr(&o).contains("unrecognised format (give --from"),
-        "{}",
-        stderr(&o)
-    );
+    common::assert_has(&stderr(&o), "unrecognised format (give --from");
 }
 
 /// Inputs kept from fuzzing (crashes found and fixed, and hand-made

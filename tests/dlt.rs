@@ -210,32 +210,18 @@ struct Args {
 }
 
 impl Args {
+    /// A number given in both byte orders: the one of this payload.
+    fn num<const N: usize>(&mut self, be: [u8; N], le: [u8; N]) -> &mut Self {
+        self.raw(if self.be { &be } else { &le })
+    }
     fn u16(&mut self, v: u16) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
-        self
+        self.num(v.to_be_bytes(), v.to_le_bytes())
     }
     fn u32(&mut self, v: u32) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
-        self
+        self.num(v.to_be_bytes(), v.to_le_bytes())
     }
     fn u64(&mut self, v: u64) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
-        self
+        self.num(v.to_be_bytes(), v.to_le_bytes())
     }
     fn raw(&mut self, b: &[u8]) -> &mut Self {
         self.b.extend_from_slice(b);

@@ -8,19 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn polytrace_to_dlt(src: &Path, out: &Path, extra: &[&str]) {
-    let o = Command::new(common::bin())
-        .args(["convert", "-q", "--to", "dlt", "-o"])
-        .arg(out)
-        .args(extra)
-        .arg(src)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}: {}",
-        src.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::convert(src, "dlt", out, extra);
 }
 
 /// ("ECU APID CTID", type, payload) of each message as dlt-viewer exports it:

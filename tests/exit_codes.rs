@@ -4,21 +4,8 @@
 //! 3 batch with failed inputs; `--strict` makes any loss an error.
 mod common;
 
+use common::pt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn pt(args: &[&str], paths: &[&Path]) -> (i32, String, String) {
-    let out = Command::new(common::bin())
-        .args(args)
-        .args(paths)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Lines of the loss summary (not diagnostics).
 fn loss_lines(err: &str) -> Vec<&str> {
@@ -126,11 +113,11 @@ fn damaged_input_is_2_without_salvage_and_1_with_it() {
         "{err}"
     );
     assert_eq!(entries(dir.path()), ["damaged.dlt"]);
-    let (code, _, err) = pt(
+    let err = common::pt_exit(
+        1,
         &["convert", "-q", "--salvage", "--to", "pcp", "-o"],
         &[&out, &input],
     );
-    assert_eq!(code, 1, "{err}");
     // -q keeps what says the input was damaged.
     assert!(err.contains("salvaged: "), "{err}");
     assert!(out.with_extension("meta").is_file());
@@ -141,11 +128,11 @@ fn strict_refuses_any_loss_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let input = common::corpus().join("kpi/kpi-capture.dlt");
     let out = dir.path().join("out");
-    let (code, _, err) = pt(
+    let err = common::pt_exit(
+        2,
         &["convert", "--strict", "--to", "kpi", "-o"],
         &[&out, &input],
     );
-    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("nothing written") && err.contains("dropped: 8 DLTD.INTM events"),
         "{err}"
@@ -157,19 +144,19 @@ fn strict_refuses_any_loss_and_writes_nothing() {
     assert_eq!(code, 2, "{err}");
     assert!(text.is_empty(), "{} bytes on stdout", text.len());
     // Events into MMV become counters: a degradation, refused as well.
-    let (code, _, err) = pt(
+    let err = common::pt_exit(
+        2,
         &["convert", "--strict", "--to", "mmv", "-o"],
         &[&dir.path().join("out.mmv"), &ltt],
     );
-    assert_eq!(code, 2, "{err}");
     assert!(err.contains("counters"), "{err}");
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
     // Nothing lost: --strict is no obstacle.
-    let (code, _, err) = pt(
+    common::pt_exit(
+        0,
         &["convert", "-q", "--strict", "--to", "pcp", "-o"],
         &[&out, &ltt],
     );
-    assert_eq!(code, 0, "{err}");
 }
 
 #[test]
@@ -179,22 +166,14 @@ fn batch_with_a_damaged_and_a_failing_input_is_3() {
     std::fs::create_dir_all(&src).unwrap();
     damaged_dlt(&src);
     // Cycles only, into an archive, without --time-origin: fails.
-    std::fs::copy(
-        common::corpus().join("timeline/a2-priorities.dat"),
-        src.join("cycles.dat"),
-    )
-    .unwrap();
-    std::fs::copy(
-        common::corpus().join("kpi/kpi-capture.convert-a.txt"),
-        src.join("good.txt"),
-    )
-    .unwrap();
+    common::copy_corpus("timeline/a2-priorities.dat", &src.join("cycles.dat"));
+    common::copy_corpus("kpi/kpi-capture.convert-a.txt", &src.join("good.txt"));
     let out = dir.path().join("out");
-    let (code, _, err) = pt(
+    let err = common::pt_exit(
+        3,
         &["convert", "--salvage", "--to", "pcp", "-o"],
         &[&out, &src],
     );
-    assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("1 ok, 1 salvaged, 1 failed, 0 skipped"),
         "{err}"
@@ -211,19 +190,18 @@ fn batch_with_a_damaged_and_a_failing_input_is_3() {
     // Without the failing input: salvaged only is 1, all good is 0, and a
     // format-inherent loss (the capture's 13 daemon messages) is "ok".
     std::fs::remove_file(src.join("cycles.dat")).unwrap();
-    let (code, _, err) = pt(
+    common::pt_exit(
+        1,
         &["convert", "--force", "--salvage", "--to", "pcp", "-o"],
         &[&out, &src],
     );
-    assert_eq!(code, 1, "{err}");
     std::fs::remove_file(src.join("damaged.dlt")).unwrap();
-    std::fs::copy(
-        common::corpus().join("kpi/kpi-capture.dlt"),
-        src.join("capture.dlt"),
-    )
-    .unwrap();
-    let (code, _, err) = pt(&["convert", "--force", "--to", "pcp", "-o"], &[&out, &src]);
-    assert_eq!(code, 0, "{err}");
+    common::copy_corpus("kpi/kpi-capture.dlt", &src.join("capture.dlt"));
+    let err = common::pt_exit(
+        0,
+        &["convert", "--force", "--to", "pcp", "-o"],
+        &[&out, &src],
+    );
     assert!(err.contains("ok         capture.dlt\n"), "{err}");
 }
 
@@ -235,37 +213,15 @@ fn record_writes_what_the_format_holds_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
     for to in ["kpi", "mmv"] {
         let out = dir.path().join(format!("rec.{to}"));
-        let (code, _, err) = pt(
-            &[
-                "record",
-                "--samples",
-                "2",
-                "--interval",
-                "100ms",
-                "--to",
-                to,
-                "-o",
-            ],
-            &[&out],
-        );
+        let record = |extra: &[&str]| {
+            let to = ["--interval", "100ms", "--to", to, "-o"];
+            pt(&[&["record"], extra, &to].concat(), &[&out])
+        };
+        let (code, _, err) = record(&["--samples", "2"]);
         assert_eq!(code, 0, "record --to {to}: {err}");
         // It says what the format left out, and -q silences that.
         assert!(err.contains("dropped:"), "{err}");
-        let (code, _, err) = pt(
-            &[
-                "record",
-                "-q",
-                "--force",
-                "--samples",
-                "1",
-                "--interval",
-                "100ms",
-                "--to",
-                to,
-                "-o",
-            ],
-            &[&out],
-        );
+        let (code, _, err) = record(&["-q", "--force", "--samples", "1"]);
         assert_eq!(code, 0, "{err}");
         assert!(err.is_empty(), "{err}");
     }

@@ -49,15 +49,10 @@ fn info_counts_match_an_independent_count() {
     let expected = independent_counts(&text);
     // The spec's numbers for this capture (§7, §3.8): sanity anchor.
     assert_eq!(expected["NEW"], 2540);
-    let out = Command::new(common::bin())
-        .args(["info"])
-        .arg(capture())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::output_ok(
+        std::process::Command::new(common::bin())
+            .args(["info"])
+            .arg(capture()),
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
     for (ty, n) in &expected {
@@ -141,12 +136,7 @@ fn convert_to_bare_lines_and_back_keeps_every_dataset_and_group() {
     let bare = dir.path().join("capture.kpi");
     let back = dir.path().join("back.kpi");
     let run = |args: &[&std::ffi::OsStr]| {
-        let out = Command::new(common::bin()).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::output_ok(std::process::Command::new(common::bin()).args(args));
     };
     run(&[
         "convert".as_ref(),
@@ -265,13 +255,12 @@ type Record = (f64, BTreeMap<(String, i64), String>);
 /// `pmdumplog -z ARCHIVE METRIC…`, record by record.
 fn pmdumplog_values(archive: &std::path::Path, metrics: &[&str]) -> Option<Vec<Record>> {
     let tool = common::peer("pmdumplog")?;
-    let o = std::process::Command::new(tool)
-        .arg("-z")
-        .arg(archive)
-        .args(metrics)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::output_ok(
+        std::process::Command::new(tool)
+            .arg("-z")
+            .arg(archive)
+            .args(metrics),
+    );
     let mut recs = Vec::new();
     let mut metric = String::new();
     for l in String::from_utf8_lossy(&o.stdout).lines() {
@@ -678,25 +667,20 @@ fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
         for &n in sizes {
             let dlt = dir.path().join(format!("w{n}.dlt"));
             let _ = std::fs::remove_file(&dlt);
-            let out = Command::new(common::bin())
-                .arg("convert")
-                .arg(src)
-                .args([
-                    "--to",
-                    "dlt",
-                    "-q",
-                    "--dlt-truncated-tails",
-                    "--dlt-payload-max",
-                ])
-                .arg(n.to_string())
-                .arg("-o")
-                .arg(&dlt)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
+            common::output_ok(
+                std::process::Command::new(common::bin())
+                    .arg("convert")
+                    .arg(src)
+                    .args([
+                        "--to",
+                        "dlt",
+                        "-q",
+                        "--dlt-truncated-tails",
+                        "--dlt-payload-max",
+                    ])
+                    .arg(n.to_string())
+                    .arg("-o")
+                    .arg(&dlt),
             );
             let listing = dlt_convert_listing(&dc, &dlt);
             let text = String::from_utf8(listing.clone()).unwrap();
@@ -965,27 +949,22 @@ fn kpi_lines_with_tails_read_like_the_dlt_with_tails() {
     let mut outs = vec![];
     for to in ["kpi", "dlt"] {
         let p = dir.path().join(format!("tails.{to}"));
-        let out = Command::new(common::bin())
-            .arg("convert")
-            .arg(&irq16)
-            // 1000: the 900-character command line fits (the DLT writer
-            // would cut it below 917, the line writer would not).
-            .args([
-                "-q",
-                "--dlt-truncated-tails",
-                "--dlt-payload-max",
-                "1000",
-                "--to",
-                to,
-                "-o",
-            ])
-            .arg(&p)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        common::output_ok(
+            std::process::Command::new(common::bin())
+                .arg("convert")
+                .arg(&irq16)
+                // 1000: the 900-character command line fits (the DLT writer
+                // would cut it below 917, the line writer would not).
+                .args([
+                    "-q",
+                    "--dlt-truncated-tails",
+                    "--dlt-payload-max",
+                    "1000",
+                    "--to",
+                    to,
+                    "-o",
+                ])
+                .arg(&p),
         );
         outs.push(p);
     }

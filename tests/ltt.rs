@@ -614,6 +614,19 @@ fn block_edges() {
 
 const W: u64 = 1 << 32;
 
+/// A little-endian ILP32 trace of 400-byte blocks with `H_XML`'s events
+/// and one tracefile, `cpu/0`.
+fn h_trace(dir: &Path, cpu0: Vec<u8>) {
+    hand_trace(
+        dir,
+        false,
+        400,
+        "ILP32",
+        &[("h.xml", H_XML, 20)],
+        &[("cpu/0", cpu0)],
+    );
+}
+
 #[test]
 fn heartbeat_only_stretches() {
     let tmp = tempfile::tempdir().unwrap();
@@ -625,14 +638,7 @@ fn heartbeat_only_stretches() {
     let last = c0 + 5 * (W - 1) + 10;
     body.push(x(last, 1));
     let d = tmp.path().join("a");
-    hand_trace(
-        &d,
-        false,
-        400,
-        "ILP32",
-        &[("h.xml", H_XML, 20)],
-        &[("cpu/0", h.nsblock(400, c0, last, &body))],
-    );
+    h_trace(&d, h.nsblock(400, c0, last, &body));
     let (l, diags) = dump_dir(&d, false);
     assert_eq!(salvaged(&diags), 0, "{diags:?}");
     let times: Vec<&str> = l
@@ -656,14 +662,7 @@ fn heartbeat_only_stretches() {
     let ev = hb + 7;
     let body = vec![h.hb(hb), x(ev, 2)];
     let d = tmp.path().join("b");
-    hand_trace(
-        &d,
-        false,
-        400,
-        "ILP32",
-        &[("h.xml", H_XML, 20)],
-        &[("cpu/0", h.nsblock(400, c0, ev, &body))],
-    );
+    h_trace(&d, h.nsblock(400, c0, ev, &body));
     let (l, _) = dump_dir(&d, true);
     assert_eq!(
         l,
@@ -675,14 +674,7 @@ fn heartbeat_only_stretches() {
     bad.truncate(22);
     let body = vec![bad, x(c0 + 200, 3)];
     let d = tmp.path().join("c");
-    hand_trace(
-        &d,
-        false,
-        400,
-        "ILP32",
-        &[("h.xml", H_XML, 20)],
-        &[("cpu/0", h.nsblock(400, c0, c0 + 200, &body))],
-    );
+    h_trace(&d, h.nsblock(400, c0, c0 + 200, &body));
     let (l, _) = dump_dir(&d, false);
     assert!(l.contains(&format!("builtin.time_heartbeat: {} (cpu/0) {{ seconds = 0, nanoseconds = 0, cycle_count = {} }}", Timestamp((c0 + 100) as i64), c0 + W + 5)), "{l}");
     assert!(l.contains(&format!(
@@ -737,14 +729,7 @@ fn wrap_boundaries() {
     let mut f = b1;
     f.extend(b2);
     let d = tmp.path().join("w");
-    hand_trace(
-        &d,
-        false,
-        400,
-        "ILP32",
-        &[("h.xml", H_XML, 20)],
-        &[("cpu/0", f)],
-    );
+    h_trace(&d, f);
     let (l, diags) = dump_dir(&d, true);
     assert_eq!(salvaged(&diags), 0);
     assert_eq!(
@@ -987,17 +972,29 @@ fn timeline_src(events: &[(i64, u32)]) -> (Header, Vec<Item>) {
         vec![Field::new("n", FieldType::Uint(4))],
     )))];
     for (i, (t, cpu)) in events.iter().enumerate() {
-        items.push(Item::Event(Event {
-            time: Timestamp(*t),
-            raw_clock: None,
-            type_id: 1,
-            cpu: Some(*cpu),
-            stream: None,
-            fields: vec![Value::U64(i as u64)],
-            extras: Default::default(),
-        }));
+        items.push(event_at(*t, 1, *cpu, vec![Value::U64(i as u64)]));
     }
     (h, items)
+}
+
+fn event_at(t: i64, type_id: u32, cpu: u32, fields: Vec<Value>) -> Item {
+    Item::Event(Event {
+        time: Timestamp(t),
+        raw_clock: None,
+        type_id,
+        cpu: Some(cpu),
+        stream: None,
+        fields,
+        extras: Default::default(),
+    })
+}
+
+/// `items` written as an LTT trace into `d` and listed, which must be clean.
+fn written_listing(d: &Path, h: &Header, items: &[Item]) -> String {
+    write_items(d, h, items, cfg(1000)).unwrap();
+    let (l, diags) = dump_dir(d, true);
+    assert!(diags.is_empty(), "{diags:?}");
+    l
 }
 
 #[test]
@@ -1304,21 +1301,10 @@ fn late_event_types_get_a_new_facility_version() {
         "late",
         vec![Field::new("s", FieldType::String)],
     ))));
-    items.push(Item::Event(Event {
-        time: Timestamp(200),
-        raw_clock: None,
-        type_id: 2,
-        cpu: Some(0),
-        stream: None,
-        fields: vec![Value::Str("x".into())],
-        extras: Default::default(),
-    }));
+    items.push(event_at(200, 2, 0, vec![Value::Str("x".into())]));
     let d = tmp.path().join("l");
-    write_items(&d, &h, &items, cfg(1000)).unwrap();
-    let (l, diags) = dump_dir(&d, true);
-    assert!(diags.is_empty(), "{diags:?}");
     assert_eq!(
-        l,
+        written_listing(&d, &h, &items),
         "app.tick: 0.000000100 (cpu/0) { n = 0 }\napp.late: 0.000000200 (cpu/0) { s = \"x\" }\n"
     );
     assert_eq!(std::fs::read_dir(d.join("eventdefs")).unwrap().count(), 2);
@@ -1327,15 +1313,7 @@ fn late_event_types_get_a_new_facility_version() {
 // ------------------------------------------------------------ bad input
 
 fn copy_smp(dst: &Path) {
-    for sub in [
-        "info/system.xml",
-        "eventdefs/core.xml",
-        "control/facilities",
-        "control/interrupts",
-        "control/processes",
-        "cpu/0",
-        "cpu/1",
-    ] {
+    for sub in common::SMP_FILES {
         let p = dst.join(sub);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, std::fs::read(smp().join(sub)).unwrap()).unwrap();
@@ -1616,21 +1594,10 @@ fn reissued_event_type_reuses_its_facility() {
     let (h, mut items) = timeline_src(&[(100, 0)]);
     let again = items[0].clone();
     items.push(again);
-    items.push(Item::Event(Event {
-        time: Timestamp(200),
-        raw_clock: None,
-        type_id: 1,
-        cpu: Some(0),
-        stream: None,
-        fields: vec![Value::U64(9)],
-        extras: Default::default(),
-    }));
+    items.push(event_at(200, 1, 0, vec![Value::U64(9)]));
     let d = tmp.path().join("r");
-    write_items(&d, &h, &items, cfg(1000)).unwrap();
-    let (l, diags) = dump_dir(&d, true);
-    assert!(diags.is_empty(), "{diags:?}");
     assert_eq!(
-        l,
+        written_listing(&d, &h, &items),
         "app.tick: 0.000000100 (cpu/0) { n = 0 }\napp.tick: 0.000000200 (cpu/0) { n = 9 }\n"
     );
     assert_eq!(std::fs::read_dir(d.join("eventdefs")).unwrap().count(), 1);

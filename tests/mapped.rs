@@ -12,24 +12,19 @@ use std::process::{Command, Stdio};
 /// from the corpus LTT trace.
 fn big_a2(dir: &Path) -> PathBuf {
     let p = dir.join("big.timeline");
-    let out = Command::new(bin())
-        .args([
-            "convert",
-            "-q",
-            "--to",
-            "timeline",
-            "--timeline-version",
-            "A2",
-        ])
-        .args(["--entries", "65536", "-o"])
-        .arg(&p)
-        .arg(corpus().join("ltt/smp_example"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::output_ok(
+        Command::new(bin())
+            .args([
+                "convert",
+                "-q",
+                "--to",
+                "timeline",
+                "--timeline-version",
+                "A2",
+            ])
+            .args(["--entries", "65536", "-o"])
+            .arg(&p)
+            .arg(corpus().join("ltt/smp_example")),
     );
     assert_eq!(
         std::fs::metadata(&p).unwrap().len(),
@@ -117,13 +112,12 @@ fn mapped_and_copied_inputs_list_the_same() {
         return;
     };
     let mmv = dir.path().join("big.mmv");
-    let w = Command::new(bin())
-        .args(["convert", "-q", "--to", "mmv", "-o"])
-        .arg(&mmv)
-        .arg(ts.join("archives/20180102"))
-        .output()
-        .unwrap();
-    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    common::output_ok(
+        Command::new(bin())
+            .args(["convert", "-q", "--to", "mmv", "-o"])
+            .arg(&mmv)
+            .arg(ts.join("archives/20180102")),
+    );
     assert!(std::fs::metadata(&mmv).unwrap().len() >= 1 << 16);
     let (a, b) = (dump(&mmv, false), dump(&mmv, true));
     assert!(a.status.success() && a.stdout == b.stdout);

@@ -106,6 +106,19 @@ fn write_trace(t: &Trace, p: &Path, opts: &WriteOptions) -> LossReport {
 
 // ------------------------------------------------------------------ dump
 
+/// The items of one kind, by reference: `items_of!(t.items, Item::Help)`.
+macro_rules! items_of {
+    ($items:expr, $kind:path) => {
+        $items
+            .iter()
+            .filter_map(|i| match i {
+                $kind(x) => Some(x),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
 #[test]
 fn dump_reproduces_corpus_mmvdump_byte_for_byte() {
     for n in CORPUS {
@@ -165,14 +178,7 @@ fn reader_maps_research_v1_onto_the_model() {
     let g1 = 7710836545507018266u64;
     let start = Timestamp::from_secs_micros((g1 >> 32) as i64, (g1 & 0xffff_ffff) as u32);
     assert_eq!(h.start, Some(start));
-    let metrics: Vec<&MetricDesc> = t
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Metric(m) => Some(m.as_ref()),
-            _ => None,
-        })
-        .collect();
+    let metrics = items_of!(t.items, Item::Metric);
     assert_eq!(metrics.len(), 8);
     let req = metrics[0];
     assert_eq!(req.name(), "requests");
@@ -199,14 +205,7 @@ fn reader_maps_research_v1_onto_the_model() {
     );
     assert_eq!(busy.units, Units::time(1));
     assert_eq!(busy.extras.i64(mmv::keys::TYPE), Some(9));
-    let indom = t
-        .items
-        .iter()
-        .find_map(|i| match i {
-            Item::Indom(u) => Some(u),
-            _ => None,
-        })
-        .unwrap();
+    let indom = items_of!(t.items, Item::Indom)[0];
     assert_eq!(indom.kind, IndomKind::Full);
     assert_eq!(indom.id, (70 << 22) | (11 << 11) | 1);
     let names: Vec<(i32, &str)> = indom
@@ -215,24 +214,10 @@ fn reader_maps_research_v1_onto_the_model() {
         .map(|i| (i.id, i.name.as_str()))
         .collect();
     assert_eq!(names, [(0, "zero"), (1, "one"), (7, "seven")]);
-    let helps: Vec<&Help> = t
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Help(h) => Some(h),
-            _ => None,
-        })
-        .collect();
+    let helps = items_of!(t.items, Item::Help);
     assert_eq!(helps.len(), 2);
     assert_eq!(helps[0].text, "short indom help");
-    let samples: Vec<&Sample> = t
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Sample(s) => Some(s),
-            _ => None,
-        })
-        .collect();
+    let samples = items_of!(t.items, Item::Sample);
     assert_eq!(samples.len(), 1);
     assert_eq!(samples[0].time, start);
     let val = |name: &str| {
@@ -264,14 +249,7 @@ fn reader_maps_v3_labels_and_open_interval() {
     let (t, diags) = read_trace(&v3_dir().join("research_v3.mmv"));
     assert_eq!(t.header.version, "3");
     assert_eq!(t.header.extras.u64(mmv::keys::FLAGS), Some(1));
-    let labels: Vec<&LabelSet> = t
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Labels(l) => Some(l),
-            _ => None,
-        })
-        .collect();
+    let labels = items_of!(t.items, Item::Labels);
     assert_eq!(labels.len(), 5);
     assert_eq!(labels[0].target, LabelTarget::Cluster(13));
     assert_eq!(labels[0].json, r#"{"app":"research"}"#);
@@ -304,14 +282,7 @@ fn sentinel_values_read_as_no_value() {
     let p = tmp.path().join("s.mmv");
     std::fs::write(&p, &data).unwrap();
     let (t, _) = read_trace(&p);
-    let s = t
-        .items
-        .iter()
-        .find_map(|i| match i {
-            Item::Sample(s) => Some(s),
-            _ => None,
-        })
-        .unwrap();
+    let s = items_of!(t.items, Item::Sample)[0];
     assert_eq!(s.metrics[0].values, Ok(vec![]), "sentinel = no value");
     assert_eq!(s.metrics[1].values.as_ref().unwrap().len(), 3);
 }
@@ -338,12 +309,7 @@ fn mmv_to_mmv_round_trip_gives_the_same_mmvdump_listing() {
     for p in &inputs {
         let name = p.file_name().unwrap().to_str().unwrap();
         let o = out.path().join(name);
-        Command::new(common::bin())
-            .args(["convert", "--to", "mmv", "-o"])
-            .arg(&o)
-            .arg(p)
-            .assert()
-            .success();
+        common::convert(p, "mmv", &o, &[]);
         let a = std::fs::read(p).unwrap();
         let b = std::fs::read(&o).unwrap();
         if a == b {
@@ -647,14 +613,7 @@ fn writer_every_type_and_version_accepted_by_mmvdump() {
         }
         // and we read back what we wrote
         let (back, _) = read_trace(&p);
-        let s = back
-            .items
-            .iter()
-            .find_map(|i| match i {
-                Item::Sample(s) => Some(s),
-                _ => None,
-            })
-            .unwrap();
+        let s = items_of!(back.items, Item::Sample)[0];
         assert_eq!(s.metrics.len(), 8);
         assert_eq!(
             s.metrics[6].values,
@@ -808,14 +767,7 @@ fn writer_renames_what_the_pmda_would_skip_and_marks_missing_values() {
     assert!(names.contains(&"my_app.value".to_string()), "{names:?}");
     assert!(names.contains(&"m9lives".to_string()), "{names:?}");
     assert_eq!(back.header.extras.u64(mmv::keys::FLAGS), Some(4));
-    let s = back
-        .items
-        .iter()
-        .find_map(|i| match i {
-            Item::Sample(s) => Some(s),
-            _ => None,
-        })
-        .unwrap();
+    let s = items_of!(back.items, Item::Sample)[0];
     assert_eq!(
         s.metrics[1].values,
         Ok(vec![(5, Value::U64(4_000_000_000))])
@@ -1041,22 +993,20 @@ fn mmv_pmda_serves_written_files() {
     );
     let root = tmp.path().join("root");
     std::fs::write(&root, "root {\n\tmmv\t70:*:*\n}\n").unwrap();
-    let out = std::process::Command::new(pminfo)
-        .env("PCP_TMP_DIR", tmp.path())
-        .arg("-n")
-        .arg(&root)
-        .args([
-            "-L",
-            "-K",
-            "clear",
-            "-K",
-            &format!("add,70,{},mmv_init", dso.display()),
-            "-f",
-            "mmv",
-        ])
-        .output()
-        .unwrap();
-    let s = String::from_utf8_lossy(&out.stdout);
+    // pminfo in a local context with only the MMV PMDA, reading tmp/mmv.
+    let pminfo_mmv = |args: &[&str]| {
+        let out = std::process::Command::new(&pminfo)
+            .env("PCP_TMP_DIR", tmp.path())
+            .arg("-n")
+            .arg(&root)
+            .args(["-L", "-K", "clear", "-K"])
+            .arg(format!("add,70,{},mmv_init", dso.display()))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let s = pminfo_mmv(&["-f", "mmv"]);
     for want in [
         "mmv.snap.app.i32\n    value -2000000000\n",
         "mmv.snap.app.u32\n    inst [5 or \"five\"] value 4000000000\n    inst [9 or \"nine\"] value 7\n",
@@ -1072,22 +1022,7 @@ fn mmv_pmda_serves_written_files() {
         assert!(s.contains(want), "missing {want:?} in pminfo output:\n{s}");
     }
     // v3 labels as the PMDA serves them (merged with context labels)
-    let out = std::process::Command::new(common::peer("pminfo").unwrap())
-        .env("PCP_TMP_DIR", tmp.path())
-        .arg("-n")
-        .arg(&root)
-        .args([
-            "-L",
-            "-K",
-            "clear",
-            "-K",
-            &format!("add,70,{},mmv_init", dso.display()),
-            "-l",
-            "mmv.research3.hits",
-        ])
-        .output()
-        .unwrap();
-    let s = String::from_utf8_lossy(&out.stdout);
+    let s = pminfo_mmv(&["-l", "mmv.research3.hits"]);
     for want in [
         "\"app\":\"research\"",
         "\"shardset\":\"main\"",

@@ -34,15 +34,7 @@ fn values_listing_matches_exactdump_byte_for_byte() {
         let base = corpus_pcp().join(v);
         let got = run_ok(&["dump", "--style", "values", base.to_str().unwrap()]);
         let want = std::fs::read(corpus_pcp().join(format!("{v}.exactdump.txt"))).unwrap();
-        assert!(
-            got == want,
-            "{v}: {}",
-            common::first_diff(
-                &String::from_utf8_lossy(&want),
-                &String::from_utf8_lossy(&got)
-            )
-            .unwrap_or_default()
-        );
+        common::assert_same(v, &want, &got);
     }
 }
 
@@ -52,15 +44,7 @@ fn native_listing_matches_pmdumplog_reference_byte_for_byte() {
         let base = corpus_pcp().join(v);
         let got = run_ok(&["dump", base.to_str().unwrap()]);
         let want = std::fs::read(corpus_pcp().join(format!("{v}.pmdumplog.txt"))).unwrap();
-        assert!(
-            got == want,
-            "{v}: {}",
-            common::first_diff(
-                &String::from_utf8_lossy(&want),
-                &String::from_utf8_lossy(&got)
-            )
-            .unwrap_or_default()
-        );
+        common::assert_same(v, &want, &got);
     }
 }
 
@@ -430,13 +414,7 @@ fn corpus_round_trip_is_pmdumplog_identical() {
         let src = corpus_pcp().join(v);
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("rt");
-        polytrace()
-            .args(["convert", "-q"])
-            .arg(&src)
-            .args(["--to", "pcp", "-o"])
-            .arg(&out)
-            .assert()
-            .success();
+        common::convert(&src, "pcp", &out, &["-q"]);
         let a = pmdumplog(&dumplog, &DUMP_FLAGS, &src);
         let b = pmdumplog(&dumplog, &DUMP_FLAGS, &out);
         assert!(
@@ -837,13 +815,7 @@ fn damaged_xz_volume_is_reported_and_salvaged() {
     let dir = tempfile::tempdir().unwrap();
     // One plain volume, built from the source's three.
     let plain = dir.path().join("p");
-    polytrace()
-        .args(["convert", "-q"])
-        .arg(&src)
-        .args(["--to", "pcp", "-o"])
-        .arg(&plain)
-        .assert()
-        .success();
+    common::convert(&src, "pcp", &plain, &["-q"]);
     let full = run_ok(&["dump", plain.to_str().unwrap()]);
     let raw = std::fs::read(dir.path().join("p.0")).unwrap();
     let mut e = liblzma::write::XzEncoder::new(Vec::new(), 0);

@@ -3,40 +3,9 @@
 //! events (docs/pcp.md, "Events as event records").
 mod common;
 
+use common::pt;
 use std::path::Path;
 use std::process::Command;
-
-fn pt(args: &[&str], paths: &[&Path]) -> (i32, String, String) {
-    let out = Command::new(common::bin())
-        .args(args)
-        .args(paths)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn convert(to: &str, input: &Path, out: &Path, extra: &[&str]) -> String {
-    let mut args = vec!["convert", "--to", to];
-    args.extend_from_slice(extra);
-    args.push("-o");
-    let (code, _, err) = pt(&args, &[out, input]);
-    assert_eq!(code, 0, "convert {} --to {to}: {err}", input.display());
-    err
-}
-
-/// The event lines of the common listing (definitions and header aside).
-fn common_events(p: &Path) -> Vec<String> {
-    let (code, out, err) = pt(&["dump", "--style", "common"], &[p]);
-    assert_eq!(code, 0, "{err}");
-    out.lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
-        .map(str::to_string)
-        .collect()
-}
 
 fn pmdumplog(args: &[&str], base: &Path) -> Option<String> {
     let tool = common::peer("pmdumplog")?;
@@ -68,7 +37,7 @@ fn ltt_events_are_event_records_pmdumplog_prints_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let src = common::corpus().join("ltt/smp_example");
     let out = dir.path().join("smp");
-    let err = convert("pcp", &src, &out, &[]);
+    let err = common::convert(&src, "pcp", &out, &[]);
     // 173,157 events, of which 6 are LTT framing (block start/end,
     // heartbeats): those never become another format's data.
     assert!(err.contains("173151 events"), "{err}");
@@ -124,20 +93,20 @@ fn ltt_to_pcp_to_ltt_listing_is_identical() {
     let src = common::corpus().join("ltt/smp_example");
     let pcp = dir.path().join("smp");
     let back = dir.path().join("back.ltt");
-    convert("pcp", &src, &pcp, &[]);
+    common::convert(&src, "pcp", &pcp, &[]);
     // Our reader restores the events: same type, CPU, stream, fields, time.
-    let want: Vec<String> = common_events(&src)
+    let want: Vec<String> = common::common_events(&src, &[])
         .into_iter()
         .filter(|l| !l.contains(" core.block_") && !l.contains(" core.time_heartbeat "))
         .collect();
     assert_eq!(want.len(), 173_151);
-    let got = common_events(&pcp);
+    let got = common::common_events(&pcp, &[]);
     assert!(
         want == got,
         "{:?}",
         common::first_diff(&want.join("\n"), &got.join("\n"))
     );
-    convert("ltt", &pcp, &back, &[]);
+    common::convert(&pcp, "ltt", &back, &[]);
     let (c1, a, e1) = pt(&["dump", "--no-framing"], &[&src]);
     let (c2, b, e2) = pt(&["dump", "--no-framing"], &[&back]);
     assert_eq!((c1, c2), (0, 0), "{e1}{e2}");
@@ -150,8 +119,8 @@ fn pcp_rewrite_of_event_records_is_byte_identical() {
     let src = common::corpus().join("ltt/smp_example");
     let one = dir.path().join("one");
     let two = dir.path().join("two");
-    convert("pcp", &src, &one, &["--volume-size", "2M"]);
-    convert("pcp", &one, &two, &["--volume-size", "2M"]);
+    common::convert(&src, "pcp", &one, &["--volume-size", "2M"]);
+    common::convert(&one, "pcp", &two, &["--volume-size", "2M"]);
     let mut members = 0;
     for ext in ["meta", "index", "0", "1", "2", "3", "4"] {
         let a = std::fs::read(one.with_extension(ext));
@@ -190,10 +159,10 @@ fn dlt_to_pcp_to_dlt_keeps_datasets_and_groups() {
     let pcp = dir.path().join("kpi");
     let back = dir.path().join("back.dlt");
     let direct = dir.path().join("direct.dlt");
-    convert("pcp", &src, &pcp, &[]);
+    common::convert(&src, "pcp", &pcp, &[]);
     pmlogcheck_or_counter_wraps(&pcp);
-    convert("dlt", &pcp, &back, &[]);
-    convert("dlt", &src, &direct, &[]);
+    common::convert(&pcp, "dlt", &back, &[]);
+    common::convert(&src, "dlt", &direct, &[]);
     let (Some(orig), Some(via), Some(same)) = (
         kpi_payloads(&src),
         kpi_payloads(&back),
@@ -252,19 +221,12 @@ fn timeline_events_are_event_records_with_their_extras() {
     let src = common::corpus().join("timeline/a2-priorities.dat");
     let out = dir.path().join("tl");
     let opts = ["--tsc-hz", "2.5e9", "--time-origin", "1795319035.5"];
-    convert("pcp", &src, &out, &opts);
+    common::convert(&src, "pcp", &out, &opts);
     pmlogcheck_clean(&out);
     // Read back: the same events as the timeline read with the same options.
-    let mut args = vec!["dump", "--style", "common"];
-    args.extend_from_slice(&opts);
-    let (_, want, _) = pt(&args, &[&src]);
-    let want: Vec<String> = want
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
-        .map(str::to_string)
-        .collect();
+    let want = common::common_events(&src, &opts);
     assert_eq!(want.len(), 42);
-    assert_eq!(common_events(&out), want);
+    assert_eq!(common::common_events(&out, &[]), want);
     let Some(d) = pmdumplog(&["-a", "-Z", "UTC"], &out) else {
         return;
     };
@@ -314,7 +276,8 @@ fn recorded_events_go_into_the_archive_as_records() {
     // scan: the archive's results still never go back in time.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rec");
-    let (code, _, err) = pt(
+    common::pt_exit(
+        0,
         &[
             "record",
             "-q",
@@ -328,9 +291,8 @@ fn recorded_events_go_into_the_archive_as_records() {
         ],
         &[&out],
     );
-    assert_eq!(code, 0, "{err}");
     pmlogcheck_clean(&out);
-    let events = common_events(&out);
+    let events = common::common_events(&out, &[]);
     assert!(
         events.iter().any(|l| l.contains(" event kpi.NEW pid=1 ")),
         "{}",

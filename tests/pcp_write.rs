@@ -10,26 +10,6 @@ fn run(args: &[&str]) -> Output {
     Command::new(common::bin()).args(args).output().unwrap()
 }
 
-fn convert(input: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut a = vec![
-        "convert",
-        input.to_str().unwrap(),
-        "--to",
-        "pcp",
-        "-o",
-        out.to_str().unwrap(),
-    ];
-    a.extend_from_slice(extra);
-    let r = run(&a);
-    assert!(
-        r.status.success(),
-        "convert {}: {}",
-        input.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
-    r
-}
-
 fn peer_out(tool: &Path, args: &[&str], arch: &Path) -> (String, String) {
     let o = Command::new(tool).args(args).arg(arch).output().unwrap();
     (
@@ -81,8 +61,8 @@ fn v3_delta_indoms_rebuild_to_the_v2_full_records() {
     let dir = tempfile::tempdir().unwrap();
     let v3 = dir.path().join("v3");
     let v2 = dir.path().join("v2");
-    convert(&input, &v3, &["-q"]);
-    convert(&input, &v2, &["-q", "--pcp-version", "2"]);
+    common::convert(&input, "pcp", &v3, &["-q"]);
+    common::convert(&input, "pcp", &v2, &["-q", "--pcp-version", "2"]);
     let (ondisk, _) = peer_out(&dumplog, &["-I"], &v3);
     let deltas = ondisk.lines().filter(|l| l.contains(" delta ")).count();
     assert!(
@@ -136,8 +116,7 @@ fn a_clock_that_goes_back_still_makes_an_archive_in_time_order() {
     let twice = dir.path().join("twice.dlt");
     std::fs::write(&twice, [one.as_slice(), one.as_slice()].concat()).unwrap();
     let out = dir.path().join("out");
-    let r = convert(&twice, &out, &[]);
-    let err = String::from_utf8_lossy(&r.stderr);
+    let err = common::convert(&twice, "pcp", &out, &[]);
     assert!(
         err.contains("results: time clamped to it (a PCP archive runs forward in time)"),
         "{err}"
@@ -213,7 +192,7 @@ fn pcp_to_pcp_is_a_verbatim_copy() {
             src.display()
         );
         let out = dir.path().join(format!("out{k}"));
-        convert(src, &out, &["-q"]);
+        common::convert(src, "pcp", &out, &["-q"]);
         let member = |base: &Path, m: &str| std::fs::read(format!("{}.{m}", base.display())).ok();
         for m in ["meta", "index", "0", "1", "2", "3", "4"] {
             assert!(

@@ -160,28 +160,25 @@ impl Listing {
         let pat = format!(" event {name} ");
         self.text.lines().filter(move |l| l.contains(&pat))
     }
+    /// `(time, value text)` after `pat` in every sample line that has it.
+    fn after<'a>(&'a self, pat: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let samples = self.text.lines().filter(|l| l.contains(" sample "));
+        samples.filter_map(move |l| {
+            let i = l.find(pat)?;
+            Some((l.split(' ').next()?, l[i + pat.len()..].split(' ').next()?))
+        })
+    }
     /// `(time, value)` of `metric[inst]` in every sample line.
     fn values(&self, metric: &str, inst: i64) -> Vec<(String, i64)> {
         let pat = format!(" {metric}[{inst}]=");
-        self.text
-            .lines()
-            .filter(|l| l.contains(" sample "))
-            .filter_map(|l| {
-                let i = l.find(&pat)?;
-                let v = l[i + pat.len()..].split(' ').next()?;
-                Some((l.split(' ').next()?.to_string(), v.parse().ok()?))
-            })
+        self.after(&pat)
+            .filter_map(|(t, v)| Some((t.to_string(), v.parse().ok()?)))
             .collect()
     }
     fn singular(&self, metric: &str) -> Vec<f64> {
         let pat = format!(" {metric}=");
-        self.text
-            .lines()
-            .filter(|l| l.contains(" sample "))
-            .filter_map(|l| {
-                let i = l.find(&pat)?;
-                l[i + pat.len()..].split(' ').next()?.parse().ok()
-            })
+        self.after(&pat)
+            .filter_map(|(_, v)| v.parse().ok())
             .collect()
     }
 }

@@ -17,34 +17,6 @@ fn corpus(p: &str) -> PathBuf {
     common::corpus().join(p)
 }
 
-/// `polytrace convert -q IN --to TO -o OUT EXTRA…`; panics on a non-zero exit.
-fn convert(input: &Path, to: &str, out: &Path, extra: &[&str]) {
-    let o = Command::new(common::bin())
-        .args(["convert", "-q", "--to", to, "-o"])
-        .arg(out)
-        .args(extra)
-        .arg(input)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "convert {} --to {to}: exit {:?}: {}",
-        input.display(),
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-fn stdout_of(cmd: &mut Command) -> Vec<u8> {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o.stdout
-}
-
 fn read_items(path: &Path) -> (polytrace::model::Header, Vec<Item>) {
     let input = Input::resolve(path).unwrap();
     let f = formats::detect(&input).unwrap();
@@ -55,6 +27,18 @@ fn read_items(path: &Path) -> (polytrace::model::Header, Vec<Item>) {
         v.push(it);
     }
     (h, v)
+}
+
+/// `dump --no-framing` lists `a` and `b` alike.
+fn same_listing(a: &Path, b: &Path) {
+    let dump = |p: &Path| {
+        common::stdout_of(
+            Command::new(common::bin())
+                .args(["dump", "--no-framing"])
+                .arg(p),
+        )
+    };
+    common::assert_same("dump --no-framing", &dump(a), &dump(b));
 }
 
 // ------------------------------------------------------------ PCP
@@ -97,12 +81,12 @@ fn pcp_through_ltt(src: &Path, extra: &[&str]) -> Option<String> {
         d.path().join("back"),
         d.path().join("direct"),
     );
-    convert(src, "ltt", &l, extra);
-    convert(&l, "pcp", &back, &[]);
+    common::convert(src, "ltt", &l, extra);
+    common::convert(&l, "pcp", &back, &[]);
     // A plain PCP -> PCP conversion is a verbatim copy of the source; the
     // LTT route is a rewrite, so compare with the rewrite (`--volume-size`
     // asks for one: the volumes are laid out anew).
-    convert(src, "pcp", &direct, &["--volume-size", "4G"]);
+    common::convert(src, "pcp", &direct, &["--volume-size", "4G"]);
     for m in std::fs::read_dir(d.path()).unwrap().flatten() {
         let f = m.file_name().into_string().unwrap();
         if let Some(ext) = f.strip_prefix("direct.") {
@@ -177,7 +161,7 @@ fn pcp_to_ltt_to_pcp_gives_the_archive_back() {
 fn same_stream(src: &Path, extra: &[&str]) {
     let d = tempfile::tempdir().unwrap();
     let l = d.path().join("x.ltt");
-    convert(src, "ltt", &l, extra);
+    common::convert(src, "ltt", &l, extra);
     let (h0, a) = read_items(src);
     let (h1, b) = read_items(&l);
     let j = |h: &polytrace::model::Header| polytrace::model::codec::header_to_json(h).to_string();
@@ -231,7 +215,7 @@ fn ltt_restores_every_source_stream_item_for_item() {
     // Bare KPI lines: a relative time base.
     let d = tempfile::tempdir().unwrap();
     let bare = d.path().join("bare.kpi");
-    convert(
+    common::convert(
         &corpus("kpi/kpi-capture.dlt"),
         "kpi",
         &bare,
@@ -248,7 +232,7 @@ fn ltt_restores_every_source_stream_item_for_item() {
 fn the_carrier_stays_an_ordinary_ltt_trace() {
     let d = tempfile::tempdir().unwrap();
     let l = d.path().join("x.ltt");
-    convert(&corpus("pcp/live_v3"), "ltt", &l, &[]);
+    common::convert(&corpus("pcp/live_v3"), "ltt", &l, &[]);
     // Every event decodes through the XML definitions alone; the listing
     // without framing shows the data events and none of the records.
     let t = ltt::reader::Trace::open(&l).unwrap();
@@ -270,12 +254,12 @@ fn the_carrier_stays_an_ordinary_ltt_trace() {
     assert!(sys.contains("a pcp stream"), "{sys}");
     // --ltt-plain: the era's layout, no self-description.
     let p = d.path().join("plain.ltt");
-    convert(&corpus("pcp/live_v3"), "ltt", &p, &["--ltt-plain"]);
+    common::convert(&corpus("pcp/live_v3"), "ltt", &p, &["--ltt-plain"]);
     assert!(!p.join("eventdefs/polytrace.xml").exists());
     assert!(!p.join("control/polytrace").exists());
-    let info = stdout_of(Command::new(common::bin()).arg("info").arg(&p));
+    let info = common::stdout_of(Command::new(common::bin()).arg("info").arg(&p));
     assert!(String::from_utf8_lossy(&info).contains("format:    ltt (version 2.0)"));
-    let info = stdout_of(Command::new(common::bin()).arg("info").arg(&l));
+    let info = common::stdout_of(Command::new(common::bin()).arg("info").arg(&l));
     assert!(String::from_utf8_lossy(&info)
         .contains("format:    ltt (carrying a pcp stream, version 3)"));
 }
@@ -296,9 +280,9 @@ fn timeline_to_ltt_to_timeline_is_the_same_file() {
         let d = tempfile::tempdir().unwrap();
         let l = d.path().join("x.ltt");
         let back = d.path().join("back.dat");
-        convert(&src, "ltt", &l, &[]);
-        convert(&l, "timeline", &back, &["--timeline-version", v]);
-        let dump = |p: &Path| stdout_of(Command::new(common::bin()).arg("dump").arg(p));
+        common::convert(&src, "ltt", &l, &[]);
+        common::convert(&l, "timeline", &back, &["--timeline-version", v]);
+        let dump = |p: &Path| common::stdout_of(Command::new(common::bin()).arg("dump").arg(p));
         assert!(dump(&src) == dump(&back), "{f}: listing differs");
         if v == "A2" {
             // Snabb's own dump (9501c6050) of the original.
@@ -329,7 +313,7 @@ fn timeline_to_ltt_to_timeline_is_the_same_file() {
 fn cycles_time_base_survives_ltt() {
     let d = tempfile::tempdir().unwrap();
     let l = d.path().join("x.ltt");
-    convert(&corpus("timeline/a2-priorities.dat"), "ltt", &l, &[]);
+    common::convert(&corpus("timeline/a2-priorities.dat"), "ltt", &l, &[]);
     let (h, _) = read_items(&l);
     assert_eq!(
         h.time_base,
@@ -339,14 +323,16 @@ fn cycles_time_base_survives_ltt() {
         }
     );
     assert_eq!(h.source, FormatId::Timeline);
-    let info =
-        String::from_utf8(stdout_of(Command::new(common::bin()).arg("info").arg(&l))).unwrap();
+    let info = String::from_utf8(common::stdout_of(
+        Command::new(common::bin()).arg("info").arg(&l),
+    ))
+    .unwrap();
     assert!(info.contains("time base: cycles only"), "{info}");
     let sys = std::fs::read_to_string(l.join("info/system.xml")).unwrap();
     assert!(sys.contains("time base: cycles only"), "{sys}");
     // With a rate, the conversion keeps it.
     let l2 = d.path().join("hz.ltt");
-    convert(
+    common::convert(
         &corpus("timeline/a2-priorities.dat"),
         "ltt",
         &l2,
@@ -366,7 +352,9 @@ fn cycles_time_base_survives_ltt() {
 
 fn dlt_convert_a(p: &Path) -> Option<Vec<u8>> {
     let t = common::peer("dlt-convert")?;
-    Some(stdout_of(Command::new(t).env("TZ", "UTC").arg("-a").arg(p)))
+    Some(common::stdout_of(
+        Command::new(t).env("TZ", "UTC").arg("-a").arg(p),
+    ))
 }
 
 #[test]
@@ -378,9 +366,9 @@ fn dlt_and_kpi_through_ltt_keep_every_dataset_and_group() {
         let back = d.path().join("back.dlt");
         let direct = d.path().join("direct.dlt");
         let session = ["--session-id", "4242"];
-        convert(&src, "ltt", &l, &[]);
-        convert(&l, "dlt", &back, &session);
-        convert(&src, "dlt", &direct, &session);
+        common::convert(&src, "ltt", &l, &[]);
+        common::convert(&l, "dlt", &back, &session);
+        common::convert(&src, "dlt", &direct, &session);
         // The same messages as a direct rewrite as dlt-convert shows them
         // (so the same datasets in the same groups, and the daemon's own
         // messages), but in time order, as an LTT trace holds them, and
@@ -408,10 +396,10 @@ fn dlt_and_kpi_through_ltt_keep_every_dataset_and_group() {
         let kl = d.path().join("k.ltt");
         let kback = d.path().join("back.kpi");
         let kdirect = d.path().join("direct.kpi");
-        convert(&src, "kpi", &kpi, &[]);
-        convert(&kpi, "ltt", &kl, &[]);
-        convert(&kl, "kpi", &kback, &[]);
-        convert(&kpi, "kpi", &kdirect, &[]);
+        common::convert(&src, "kpi", &kpi, &[]);
+        common::convert(&kpi, "ltt", &kl, &[]);
+        common::convert(&kl, "kpi", &kback, &[]);
+        common::convert(&kpi, "kpi", &kdirect, &[]);
         assert!(
             std::fs::read(&kback).unwrap() == std::fs::read(&kdirect).unwrap(),
             "{name}: KPI lines differ"
@@ -461,20 +449,7 @@ fn ltt_events_from_a_foreign_stream_list_like_the_original() {
         stream.push(it);
     }
     w.finish().unwrap();
-    let dump = |p: &Path| {
-        stdout_of(
-            Command::new(common::bin())
-                .args(["dump", "--no-framing"])
-                .arg(p),
-        )
-    };
-    let (a, b) = (dump(&smp), dump(&out));
-    assert!(
-        a == b,
-        "{}",
-        common::first_diff(&String::from_utf8_lossy(&a), &String::from_utf8_lossy(&b))
-            .unwrap_or_default()
-    );
+    same_listing(&smp, &out);
     // And the stream itself comes back.
     let (_, back) = read_items(&out);
     assert_eq!(back.len(), stream.len());
@@ -495,8 +470,8 @@ fn ltt_to_pcp_to_ltt_lists_like_the_original() {
     let smp = corpus("ltt/smp_example");
     let d = tempfile::tempdir().unwrap();
     let arch = d.path().join("smp");
-    convert(&smp, "pcp", &arch, &[]);
-    let desc = String::from_utf8_lossy(&stdout_of(
+    common::convert(&smp, "pcp", &arch, &[]);
+    let desc = String::from_utf8_lossy(&common::stdout_of(
         Command::new(pminfo).arg("-d").arg("-a").arg(&arch),
     ))
     .into_owned();
@@ -505,21 +480,8 @@ fn ltt_to_pcp_to_ltt_lists_like_the_original() {
         return;
     }
     let back = d.path().join("back.ltt");
-    convert(&arch, "ltt", &back, &[]);
-    let dump = |p: &Path| {
-        stdout_of(
-            Command::new(common::bin())
-                .args(["dump", "--no-framing"])
-                .arg(p),
-        )
-    };
-    let (a, b) = (dump(&smp), dump(&back));
-    assert!(
-        a == b,
-        "{}",
-        common::first_diff(&String::from_utf8_lossy(&a), &String::from_utf8_lossy(&b))
-            .unwrap_or_default()
-    );
+    common::convert(&arch, "ltt", &back, &[]);
+    same_listing(&smp, &back);
 }
 
 // ------------------------------------------------------------ framing
@@ -540,7 +502,7 @@ const FRAMING: [&str; 6] = [
 fn no_framing_in_any_converted_output() {
     let d = tempfile::tempdir().unwrap();
     let carrier = d.path().join("carrier.ltt");
-    convert(&corpus("pcp/live_v3"), "ltt", &carrier, &[]);
+    common::convert(&corpus("pcp/live_v3"), "ltt", &carrier, &[]);
     let sources = [
         ("kpi", corpus("kpi/kpi-capture.convert-a.txt")),
         ("dlt", corpus("kpi/kpi-capture.dlt")),
@@ -557,27 +519,13 @@ fn no_framing_in_any_converted_output() {
                 continue;
             }
             let out = d.path().join(format!("{i}-{src}-to-{dst}"));
-            let o = Command::new(common::bin())
-                .args(["convert", "-q", "--to", dst, "-o"])
-                .arg(&out)
-                .arg(input)
-                .output()
-                .unwrap();
+            let (code, _, _) = common::pt(&["convert", "-q", "--to", dst, "-o"], &[&out, input]);
             if !out.exists() && !out.with_extension("meta").exists() {
                 // Nothing the target holds (e.g. no KPI data): nothing written.
-                assert_ne!(
-                    o.status.code(),
-                    Some(0),
-                    "{src} -> {dst}: exit 0 without output"
-                );
+                assert_ne!(code, 0, "{src} -> {dst}: exit 0 without output");
                 continue;
             }
-            let l = Command::new(common::bin())
-                .args(["dump", "--style", "common", "--from", dst])
-                .arg(&out)
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&l.stdout);
+            let (_, text, _) = common::pt(&["dump", "--style", "common", "--from", dst], &[&out]);
             for line in text.lines().filter(|l| !l.starts_with('#')) {
                 if FRAMING.iter().any(|f| line.contains(f)) {
                     fails.push(format!("{src} -> {dst}: {line}"));
@@ -606,13 +554,8 @@ fn no_framing_in_any_converted_output() {
     for (i, (src, input)) in sources.iter().enumerate() {
         for dst in ["ctf", "chrome-json", "csv"] {
             let out = d.path().join(format!("{i}-{src}-to-{dst}"));
-            let o = Command::new(common::bin())
-                .args(["convert", "-q", "--to", dst, "-o"])
-                .arg(&out)
-                .arg(input)
-                .output()
-                .unwrap();
-            if !o.status.success() {
+            let (code, _, _) = common::pt(&["convert", "-q", "--to", dst, "-o"], &[&out, input]);
+            if code != 0 {
                 continue; // e.g. CSV of a source without samples
             }
             let files: Vec<PathBuf> = if out.is_dir() {
@@ -640,7 +583,7 @@ fn no_framing_in_any_converted_output() {
 
 /// `dump --style values` lines: (time, pmid, inst, type, value).
 fn values(p: &Path) -> Vec<(String, String, String, u32, String)> {
-    let out = stdout_of(
+    let out = common::stdout_of(
         Command::new(common::bin())
             .args(["dump", "--style", "values"])
             .arg(p),
@@ -683,22 +626,9 @@ fn pcp_to_timeline_to_pcp_keeps_what_the_args_hold() {
             let d = tempfile::tempdir().unwrap();
             let tl = d.path().join("x.dat");
             let back = d.path().join("back");
-            let o = Command::new(common::bin())
-                .args([
-                    "convert",
-                    "--to",
-                    "timeline",
-                    "--timeline-version",
-                    layout,
-                    "-o",
-                ])
-                .arg(&tl)
-                .arg(&src)
-                .output()
-                .unwrap();
-            assert_eq!(o.status.code(), Some(0));
-            let loss = loss_counts(&String::from_utf8_lossy(&o.stderr));
-            convert(&tl, "pcp", &back, &[]);
+            let err = common::convert(&src, "timeline", &tl, &["--timeline-version", layout]);
+            let loss = loss_counts(&err);
+            common::convert(&tl, "pcp", &back, &[]);
             let a = values(&src);
             let b = values(&back);
             // Samples pair up in order (M3 rounds a 64-bit tsc: times may
@@ -780,7 +710,7 @@ fn pcp_to_timeline_to_pcp_keeps_what_the_args_hold() {
 fn raw_clocks_keep_their_meaning_and_their_bits() {
     let d = tempfile::tempdir().unwrap();
     let tl = d.path().join("d.dat");
-    convert(&corpus("kpi/kpi-capture.dlt"), "timeline", &tl, &[]);
+    common::convert(&corpus("kpi/kpi-capture.dlt"), "timeline", &tl, &[]);
     let (_, dlt) = read_items(&corpus("kpi/kpi-capture.dlt"));
     // Other formats get DLT messages in time order: the earliest comes first.
     let first_dlt = dlt
@@ -806,11 +736,13 @@ fn raw_clocks_keep_their_meaning_and_their_bits() {
     assert_eq!(h.time_base, TimeBase::Absolute);
     // A 64-bit TSC (here nanoseconds since the epoch) read back exactly.
     let l = d.path().join("p.dat");
-    convert(&corpus("pcp/live_v3"), "timeline", &l, &[]);
+    common::convert(&corpus("pcp/live_v3"), "timeline", &l, &[]);
     let raw = polytrace::formats::timeline::reader::tsc_to_time(1795319114676543893, None, None);
     assert_eq!(raw.to_string(), "1795319114.676543893");
-    let info =
-        String::from_utf8(stdout_of(Command::new(common::bin()).arg("info").arg(&l))).unwrap();
+    let info = String::from_utf8(common::stdout_of(
+        Command::new(common::bin()).arg("info").arg(&l),
+    ))
+    .unwrap();
     assert!(info.contains("first:     1795319114.676543893"), "{info}");
 }
 
@@ -823,23 +755,22 @@ fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
     };
     let d = tempfile::tempdir().unwrap();
     let l = d.path().join("rec");
-    let o = Command::new(common::bin())
-        .args([
-            "record",
-            "-q",
-            "--samples",
-            "2",
-            "--interval",
-            "100ms",
-            "-o",
-        ])
-        .arg(&l)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::output_ok(
+        Command::new(common::bin())
+            .args([
+                "record",
+                "-q",
+                "--samples",
+                "2",
+                "--interval",
+                "100ms",
+                "-o",
+            ])
+            .arg(&l),
+    );
     let arch = d.path().join("arch");
-    convert(&l, "pcp", &arch, &[]);
-    let names = String::from_utf8_lossy(&stdout_of(
+    common::convert(&l, "pcp", &arch, &[]);
+    let names = String::from_utf8_lossy(&common::stdout_of(
         Command::new(pminfo).arg("-m").arg("-a").arg(&arch),
     ))
     .into_owned();
@@ -856,7 +787,7 @@ fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
 fn damaged_carrier_is_read_without_panic() {
     let d = tempfile::tempdir().unwrap();
     let l = d.path().join("x.ltt");
-    convert(
+    common::convert(
         &corpus("pcp/live_v3"),
         "ltt",
         &l,

@@ -200,15 +200,7 @@ fn inputs() -> Vec<Input> {
         });
     }
     {
-        let rels = [
-            "info/system.xml",
-            "eventdefs/core.xml",
-            "control/facilities",
-            "control/interrupts",
-            "control/processes",
-            "cpu/0",
-            "cpu/1",
-        ];
+        let rels = common::SMP_FILES;
         let files = rels
             .iter()
             .map(|r| (format!("ltt/smp_example/{r}"), format!("t/{r}")))

@@ -4,21 +4,9 @@
 //! are never taken for another clock.
 mod common;
 
-use std::path::Path;
+use common::pt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn pt(args: &[&str], paths: &[&Path]) -> (i32, String, String) {
-    let out = Command::new(common::bin())
-        .args(args)
-        .args(paths)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Nothing at all beside `out`'s name in `dir` (no staging leftovers).
 fn nothing_written(dir: &Path) {
@@ -32,6 +20,13 @@ fn nothing_written(dir: &Path) {
 }
 
 const BARE: &[u8] = b"NEW 1;0;/sbin/init\nNEW 2;1;/bin/sh\nACT 1;2;3;4;5;6\nSTP 2\n";
+
+/// `BARE` as `dir/bare.kpi`.
+fn bare_kpi(dir: &Path) -> PathBuf {
+    let src = dir.join("bare.kpi");
+    std::fs::write(&src, BARE).unwrap();
+    src
+}
 
 /// The archive's first timestamp as `pmdumplog -L` prints it (`commencing`).
 fn commencing(base: &Path) -> Option<String> {
@@ -59,12 +54,19 @@ fn first(p: &Path, extra: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// The archive `out` starts at 2026-11-22T03:43:55.5Z for polytrace and,
+/// where installed, for pmdumplog.
+fn starts_at_the_origin(out: &Path) {
+    assert_eq!(first(out, &[]), "1795319035.500000000");
+    if let Some(c) = commencing(out) {
+        assert_eq!(c, "Sun Nov 22 03:43:55.500000000 2026");
+    }
+}
+
 #[test]
 fn bare_kpi_into_date_targets_needs_an_origin() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("bare.kpi");
-    std::fs::write(&src, BARE).unwrap();
-    let out = dir.path().join("out");
+    let (src, out) = (bare_kpi(dir.path()), dir.path().join("out"));
     for (to, extra) in [
         ("pcp", None),
         ("dlt", None),
@@ -95,26 +97,10 @@ fn bare_kpi_into_date_targets_needs_an_origin() {
 #[test]
 fn with_an_origin_the_archive_starts_at_it() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("bare.kpi");
-    std::fs::write(&src, BARE).unwrap();
-    let out = dir.path().join("out");
-    let (code, _, err) = pt(
-        &[
-            "convert",
-            "-q",
-            "--to",
-            "pcp",
-            "--time-origin",
-            "2026-11-22T03:43:55.5Z",
-            "-o",
-        ],
-        &[&out, &src],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(first(&out, &[]), "1795319035.500000000");
-    if let Some(c) = commencing(&out) {
-        assert_eq!(c, "Sun Nov 22 03:43:55.500000000 2026");
-    }
+    let (src, out) = (bare_kpi(dir.path()), dir.path().join("out"));
+    let origin = ["-q", "--time-origin", "2026-11-22T03:43:55.5Z"];
+    common::convert(&src, "pcp", &out, &origin);
+    starts_at_the_origin(&out);
     // The items keep their spacing (line order: 1 ns apart).
     let (_, listing, _) = pt(&["dump", "--style", "common"], &[&out]);
     assert!(
@@ -128,8 +114,7 @@ fn timeline_cycles_need_a_rate_and_an_origin() {
     let dir = tempfile::tempdir().unwrap();
     let src = common::corpus().join("timeline/a2-priorities.dat");
     let out = dir.path().join("out");
-    let (code, _, err) = pt(&["convert", "--to", "pcp", "-o"], &[&out, &src]);
-    assert_eq!(code, 2, "{err}");
+    let err = common::pt_exit(2, &["convert", "--to", "pcp", "-o"], &[&out, &src]);
     assert!(
         err.contains("a2-priorities.dat")
             && err.contains("TSC cycles only")
@@ -139,7 +124,8 @@ fn timeline_cycles_need_a_rate_and_an_origin() {
     );
     nothing_written(dir.path());
     // An origin alone does not make cycles a time axis.
-    let (code, _, err) = pt(
+    let err = common::pt_exit(
+        2,
         &[
             "convert",
             "--to",
@@ -150,46 +136,19 @@ fn timeline_cycles_need_a_rate_and_an_origin() {
         ],
         &[&out, &src],
     );
-    assert_eq!(code, 2, "{err}");
     assert!(err.contains("--time-origin needs --tsc-hz"), "{err}");
     nothing_written(dir.path());
-    let (code, _, err) = pt(
-        &[
-            "convert",
-            "-q",
-            "--to",
-            "pcp",
-            "--tsc-hz",
-            "2.5e9",
-            "--time-origin",
-            "1795319035.5",
-            "-o",
-        ],
-        &[&out, &src],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(first(&out, &[]), "1795319035.500000000");
-    if let Some(c) = commencing(&out) {
-        assert_eq!(c, "Sun Nov 22 03:43:55.500000000 2026");
-    }
+    let rate_and_origin = ["-q", "--tsc-hz", "2.5e9", "--time-origin", "1795319035.5"];
+    common::convert(&src, "pcp", &out, &rate_and_origin);
+    starts_at_the_origin(&out);
     // The entries keep their spacing at the given rate: the same listing
     // as the timeline read with the same options.
-    let events = |p: &Path, extra: &[&str]| -> Vec<String> {
-        let mut args = vec!["dump", "--style", "common"];
-        args.extend_from_slice(extra);
-        let (code, out, err) = pt(&args, &[p]);
-        assert_eq!(code, 0, "{err}");
-        out.lines()
-            .filter(|l| l.contains(" event "))
-            .map(str::to_string)
-            .collect()
-    };
-    let want = events(
+    let want = common::common_events(
         &src,
         &["--tsc-hz", "2.5e9", "--time-origin", "1795319035.5"],
     );
     assert_eq!(want.len(), 42);
-    assert_eq!(events(&out, &[]), want);
+    assert_eq!(common::common_events(&out, &[]), want);
     assert!(
         want[0].starts_with("1795319035.500000000 event "),
         "{}",
@@ -205,8 +164,11 @@ fn dlt_ticks_are_not_taken_for_tsc_cycles() {
     let dir = tempfile::tempdir().unwrap();
     let src = common::corpus().join("kpi/kpi-capture.dlt");
     let out = dir.path().join("out.tl");
-    let (code, _, err) = pt(&["convert", "-q", "--to", "timeline", "-o"], &[&out, &src]);
-    assert_eq!(code, 0, "{err}");
+    common::pt_exit(
+        0,
+        &["convert", "-q", "--to", "timeline", "-o"],
+        &[&out, &src],
+    );
     // At 1 GHz a TSC equal to nanoseconds reads back as the original dates
     // (the first item is the daemon's first message, as `info` says).
     let f = first(&out, &["--tsc-hz", "1e9"]);

@@ -9,7 +9,7 @@ use polytrace::formats::timeline::{self, keys, reader::TimelineReader};
 use polytrace::input::Input;
 use polytrace::model::{
     Event, EventType, ExtraValue, Field, FieldType, FormatId, Header, Item, Trace, TraceReader,
-    Value, VecReader,
+    TraceWriter, Value, VecReader,
 };
 use polytrace::options::{DumpOptions, ReadOptions, WriteOptions};
 use polytrace::output::OutTarget;
@@ -472,6 +472,17 @@ fn cross_layout_conversions_keep_the_entries() {
 
 /// Events from another format: the dump shows their category and message
 /// (Snabb's own writer would have shown the first string as category).
+/// A timeline writer of `entries` slots into `p`.
+fn timeline_writer(p: &Path, h: &Header, entries: u64) -> Box<dyn TraceWriter> {
+    let opts = WriteOptions {
+        entries: Some(entries),
+        ..Default::default()
+    };
+    formats::get(FormatId::Timeline)
+        .create(&OutTarget::Path(p.to_path_buf()), h, &opts)
+        .unwrap()
+}
+
 #[test]
 fn foreign_events_dump_with_their_category() {
     let mut h = Header::new(FormatId::Kpi, "1");
@@ -521,17 +532,7 @@ fn foreign_events_dump_with_their_category() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("f.dat");
-    let f = formats::get(FormatId::Timeline);
-    let mut w = f
-        .create(
-            &OutTarget::Path(p.clone()),
-            &h,
-            &WriteOptions {
-                entries: Some(16),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let mut w = timeline_writer(&p, &h, 16);
     let mut r = VecReader::new(Trace { header: h, items });
     while let Some(it) = r.next_item().unwrap() {
         w.write_item(&it).unwrap();
@@ -904,17 +905,7 @@ fn samples_become_value_messages() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("s.dat");
-    let f = formats::get(FormatId::Timeline);
-    let mut w = f
-        .create(
-            &OutTarget::Path(p.clone()),
-            &h,
-            &WriteOptions {
-                entries: Some(8),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let mut w = timeline_writer(&p, &h, 8);
     for it in &items {
         w.write_item(it).unwrap();
     }
@@ -1000,17 +991,8 @@ fn cli_convert_strict_and_options() {
     let out = tmp.path().join("x.m3");
     // A2 → M3 loses the per-entry ip: --strict refuses and writes nothing.
     let o = Command::new(common::bin())
-        .args([
-            "convert",
-            "--to",
-            "timeline",
-            "--timeline-version",
-            "M3",
-            "--entries",
-            "64",
-            "--strict",
-            "-o",
-        ])
+        .args(["convert", "--to", "timeline", "--timeline-version", "M3"])
+        .args(["--entries", "64", "--strict", "-o"])
         .arg(&out)
         .arg(&src)
         .output()

@@ -248,11 +248,7 @@ fn kpi_records_are_one_based_lines() {
     // Salvage names the same line.
     let o = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr_of(&o).contains("byte 19, record 2: bad ACT"),
-        "{}",
-        stderr_of(&o)
-    );
+    common::assert_has(&stderr_of(&o), "byte 19, record 2: bad ACT");
     // A first line that is not KPI: after two blank lines it is line 3.
     let g = dir.path().join("notkpi.kpi");
     std::fs::write(&g, b"\n\nhello world\n").unwrap();
@@ -261,11 +257,7 @@ fn kpi_records_are_one_based_lines() {
         .arg(&g)
         .output()
         .unwrap();
-    assert!(
-        stderr_of(&o).contains("byte 2, record 3: not KPI text"),
-        "{}",
-        stderr_of(&o)
-    );
+    common::assert_has(&stderr_of(&o), "byte 2, record 3: not KPI text");
 }
 
 #[test]
@@ -304,11 +296,7 @@ fn quiet_silences_loss_lines_and_warnings() {
         .arg(corpus("kpi/kpi-capture.dlt"))
         .output()
         .unwrap();
-    assert!(
-        stderr_of(&loud).contains("dropped: 8 DLTD.INTM events"),
-        "{}",
-        stderr_of(&loud)
-    );
+    common::assert_has(&stderr_of(&loud), "dropped: 8 DLTD.INTM events");
     // ... with -q nothing, on every verb.
     for args in [
         vec!["convert", "-q", "--to", "mmv", "-o", out.to_str().unwrap()],
@@ -344,22 +332,14 @@ fn batch_outputs_replace_known_extensions() {
     copy("kpi/B-buf400.dlt", &src.join("sub/B-buf400.dlt"));
     std::fs::write(src.join("x.kpi"), b"NEW 1;0;/sbin/init\nSTP 1\n").unwrap();
     let out = dir.path().join("out");
-    pt().args(["convert", "-q", "--to", "kpi", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .assert()
-        .code(0);
+    common::convert(&src, "kpi", &out, &["-q"]);
     for f in ["capture.kpi", "sub/B-buf400.kpi", "x.kpi"] {
         assert!(out.join(f).is_file(), "{f}");
     }
     // PCP: base names (bare KPI lines have no dates: left out here).
     std::fs::remove_file(src.join("x.kpi")).unwrap();
     let pcp = dir.path().join("pcp");
-    pt().args(["convert", "-q", "--to", "pcp", "-o"])
-        .arg(&pcp)
-        .arg(&src)
-        .assert()
-        .code(0);
+    common::convert(&src, "pcp", &pcp, &["-q"]);
     for f in ["capture.meta", "capture.0", "sub/B-buf400.meta"] {
         assert!(pcp.join(f).is_file(), "{f}");
     }
@@ -648,11 +628,7 @@ fn thin_binaries_are_their_own_commands() {
     // A wrong option is an error of that command, exit 2.
     let o = thin("convert").arg("--bogus").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr_of(&o).contains("polytrace-convert"),
-        "{}",
-        stderr_of(&o)
-    );
+    common::assert_has(&stderr_of(&o), "polytrace-convert");
 }
 
 // ------------------------------------------------- completions, man pages

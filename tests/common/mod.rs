@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The real files from the real programs, with their reference listings
 /// (`testdata/README.md` says where each came from).
@@ -109,4 +109,111 @@ pub fn first_diff(expected: &str, actual: &str) -> Option<String> {
 /// Path of a built binary of this crate.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_polytrace"))
+}
+
+/// Exit code (-1 when a signal ended it), stdout and stderr of `cmd`.
+pub fn outcome(cmd: &mut Command) -> (i32, String, String) {
+    let o = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `polytrace ARGS… PATHS…`: exit code, stdout and stderr.
+pub fn pt(args: &[&str], paths: &[&Path]) -> (i32, String, String) {
+    outcome(Command::new(bin()).args(args).args(paths))
+}
+
+/// One corpus input per readable format, named by the format.
+pub fn sources() -> Vec<(&'static str, PathBuf)> {
+    let c = corpus();
+    vec![
+        ("kpi", c.join("kpi/kpi-capture.convert-a.txt")),
+        ("dlt", c.join("kpi/kpi-capture.dlt")),
+        ("mmv", c.join("mmv/research_v2.mmv")),
+        ("pcp", c.join("pcp/live_v3")),
+        ("ltt", c.join("ltt/smp_example")),
+        ("timeline", c.join("timeline/a2-small-wrapped.dat")),
+    ]
+}
+
+/// Assert two byte strings are equal, naming the first differing line.
+pub fn assert_same(what: &str, want: &[u8], got: &[u8]) {
+    assert!(
+        want == got,
+        "{what}: {}",
+        first_diff(
+            &String::from_utf8_lossy(want),
+            &String::from_utf8_lossy(got)
+        )
+        .unwrap_or_default()
+    );
+}
+
+/// Run `cmd` and assert it succeeded (its stderr in the message).
+pub fn output_ok(cmd: &mut Command) -> Output {
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// The stdout of `cmd`, which must succeed.
+pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
+    output_ok(cmd).stdout
+}
+
+/// The files of the corpus LTT trace `ltt/smp_example`.
+pub const SMP_FILES: [&str; 7] = [
+    "info/system.xml",
+    "eventdefs/core.xml",
+    "control/facilities",
+    "control/interrupts",
+    "control/processes",
+    "cpu/0",
+    "cpu/1",
+];
+
+/// `polytrace convert --to TO -o OUT EXTRA… IN`, which must exit 0; its stderr.
+pub fn convert(input: &Path, to: &str, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["convert", "--to", to];
+    args.extend_from_slice(extra);
+    args.push("-o");
+    let (code, _, err) = pt(&args, &[out, input]);
+    assert_eq!(code, 0, "convert {} --to {to}: {err}", input.display());
+    err
+}
+
+/// Assert `text` contains `part`, showing `text` when it does not.
+pub fn assert_has(text: &str, part: &str) {
+    assert!(text.contains(part), "{part:?} is not in:\n{text}");
+}
+
+/// `polytrace ARGS… PATHS…`, which must exit with `code`; its stderr.
+pub fn pt_exit(code: i32, args: &[&str], paths: &[&Path]) -> String {
+    let (got, _, err) = pt(args, paths);
+    assert_eq!(got, code, "{args:?}: {err}");
+    err
+}
+
+/// Copy the corpus file `rel` to `dst`.
+pub fn copy_corpus(rel: &str, dst: &Path) {
+    std::fs::copy(corpus().join(rel), dst).unwrap();
+}
+
+/// The event lines of `dump --style common EXTRA… P` (definitions and
+/// header aside), which must exit 0.
+pub fn common_events(p: &Path, extra: &[&str]) -> Vec<String> {
+    let args = [&["dump", "--style", "common"], extra].concat();
+    let (code, out, err) = pt(&args, &[p]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("event"))
+        .map(str::to_string)
+        .collect()
 }
