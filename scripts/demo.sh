@@ -25,7 +25,7 @@ ls "$dir"
 step "What the archive holds (polytrace info $rec)"
 "$pt" info "$rec" | sed '/^values by metric:/,$d'
 
-step "Busiest processes: their share of all CPUs over the $secs s (from kpi.proc.cpu, in 1/1000)"
+step "Busiest processes: their share of all CPUs over the $secs s (kpi.proc.cpu)"
 # One column per process (`kpi.proc.cpu[PID command line]`), one row per
 # sample; a process that used no CPU in an interval has no value there.
 "$pt" convert -q "$rec" --to csv --delimiter tab --columns 'kpi.proc.cpu' -o - |
@@ -52,5 +52,5 @@ step "For a trace viewer: Chrome trace JSON, open it in https://ui.perfetto.dev 
 "$pt" convert -q "$rec" -o "$dir/rec.json"
 ls -l "$dir/rec.json"
 
-step "Also readable by PCP's own tools: pmrep -a $rec kernel.all.load mem.util.free"
+step "Also readable by PCP's own tools, e.g.: pmlogsummary $rec kernel.all.load mem.util.free"
 echo "(all files kept in $dir)"
