@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The conversion table of the README ("Measured numbers"), in one run:
+# The conversion table of docs/performance.md, in one run:
 # every row times polytrace and its reference on the same input, runs
 # alternating (ours, reference, ours, …), and prints the medians, the
 # ratio and the peak RSS of each. Inputs are built in a temporary directory

@@ -1,4 +1,4 @@
-//! polytrace: read, convert and dump traces in five unrelated formats
+//! polytrace: read, convert, dump and record traces in six unrelated formats
 //! through one shared model.
 
 pub mod cfmt;

@@ -746,15 +746,15 @@ fn raw_clocks_keep_their_meaning_and_their_bits() {
     assert!(info.contains("first:     1795319114.676543893"), "{info}");
 }
 
-/// `record` writes LTT by default: the metrics come back under their PCP
-/// names and pmIDs when the trace is converted to an archive.
+/// A recording into LTT (by its extension): the metrics come back under
+/// their PCP names and pmIDs when the trace is converted to an archive.
 #[test]
 fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
     let Some(pminfo) = common::peer("pminfo") else {
         return;
     };
     let d = tempfile::tempdir().unwrap();
-    let l = d.path().join("rec");
+    let l = d.path().join("rec.ltt");
     common::output_ok(
         Command::new(common::bin())
             .args([

@@ -311,6 +311,18 @@ fn info(a: InfoCmd, quiet: bool) -> Result<u8> {
             if let (Some(f), Some(l)) = (info.first, info.last) {
                 writeln!(out, "first:     {f}")?;
                 writeln!(out, "last:      {l}")?;
+                // The same in words a reader takes in at a glance.
+                let secs = l.nanos().saturating_sub(f.nanos()) as f64 / 1e9;
+                if h.time_base.is_absolute() {
+                    writeln!(
+                        out,
+                        "span:      {secs:.3} s, from {} to {}",
+                        f.rfc3339(),
+                        l.rfc3339()
+                    )?;
+                } else {
+                    writeln!(out, "span:      {secs:.3} s")?;
+                }
             }
             writeln!(out, "items:")?;
             for (k, v) in &info.items {

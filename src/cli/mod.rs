@@ -42,6 +42,10 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Sample /proc (like dlt-kpi) with TSC timestamps and write any format.
+    ///
+    /// The output is a PCP archive (OUT is its base name: OUT.meta, OUT.0,
+    /// OUT.index) unless --to, or an extension of OUT that names a format
+    /// (.ltt, .dlt, .kpi, …), asks for another.
     Record(RecordArgs),
     /// Convert a trace (or a directory tree of traces, or several traces
     /// merged into one) into another format.

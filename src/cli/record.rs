@@ -9,7 +9,14 @@ use anyhow::Context;
 /// `polytrace record`: options from the command line, then [`record`].
 pub fn run(a: &RecordArgs, quiet: bool) -> anyhow::Result<u8> {
     let output = a.output.output.clone().context("-o OUT is required")?;
-    let to = a.output.to.unwrap_or(FormatId::Ltt);
+    // Sampled /proc data is what PCP archives are for (pmrep, pmchart and
+    // Grafana read them) and an archive holds all of it, process events
+    // included; an extension that names a format (`-o rec.ltt`) picks that.
+    let to = a
+        .output
+        .to
+        .or_else(|| super::naming::format_for_name(&output))
+        .unwrap_or(FormatId::Pcp);
     let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
     let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
     let stop = match (&a.duration, a.samples) {

@@ -80,8 +80,8 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
     }
 }
 
-/// The mapping table as Markdown (`polytrace formats --mapping`, and the
-/// README's "Mapping" section): every readable × writable pair, then what
+/// The mapping table as Markdown (`polytrace formats --mapping`, and
+/// docs/mapping.md): every readable × writable pair, then what
 /// each writer does with each kind.
 pub fn mapping_markdown() -> String {
     use std::fmt::Write as _;
