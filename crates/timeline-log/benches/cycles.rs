@@ -1,0 +1,81 @@
+//! Cycles (TSC ticks) per logging call over 10 M calls, enabled and
+//! disabled, plus the two costs an enabled call cannot avoid here (the
+//! `rdtscp` and the atomic add that makes logging thread-safe).
+//! `cargo bench -p timeline-log --bench cycles`
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use timeline_log::{Level, Priority, Timeline};
+
+const CALLS: u64 = 10_000_000;
+const RUNS: usize = 5;
+
+#[cfg(target_arch = "x86_64")]
+fn ticks() -> u64 {
+    // SAFETY: rdtsc is always available on x86-64.
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn ticks() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+/// Median and minimum over RUNS runs of `f` (CALLS calls each), per call.
+fn measure(name: &str, mut f: impl FnMut(u64)) {
+    let mut v: Vec<f64> = (0..RUNS)
+        .map(|_| {
+            let t0 = ticks();
+            f(CALLS);
+            (ticks() - t0) as f64 / CALLS as f64
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!("{name:<40} median {:8.2}  min {:8.2} cycles/call", v[RUNS / 2], v[0]);
+}
+
+fn main() {
+    let path = std::env::temp_dir().join(format!("timeline-bench-{}", std::process::id()));
+    let tl = Timeline::create(&path, 1 << 20, 4096).expect("create");
+    let ev = tl.define("bench", Priority::Info, "event $a $b").expect("define");
+    println!("{CALLS} calls per run, {RUNS} runs");
+    measure("enabled, 2 args (log2)", |n| {
+        for i in 0..n {
+            ev.log2(black_box(i), 7);
+        }
+    });
+    tl.set_priority(Level::Up(Priority::Error));
+    measure("disabled by priority (log2)", |n| {
+        for i in 0..n {
+            ev.log2(black_box(i), 7);
+        }
+    });
+    let off = Timeline::disabled();
+    let ev_off = off.define("bench", Priority::Info, "event $a $b").expect("define");
+    measure("disabled timeline (log2)", |n| {
+        for i in 0..n {
+            ev_off.log2(black_box(i), 7);
+        }
+    });
+    measure("empty loop (black_box only)", |n| {
+        for i in 0..n {
+            black_box(i);
+        }
+    });
+    #[cfg(target_arch = "x86_64")]
+    measure("rdtscp alone", |n| {
+        let mut aux = 0u32;
+        for _ in 0..n {
+            // SAFETY: rdtscp is present (the logger uses it too).
+            black_box(unsafe { std::arch::x86_64::__rdtscp(&mut aux) });
+        }
+    });
+    let a = AtomicU64::new(0);
+    measure("atomic fetch_add alone", |n| {
+        for _ in 0..n {
+            black_box(a.fetch_add(1, Ordering::Relaxed));
+        }
+    });
+    drop(tl);
+    let _ = std::fs::remove_file(&path);
+}
