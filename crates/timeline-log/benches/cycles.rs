@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use timeline_log::{Level, Priority, Timeline};
 
 const CALLS: u64 = 10_000_000;
-const RUNS: usize = 5;
+const BATCH: u64 = 1000;
 
 #[cfg(target_arch = "x86_64")]
 fn ticks() -> u64 {
@@ -18,27 +18,41 @@ fn ticks() -> u64 {
 #[cfg(not(target_arch = "x86_64"))]
 fn ticks() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }
 
-/// Median and minimum over RUNS runs of `f` (CALLS calls each), per call.
+/// Cycles per call of `f` over CALLS calls, made in batches of BATCH: the
+/// median and the lowest batch, and the mean of the whole run. On a shared
+/// machine the run's mean includes the time other processes had the CPU
+/// (the TSC counts wall time); the median batch does not.
 fn measure(name: &str, mut f: impl FnMut(u64)) {
-    let mut v: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let t0 = ticks();
-            f(CALLS);
-            (ticks() - t0) as f64 / CALLS as f64
-        })
-        .collect();
+    let mut v: Vec<f64> = Vec::with_capacity((CALLS / BATCH) as usize);
+    let t_all = ticks();
+    for _ in 0..CALLS / BATCH {
+        let t0 = ticks();
+        f(BATCH);
+        v.push((ticks() - t0) as f64 / BATCH as f64);
+    }
+    let mean = (ticks() - t_all) as f64 / CALLS as f64;
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!("{name:<40} median {:8.2}  min {:8.2} cycles/call", v[RUNS / 2], v[0]);
+    println!(
+        "{name:<34} median {:8.2}  min {:8.2}  whole-run mean {:8.2} cycles/call",
+        v[v.len() / 2],
+        v[0],
+        mean
+    );
 }
 
 fn main() {
     let path = std::env::temp_dir().join(format!("timeline-bench-{}", std::process::id()));
     let tl = Timeline::create(&path, 1 << 20, 4096).expect("create");
-    let ev = tl.define("bench", Priority::Info, "event $a $b").expect("define");
-    println!("{CALLS} calls per run, {RUNS} runs");
+    let ev = tl
+        .define("bench", Priority::Info, "event $a $b")
+        .expect("define");
+    println!("{CALLS} calls per case, in batches of {BATCH}");
     measure("enabled, 2 args (log2)", |n| {
         for i in 0..n {
             ev.log2(black_box(i), 7);
@@ -51,7 +65,9 @@ fn main() {
         }
     });
     let off = Timeline::disabled();
-    let ev_off = off.define("bench", Priority::Info, "event $a $b").expect("define");
+    let ev_off = off
+        .define("bench", Priority::Info, "event $a $b")
+        .expect("define");
     measure("disabled timeline (log2)", |n| {
         for i in 0..n {
             ev_off.log2(black_box(i), 7);

@@ -80,7 +80,10 @@ pub enum Error {
     /// String table size outside 16 bytes … 64 KiB + 1 (offsets are 16 bits).
     Strings(u64),
     /// More than [`MAX_ARGS`] placeholders on a message's first line.
-    TooManyArgs { message: String, found: usize },
+    TooManyArgs {
+        message: String,
+        found: usize,
+    },
     /// The string table has no room for this text.
     StringTableFull(String),
     /// The path exists and is not a timeline file.
@@ -441,10 +444,7 @@ impl Timeline {
         let data = self.snapshot();
         let tmp = staging_name(path);
         let r = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
             f.write_all(&data)?;
             f.sync_data()?;
             std::fs::rename(&tmp, path)
@@ -463,7 +463,8 @@ impl Drop for Timeline {
             let next = self.next.load(Ordering::Relaxed) & self.last;
             self.header_word(16).store(next, Ordering::Relaxed);
             // No logger any more: readers may take the file as it is.
-            self.header_word(LIVE_TAG_OFFSET).store(0, Ordering::Release);
+            self.header_word(LIVE_TAG_OFFSET)
+                .store(0, Ordering::Release);
         }
     }
 }
