@@ -510,6 +510,12 @@ impl Builder {
     /// name is replaced (the PMDA sees a new generation); any other file
     /// is refused.
     pub fn start(&self) -> Result<Mmv> {
+        self.start_with(|_| {})
+    }
+
+    /// [`Builder::start`], with `init` setting first values through the
+    /// handles before the file is published: readers never see the zeros.
+    pub fn start_with(&self, init: impl FnOnce(&Mmv)) -> Result<Mmv> {
         if let Some(e) = self.errors.first() {
             return Err(Error::Invalid(e.clone()));
         }
@@ -520,7 +526,7 @@ impl Builder {
             return Err(Error::NotMmv(self.path.clone()));
         }
         let lay = Plan::new(self);
-        if let Some(dir) = self.path.parent() {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::Io(dir.to_path_buf(), e))?;
         }
         let tmp = staging_name(&self.path);
@@ -536,30 +542,39 @@ impl Builder {
             let mut map = unsafe { MmapMut::map_mut(&file)? };
             let g1 = generation();
             lay.write(self, &mut map, g1);
-            // Everything above must be visible before g2 says "complete".
-            fence(Ordering::Release);
-            // SAFETY: offset 16 of a page-aligned mapping: 8-aligned.
-            unsafe { &*(map.as_mut_ptr().add(16) as *const AtomicU64) }
-                .store(g1, Ordering::Release);
-            std::fs::rename(&tmp, &self.path)?;
-            Ok((map, g1))
+            Ok((map, g1, file_id(&file.metadata()?)))
         })();
-        let (map, g1) = match made {
+        let (map, g1, id) = match made {
             Ok(m) => m,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
                 return Err(Error::Io(self.path.clone(), e));
             }
         };
-        Ok(Mmv {
+        let mmv = Mmv {
             inner: Arc::new(Inner {
                 map,
                 path: self.path.clone(),
-                remove_on_drop: self.flags & FLAG_PROCESS != 0,
+                id,
+                remove_on_drop: std::sync::atomic::AtomicBool::new(false),
             }),
             plan: Arc::new(lay),
             generation: g1,
-        })
+        };
+        init(&mmv);
+        // Everything above must be visible before g2 says "complete".
+        fence(Ordering::Release);
+        // SAFETY: offset 16 of a page-aligned mapping: 8-aligned.
+        unsafe { &*(mmv.inner.map.as_ptr().add(16) as *const AtomicU64) }
+            .store(g1, Ordering::Release);
+        if let Err(e) = std::fs::rename(&tmp, &self.path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::Io(self.path.clone(), e));
+        }
+        mmv.inner
+            .remove_on_drop
+            .store(self.flags & FLAG_PROCESS != 0, Ordering::Relaxed);
+        Ok(mmv)
     }
 }
 
@@ -864,16 +879,31 @@ fn staging_name(path: &Path) -> PathBuf {
     ))
 }
 
+#[cfg(unix)]
+fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+#[cfg(not(unix))]
+fn file_id(_: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
 struct Inner {
     map: MmapMut,
     path: PathBuf,
-    remove_on_drop: bool,
+    /// (device, inode) of our file: a newer file renamed over the same
+    /// name is not ours to remove.
+    id: (u64, u64),
+    /// Set once the file is in place (a failed start removes nothing).
+    remove_on_drop: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         // As mmv_stats_stop: a file tied to its process goes with it.
-        if self.remove_on_drop {
+        let ours = std::fs::metadata(&self.path).is_ok_and(|m| file_id(&m) == self.id);
+        if self.remove_on_drop.load(Ordering::Relaxed) && ours {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -1228,6 +1258,21 @@ mod tests {
         b.metric::<U64>("dup", Semantics::Counter, Units::NONE, "");
         b.metric::<U64>("dup", Semantics::Counter, Units::NONE, "");
         assert!(b.start().is_err());
+    }
+
+    #[test]
+    fn dropping_a_replaced_file_keeps_its_successor() {
+        let d = dir("succ");
+        let p = d.join("app");
+        let mut b = Builder::at(&p);
+        b.flags(FLAG_PROCESS);
+        b.metric::<U64>("x", Semantics::Instant, Units::NONE, "");
+        let old = b.start().unwrap();
+        let new = b.start().unwrap();
+        drop(old);
+        assert!(p.exists(), "the newer file stays");
+        drop(new);
+        assert!(!p.exists(), "FLAG_PROCESS: gone with its Mmv");
     }
 
     #[test]
