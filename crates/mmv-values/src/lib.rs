@@ -1044,6 +1044,23 @@ impl<T: Kind> Value<T> {
     }
 }
 
+impl<T: Kind> Value<T> {
+    /// Mark the value as "no value" for files made with [`FLAG_SENTINEL`]:
+    /// all eight value bytes 0xff (an empty text for strings). The PMDA
+    /// serves a float or double marked so as NaN.
+    pub fn set_none(&self) {
+        if T::CODE == Str::CODE {
+            if !self.string.is_null() {
+                // SAFETY: the value's own STRING slot (see Value::<Str>::set).
+                unsafe { std::ptr::write_bytes(self.string, 0, STRING_SIZE) };
+                self.w64().store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        self.w64().store(u64::MAX, Ordering::Relaxed);
+    }
+}
+
 macro_rules! int64 {
     ($t:ident, $v:ty) => {
         impl Value<$t> {
