@@ -45,7 +45,7 @@ fn main() {
         let s = t0.elapsed().as_secs();
         if s != second || count.get() == 0 {
             second = s;
-            phase.set(if s % 2 == 0 {
+            phase.set(if s.is_multiple_of(2) {
                 "counting (even second)"
             } else {
                 "counting (odd second)"

@@ -552,7 +552,7 @@ const RETRIES: usize = 64;
 /// copy. Returns the copy and how many entries were left out.
 pub fn consistent_copy_counted(live: &[u8]) -> (Vec<u8>, usize) {
     let mut out = vec![0u8; live.len()];
-    if live.len() < HEADER_SIZE || live.as_ptr() as usize % 8 != 0 {
+    if live.len() < HEADER_SIZE || !(live.as_ptr() as usize).is_multiple_of(8) {
         out.copy_from_slice(live);
         return (out, 0);
     }
@@ -734,7 +734,6 @@ mod tests {
         let e = tl.define("t", Priority::Info, "v $thread $i").unwrap();
         std::thread::scope(|s| {
             for t in 0..4u64 {
-                let e = e;
                 s.spawn(move || {
                     for i in 0..2000 {
                         e.log2(t, i);
