@@ -19,7 +19,10 @@ fn pminfo_reads_the_live_files() {
         return;
     }
     let out = Command::new("bash")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pmcd-check.sh"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/pmcd-check.sh"
+        ))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

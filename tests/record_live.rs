@@ -52,16 +52,29 @@ fn live_file_updates_in_place_and_goes_at_the_end() {
         for m in ["kernel.all.cpu.user", "kernel.all.load", "mem.util.free"] {
             assert!(!values(&one, m).is_empty(), "no {m} in\n{one}");
         }
-        assert!(one.contains("kpi.proc.rss["), "no per-process values:\n{one}");
+        assert!(
+            one.contains("kpi.proc.rss["),
+            "no per-process values:\n{one}"
+        );
         // Counters move between scans: the interrupt total at least.
-        let (a, b) = (values(&one, "kernel.all.intr"), values(&two, "kernel.all.intr"));
+        let (a, b) = (
+            values(&one, "kernel.all.intr"),
+            values(&two, "kernel.all.intr"),
+        );
         assert_ne!(a, b, "kernel.all.intr did not change");
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!file.exists(), "the live file is removed at the end");
     // No staging file left either.
-    assert_eq!(std::fs::read_dir(tmp.path().join("mmv")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("mmv")).unwrap().count(),
+        0
+    );
 }
 
 #[test]
@@ -70,9 +83,27 @@ fn options_that_do_not_apply_are_refused() {
     for args in [
         vec!["--live", "x", "--samples", "1"],
         vec!["--to", "pcp", "--live", "x", "--samples", "1"],
-        vec!["--to", "mmv", "--live", "x", "-o", "out.mmv", "--samples", "1"],
+        vec![
+            "--to",
+            "mmv",
+            "--live",
+            "x",
+            "-o",
+            "out.mmv",
+            "--samples",
+            "1",
+        ],
         vec!["--to", "mmv", "--live", "x", "--force", "--samples", "1"],
-        vec!["--to", "mmv", "--live", "x", "--mmv-version", "2", "--samples", "1"],
+        vec![
+            "--to",
+            "mmv",
+            "--live",
+            "x",
+            "--mmv-version",
+            "2",
+            "--samples",
+            "1",
+        ],
         vec!["--to", "mmv", "--live", "bad-name", "--samples", "1"],
     ] {
         let out = polytrace()
@@ -84,7 +115,10 @@ fn options_that_do_not_apply_are_refused() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("live") || err.contains("NAME"), "{args:?}: {err}");
+        assert!(
+            err.contains("live") || err.contains("NAME"),
+            "{args:?}: {err}"
+        );
     }
     assert!(!tmp.path().join("mmv").exists(), "nothing written");
 }
