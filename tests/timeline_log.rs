@@ -144,3 +144,57 @@ fn dump_while_logging_never_shows_a_torn_entry() {
     );
     eprintln!("{dumps} live dumps, {rows_seen} rows checked, {noted} noted skipped entries");
 }
+
+#[test]
+fn saved_snapshot_dumps_with_each_category_and_the_priority_filter() {
+    use timeline_log::{Level, Priority, Timeline};
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("ring");
+    let snap = dir.path().join("snap");
+    let tl = Timeline::create(&live, 1024, 1024).unwrap();
+    let start = tl
+        .define("engine", Priority::Info, "breath $n start")
+        .unwrap();
+    let pulled = tl
+        .define("link", Priority::Packet, "pulled $pkts packets")
+        .unwrap();
+    start.log1(1);
+    pulled.log1(64);
+    tl.set_priority(Priority::App);
+    pulled.log1(65); // filtered: Packet is below App
+    start.log1(2);
+    tl.set_priority(Level::None);
+    start.log1(3); // filtered
+    tl.save(&snap).unwrap();
+    drop(tl);
+    let out = Command::new(polytrace())
+        .arg("dump")
+        .arg(&snap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<String> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().skip(3).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "engine breath n(1) start",
+            "link pulled pkts(64) packets",
+            "engine breath n(2) start"
+        ]
+    );
+    // The snapshot is a plain A2 file: the header keeps the mask (none = 1)
+    // and next = 3, and no live tag.
+    let b = std::fs::read(&snap).unwrap();
+    assert_eq!(u64::from_le_bytes(b[8..16].try_into().unwrap()), 1);
+    assert_eq!(u64::from_le_bytes(b[16..24].try_into().unwrap()), 3);
+    assert!(b[32..64].iter().all(|&x| x == 0));
+}
