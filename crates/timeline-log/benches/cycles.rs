@@ -95,8 +95,7 @@ fn main() {
                 black_box(ticks());
             }
         });
-        // SAFETY: cpuid leaf 7 exists on every x86-64 CPU this runs on.
-        let rdpid = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.ecx & (1 << 22) != 0;
+        let rdpid = std::arch::x86_64::__cpuid_count(7, 0).ecx & (1 << 22) != 0;
         if rdpid {
             measure("rdpid alone", |n| {
                 for _ in 0..n {
