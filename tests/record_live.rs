@@ -122,3 +122,28 @@ fn options_that_do_not_apply_are_refused() {
     }
     assert!(!tmp.path().join("mmv").exists(), "nothing written");
 }
+
+#[test]
+fn another_running_producers_file_is_not_replaced() {
+    // An MMV file of a running process (this test's) under the same name.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("mmv/taken");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let mut b = mmv_values::Builder::at(&file);
+    b.metric::<mmv_values::U64>(
+        "x",
+        mmv_values::Semantics::Instant,
+        mmv_values::Units::NONE,
+        "",
+    );
+    let _m = b.start().unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let out = polytrace()
+        .args(["record", "--to", "mmv", "--live", "taken", "--samples", "1"])
+        .env("PCP_TMP_DIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("still running"));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}

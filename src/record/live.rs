@@ -323,6 +323,26 @@ impl LiveMmv {
     }
 }
 
+/// The pid that made the MMV file at `path`, if that process still runs
+/// (another producer's live file is not ours to replace; a stale one is,
+/// as libpcp_mmv replaces it).
+fn live_owner(path: &Path) -> Option<i32> {
+    let mut h = [0u8; 40];
+    let mut f = std::fs::File::open(path).ok()?;
+    std::io::Read::read_exact(&mut f, &mut h).ok()?;
+    if &h[0..4] != b"MMV\0" {
+        return None;
+    }
+    let pid = i32::from_ne_bytes(h[32..36].try_into().ok()?);
+    if pid <= 0 || pid as u32 == std::process::id() {
+        return None;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    let alive = r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    alive.then_some(pid)
+}
+
 /// Record into the live file until the stop condition.
 pub fn record_live(opts: &RecordOptions, name: &str) -> Result<(RecordOutcome, PathBuf, u64)> {
     if opts.interval_ns < 1_000_000 {
@@ -336,6 +356,12 @@ pub fn record_live(opts: &RecordOptions, name: &str) -> Result<(RecordOutcome, P
         )));
     }
     let path = mmv::pcp_tmp_dir().join("mmv").join(name);
+    if let Some(pid) = live_owner(&path) {
+        return Err(Error::Usage(format!(
+            "{}: an MMV file of process {pid}, which is still running; not replacing it",
+            path.display()
+        )));
+    }
     signal::install().map_err(|e| Error::io("sigaction", e))?;
     let mut sampler = super::Sampler::new(super::Config::system(opts.check_interval_ns));
     let mut live = LiveMmv::new(path.clone());
