@@ -31,6 +31,8 @@ started=0
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    # A producer killed above cannot remove its own file.
+    rm -f "$tmp_dir/mmv/ptcheck_counter_$$" "$tmp_dir/mmv/ptcheck_live_$$"
     if [[ $started -eq 1 ]]; then
         /etc/init.d/pmcd stop >/dev/null 2>&1 || true
     fi
@@ -70,7 +72,7 @@ value_of() { pminfo -f "$1" | awk '$1 == "value" { print $2; exit }'; }
 
 # 1. The MMV API's example.
 name=ptcheck_counter_$$
-"$counter" "$name" 8 2>/dev/null &
+"$counter" "$name" 5 2>/dev/null &
 pids+=($!)
 wait_value "mmv.$name.count"
 a=$(value_of "mmv.$name.count")
@@ -81,7 +83,9 @@ echo "mmv.$name.count: $a, a second later $b"
 phase=$(pminfo -f "mmv.$name.phase" | awk '$1 == "value" { $1 = ""; print; exit }')
 echo "mmv.$name.phase:$phase"
 [[ $phase == *counting* ]] || { echo "pmcd-check: unexpected phase" >&2; exit 1; }
-kill "${pids[-1]}" 2>/dev/null || true
+# Let it end by itself: it removes its file (PROCESS flag) on the way out.
+wait "${pids[-1]}"
+[[ ! -e $tmp_dir/mmv/$name ]] || { echo "pmcd-check: $name left behind" >&2; exit 1; }
 
 # 2. Live recording.
 name=ptcheck_live_$$
@@ -98,7 +102,7 @@ for m in kernel.all.cpu.user kernel.all.load kpi.proc.rss; do
 done
 [[ $(grep -c 'value' <<<"$one") -gt 10 ]] || { echo "pmcd-check: too few values" >&2; exit 1; }
 [[ "$one" != "$two" ]] || { echo "pmcd-check: values did not change" >&2; exit 1; }
-grep -A3 "^mmv\.$name\.kernel.all.cpu.user\$" <<<"$one"
-grep -A3 "^mmv\.$name\.kernel.all.cpu.user\$" <<<"$two"
+grep -A1 "^mmv\.$name\.kernel.all.cpu.user\$" <<<"$one"
+grep -A1 "^mmv\.$name\.kernel.all.cpu.user\$" <<<"$two"
 wait "${pids[-1]}"
 echo "pmcd-check: ok"
