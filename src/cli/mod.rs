@@ -101,6 +101,10 @@ pub struct RecordArgs {
     /// instead of a trace file; `-o -` for stdout.
     #[arg(long, conflicts_with = "to")]
     pub listing: bool,
+    /// With --to mmv: keep the MMV file $PCP_TMP_DIR/mmv/NAME updated in
+    /// place every interval (pmcd's MMV PMDA serves it as mmv.NAME.*), no -o.
+    #[arg(long, value_name = "NAME")]
+    pub live: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]

@@ -8,6 +8,9 @@ use anyhow::Context;
 
 /// `polytrace record`: options from the command line, then [`record`].
 pub fn run(a: &RecordArgs, quiet: bool) -> anyhow::Result<u8> {
+    if let Some(name) = &a.live {
+        return run_live(a, name, quiet);
+    }
     let output = a.output.output.clone().context("-o OUT is required")?;
     // Sampled /proc data is what PCP archives are for (pmrep, pmchart and
     // Grafana read them) and an archive holds all of it, process events
@@ -56,5 +59,86 @@ pub fn run(a: &RecordArgs, quiet: bool) -> anyhow::Result<u8> {
         }
     }
     // The target holds what it can by its nature: that is the job done.
+    Ok(EXIT_OK)
+}
+
+/// `record --to mmv --live NAME`: the options that apply to a file written
+/// at the end do not apply here and are refused.
+fn run_live(a: &RecordArgs, name: &str, quiet: bool) -> anyhow::Result<u8> {
+    let o = &a.output;
+    if o.to != Some(FormatId::Mmv) {
+        return Err(Error::Usage("--live applies to --to mmv only".into()).into());
+    }
+    let given = [
+        (
+            o.output.is_some(),
+            "-o (the live file is $PCP_TMP_DIR/mmv/NAME)",
+        ),
+        (o.force, "--force"),
+        (o.strict, "--strict"),
+        (
+            o.mmv_version.is_some(),
+            "--mmv-version (the live file's version follows its names, as libpcp_mmv's)",
+        ),
+        (o.at.is_some(), "--at"),
+        (o.split.is_some(), "--split"),
+        (a.listing, "--listing"),
+        (
+            o.pcp_version.is_some()
+                || o.volume_size.is_some()
+                || o.timeline_version.is_some()
+                || o.entries.is_some()
+                || o.ecu.is_some()
+                || o.app_id.is_some()
+                || o.ctx_id.is_some()
+                || o.session_id.is_some()
+                || o.dlt_payload_max.is_some()
+                || o.dlt_truncated_tails
+                || o.kpi_style.is_some()
+                || o.ltt_block_size.is_some()
+                || o.ltt_plain
+                || o.rate
+                || o.units_row
+                || o.delimiter.is_some()
+                || !o.columns.is_empty()
+                || o.events,
+            "options of other formats",
+        ),
+    ];
+    if let Some((_, what)) = given.iter().find(|(set, _)| *set) {
+        return Err(Error::Usage(format!(
+            "{what} does not apply to record --live, which keeps one MMV file updated in place"
+        ))
+        .into());
+    }
+    let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
+    let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
+    let stop = match (&a.duration, a.samples) {
+        (Some(d), _) => Stop::Duration(parse_duration(d).map_err(Error::Usage)?),
+        (None, Some(n)) => Stop::Intervals(n),
+        (None, None) => Stop::Signal,
+    };
+    let opts = RecordOptions {
+        output: std::path::PathBuf::new(),
+        to: FormatId::Mmv,
+        force: false,
+        wopts: o.write_options(),
+        interval_ns,
+        check_interval_ns,
+        stop,
+        buffer_limit: a.buffer as usize,
+        quiet,
+        listing: false,
+    };
+    let (outcome, path, generations) = crate::record::live::record_live(&opts, name)?;
+    if !quiet {
+        let s = &outcome.stats;
+        eprintln!(
+            "polytrace: {} scans into {} live ({} files made as processes came and went; removed at the end)",
+            s.scans,
+            path.display(),
+            generations
+        );
+    }
     Ok(EXIT_OK)
 }

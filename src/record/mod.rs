@@ -7,6 +7,7 @@
 //! counter rate measured at the start *and* at the end. See docs/record.md.
 
 pub mod clock;
+pub mod live;
 pub mod procfs;
 pub mod sampler;
 pub mod signal;

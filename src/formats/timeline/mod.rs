@@ -75,8 +75,34 @@ pub struct TimelineFormat;
 /// its oldest slot), so the file is memory-mapped where that is safe and
 /// copied otherwise (`input::map`); the size that bounds every access is
 /// the real file size, never one declared inside the file.
-fn read_all(input: &Input) -> Result<Bytes> {
-    input.bytes(u64::MAX, "a timeline snapshot is a single file")
+///
+/// A file a `timeline-log` logger has mapped right now (its live tag) is
+/// copied entry by entry instead, each entry checked against its own
+/// timestamp (`timeline_log::consistent_copy_counted`): entries being
+/// written are left out, never shown half-written. Returns how many.
+fn read_all(input: &Input) -> Result<(Bytes, usize)> {
+    let data = input.bytes(u64::MAX, "a timeline snapshot is a single file")?;
+    let Some(file) = input.file().filter(|_| timeline_log::is_live(&data)) else {
+        return Ok((data, 0));
+    };
+    let f = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
+    // SAFETY: read through atomics only (consistent_copy_counted); the
+    // logger never truncates its file.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(file, e))?;
+    let (copy, skipped) = timeline_log::consistent_copy_counted(&map);
+    Ok((Bytes::Owned(copy), skipped))
+}
+
+/// The note for entries a live copy left out.
+fn live_note(path: &std::path::Path, skipped: usize) -> Option<Diagnostic> {
+    (skipped > 0).then(|| {
+        Diagnostic::warning(
+            crate::error::Position::new(path),
+            format!(
+                "live timeline: {skipped} entries being written while it was read were left out"
+            ),
+        )
+    })
 }
 
 /// Detection score for raw bytes plus the real file length.
@@ -86,7 +112,9 @@ pub fn detect_bytes(probe: &[u8], file_len: u64) -> u8 {
     }
     if layout::a_heuristic(probe, file_len) {
         // No magic in the A layout: a heuristic, so stay below real magic.
-        let pad_zero = probe.len() >= 64 && probe[32..64].iter().all(|&b| b == 0);
+        // timeline-log's live tag may open the pad while a logger runs.
+        let pad = |from: usize| probe.len() >= 64 && probe[from..64].iter().all(|&b| b == 0);
+        let pad_zero = pad(32) || (timeline_log::is_live(probe) && pad(40));
         let magic_zero = probe[0..4] == [0, 0, 0, 0];
         return if pad_zero && magic_zero { 60 } else { 30 };
     }
@@ -182,7 +210,7 @@ impl Format for TimelineFormat {
         layout::near_miss(&input.probe, len)
     }
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
-        let data = read_all(input)?;
+        let (data, _) = read_all(input)?;
         Ok(Box::new(reader::TimelineReader::from_bytes(
             &input.path,
             data,
@@ -209,8 +237,10 @@ impl Format for TimelineFormat {
                 "Snabb's dump lists the ring as stored, each row's cycles counted from its neighbour: leaving rows out would change the others, so --begin/--end and the filters do not apply to it (use --style common)".into(),
             ));
         }
-        let data = read_all(input)?;
-        dump_bytes(&input.path, &data, ropts, dopts, out)
+        let (data, skipped) = read_all(input)?;
+        let mut diags = dump_bytes(&input.path, &data, ropts, dopts, out)?;
+        diags.extend(live_note(&input.path, skipped));
+        Ok(diags)
     }
 }
 
