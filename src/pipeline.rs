@@ -78,8 +78,15 @@ pub fn adapt(
     let loss = SharedLoss::default();
     let mut reader = reader;
     let source = reader.header().source;
+    // LTT is the reversible encoding of any stream: DLT control messages,
+    // part of what a .dlt holds, go into it (and come back out of it).
+    let carried = source == FormatId::Dlt && to.id() == FormatId::Ltt;
+    if source != to.id() && !carried {
+        let mut u = crate::stages::Unframe::wrap(reader);
+        u.loss = Some(loss.clone());
+        reader = Box::new(u);
+    }
     if source != to.id() {
-        reader = Box::new(crate::stages::Unframe::wrap(reader));
         // A .dlt holds messages in arrival order, not clock order; another
         // format gets them in time order (a DLT target keeps the file's).
         if source == FormatId::Dlt {

@@ -457,9 +457,10 @@ fn truncated_file_exit_codes_and_prefix() {
     let last = *offs.last().unwrap();
     for cut in [orig.len() - 1, last + 10, last + 3] {
         let (_d, p) = write_tmp("cut.dlt", &orig[..cut]);
-        // Without --salvage: the listing up to the cut, then exit 2.
+        // A listing goes on past damage by itself: the messages before
+        // the cut, the cut reported, exit 1.
         let (out, err, code) = dump(&p, &[]);
-        assert_eq!(code, 2, "cut at {cut}: {err}");
+        assert_eq!(code, 1, "cut at {cut}: {err}");
         assert!(
             err.contains(&format!("byte {last}")) && err.contains("truncated final record"),
             "{err}"
@@ -508,12 +509,13 @@ fn garbage_between_records_is_skipped_and_reported() {
     damaged.extend_from_slice(&orig[offs[30]..]);
     let (_d, p) = write_tmp("garbage.dlt", &damaged);
 
-    let (out, err, code) = dump(&p, &[]);
-    assert_eq!(code, 2);
+    // The listing resynchronises without --salvage too (docs/dlt.md).
+    let (plain, err, code) = dump(&p, &[]);
+    assert_eq!(code, 1);
     assert!(err.contains(&format!("byte {g1}")), "{err}");
-    assert_eq!(out.split(|&b| b == b'\n').count() - 1, 10);
 
     let (out, err, code) = dump(&p, &["--salvage"]);
+    assert_eq!(plain, out);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&format!("byte {g1}"))
@@ -612,12 +614,17 @@ fn protocol_v2_and_bad_version_are_damage() {
         let file = [good.clone(), bad.clone(), good.clone()].concat();
         let (_d, p) = write_tmp("v.dlt", &file);
         let (out, err, code) = dump(&p, &[]);
-        assert_eq!(code, 2, "{name}");
+        assert_eq!(code, 1, "{name}");
         assert!(
             err.contains(why) && err.contains(&format!("byte {}", good.len())),
             "{err}"
         );
-        assert_eq!(out.split(|&b| b == b'\n').count() - 1, 1);
+        assert_eq!(out.split(|&b| b == b'\n').count() - 1, 2);
+        // What stops at damage says how much lies beyond it.
+        let o = polytrace().arg("check").arg(&p).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr)
+            .contains("1 record lies beyond the damage (--salvage keeps it)"));
         let (out, err, code) = dump(&p, &["--salvage"]);
         assert_eq!(code, 1, "{name}: {err}");
         assert_eq!(out.split(|&b| b == b'\n').count() - 1, 2, "{name}");

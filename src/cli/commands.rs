@@ -227,9 +227,16 @@ fn indent_report(s: &str) -> String {
 /// (DLT: the next storage header), report each skipped range and exit 1
 /// (docs/exit-codes.md); `convert` and `check` stop at it unless
 /// `--salvage`.
-fn listing_args(sources: &[stream::Source], ia: &crate::cli::args::InputArgs) -> crate::cli::args::InputArgs {
+fn listing_args(
+    sources: &[stream::Source],
+    ia: &crate::cli::args::InputArgs,
+) -> crate::cli::args::InputArgs {
     let mut ia = ia.clone();
-    if !sources.is_empty() && sources.iter().all(|s| s.fmt.id() == crate::model::FormatId::Dlt) {
+    if !sources.is_empty()
+        && sources
+            .iter()
+            .all(|s| s.fmt.id() == crate::model::FormatId::Dlt)
+    {
         ia.salvage = true;
     }
     ia

@@ -133,6 +133,14 @@ pub fn record_start(b: &[u8], ends_file: bool) -> Option<usize> {
     None
 }
 
+/// What an error at damage says of the rest of the input.
+fn beyond_text(n: u64) -> String {
+    match n {
+        1 => "1 record lies beyond the damage (--salvage keeps it)".into(),
+        n => format!("{n} records lie beyond the damage (--salvage keeps them)"),
+    }
+}
+
 pub struct Scanner<R: Read> {
     r: R,
     buf: Vec<u8>,
@@ -207,13 +215,7 @@ impl<R: Read> Scanner<R> {
             let at = self.pos_at(start);
             let beyond = self.count_beyond(why.clone())?;
             self.done = true;
-            return Err(Error::format(
-                at,
-                format!(
-                    "{why}; {beyond} record{} lie beyond the damage (--salvage keeps them)",
-                    if beyond == 1 { "" } else { "s" }
-                ),
-            ));
+            return Err(Error::format(at, format!("{why}; {}", beyond_text(beyond))));
         }
         self.damage_from(start, start + 1, why)
     }
@@ -383,10 +385,7 @@ impl<R: Read> Scanner<R> {
                             self.done = true;
                             return Err(Error::format(
                                 pos,
-                                format!(
-                                    "{why}; {beyond} record{} lie beyond the damage (--salvage keeps them)",
-                                    if beyond == 1 { "" } else { "s" }
-                                ),
+                                format!("{why}; {}", beyond_text(beyond)),
                             ));
                         }
                         let kept = (at - start) as usize;
