@@ -406,7 +406,19 @@ pub fn convert(
     let header = reader.header().clone();
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;
-        nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+        let data = feed(reader.as_mut(), w.as_mut())?;
+        if data == 0 && adapter_loss.borrow().has_drops() {
+            // Everything the source held was left out: say what.
+            return Err(Error::nothing_to_write(
+                "nothing to write",
+                format!(
+                    "the {} format holds none of what this {source} source has; nothing written\n{}",
+                    to.id(),
+                    adapter_loss.borrow().to_string().trim_end()
+                ),
+            ));
+        }
+        nothing_check(data)?;
         // A writer refuses (NothingToWrite) when none of the data suits
         // its format; the staged output is then dropped unseen.
         let mut loss = w.finish()?;

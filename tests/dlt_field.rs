@@ -183,7 +183,7 @@ struct Damaged {
 /// The three patterns of field damage, made from an undamaged capture:
 /// (a) a storage header with no message before record `k`, (b) record `k`'s
 /// length running 30 bytes past the next storage header, (c) record `k`
-/// cut to 25 bytes (inside its headers), the next one right after.
+/// cut to 19 bytes (inside its standard header), the next one right after.
 fn damaged(orig: &[u8], k: usize) -> Vec<Damaged> {
     let offs = offsets(orig);
     let (o, next) = (offs[k], offs[k + 1]);
@@ -193,7 +193,7 @@ fn damaged(orig: &[u8], k: usize) -> Vec<Damaged> {
     let mut b = orig.to_vec();
     let len = u16::from_be_bytes([b[o + 18], b[o + 19]]) + 30;
     b[o + 18..o + 20].copy_from_slice(&len.to_be_bytes());
-    let mut c = orig[..o + 25].to_vec();
+    let mut c = orig[..o + 19].to_vec();
     c.extend_from_slice(&orig[next..]);
     vec![
         Damaged {
@@ -214,7 +214,7 @@ fn damaged(orig: &[u8], k: usize) -> Vec<Damaged> {
             name: "c",
             bytes: c,
             at: o,
-            why: "skipped 25 bytes",
+            why: "skipped 19 bytes",
             lost: Some(k),
         },
     ]
@@ -268,9 +268,10 @@ fn listings_resync_past_the_three_kinds_of_damage() {
             assert_eq!(o.status.code(), Some(1), "{what}: {}", stderr(&o));
             // convert stops, says what lies beyond, writes nothing.
             let out = tmp.path().join(format!("{}-{}.csv", k, d.name));
-            let o = run(&[&"convert", &p, &"--to", &"csv", &"-o", &out]);
+            let o = run(&[&"convert", &p, &"--to", &"csv", &"--events", &"-o", &out]);
             assert_eq!(o.status.code(), Some(2), "{what}: {}", stderr(&o));
-            let beyond = want.len() - k;
+            // (b)'s record is kept, cut: it is the damage, not beyond it.
+            let beyond = want.len() - k - (d.name == "b") as usize;
             assert!(
                 stderr(&o).contains(&format!(
                     "{beyond} records lie beyond the damage (--salvage keeps them)"
@@ -279,7 +280,16 @@ fn listings_resync_past_the_three_kinds_of_damage() {
                 stderr(&o)
             );
             assert!(!out.exists());
-            let o = run(&[&"convert", &"--salvage", &p, &"--to", &"csv", &"-o", &out]);
+            let o = run(&[
+                &"convert",
+                &"--salvage",
+                &p,
+                &"--to",
+                &"csv",
+                &"--events",
+                &"-o",
+                &out,
+            ]);
             assert_eq!(o.status.code(), Some(1), "{what}: {}", stderr(&o));
             assert!(out.exists());
         }
@@ -386,9 +396,9 @@ fn scalars(be: bool) -> Args {
     a.arg(0x84).num(&(-2.25f64).to_le_bytes());
     a.arg(0x85).num(&(0x3fff_8000u128 << 96).to_le_bytes());
     a.arg(0x200).u16(6).raw(b"ascii\0");
-    a.arg(0x8200).u16(7).raw("gr\u{fc}n\0".as_bytes());
+    a.arg(0x8200).u16(6).raw("gr\u{fc}n\0".as_bytes());
     a.arg(0x400).u16(3).raw(&[1, 2, 255]);
-    // Fixed point: raw 40 × 0.5 + 10 = 30.
+    // Fixed point (raw 40, quantisation 0.5, offset 10).
     a.arg(0x1023)
         .num(&0.5f32.to_le_bytes())
         .num(&10i32.to_le_bytes())
@@ -472,14 +482,14 @@ fn every_verbose_argument_kind_is_typed_in_both_byte_orders() {
             "18446744073709551615",
             "1.5",
             "-2.25",
-            "ascii",
-            "gr\u{fc}n",
+            "\"ascii\"",
+            "\"gr\u{fc}n\"",
             "speed=88",
-            "name=ok",
-            "arg18=30",
+            "name=\"ok\"",
+            "arg18=40",
             "grid=[[1, 2, 3], [4, 5, 6]]",
-            "[0.25, -4]",
-            "pos={-7, here, {0}}",
+            "[0.25, -4.0]",
+            "pos={-7, \"here\", {0}}",
         ] {
             assert!(
                 text.contains(want),
@@ -552,7 +562,16 @@ fn control_messages_go_through_ltt_and_are_reported_where_dropped() {
         );
         // A target without them says what it left out.
         let csv = tmp.path().join("t.csv");
-        let o = run(&[&"convert", &p, &"--to", &"csv", &"-o", &csv, &"--force"]);
+        let o = run(&[
+            &"convert",
+            &p,
+            &"--to",
+            &"csv",
+            &"--events",
+            &"-o",
+            &csv,
+            &"--force",
+        ]);
         let e = stderr(&o);
         assert!(
             e.contains("DLT control messages") && e.contains("dropped"),

@@ -1,12 +1,13 @@
 //! Verbose arguments ↔ typed model fields (spec kpi-dlt.md §4.5).
 //!
-//! Reading, each argument becomes a field: BOOL → `Enum{1, false/true}`,
-//! SINT/UINT of 8–64 bits → `Int`/`Uint(1|2|4|8)`, FLOA 32/64 → `Float`,
-//! STRG (ASCII or UTF-8) and TRAI → `String`, RAWD → `Bytes`, and the
-//! 128-bit integers and 16/128-bit floats (no model type) → a fixed array of
-//! bytes. The argument name is the VARI name when there is one, else
-//! `argN`; the type-info words and units stay in the event type's extras so
-//! that a DLT writer gives the same arguments back.
+//! Reading, each argument becomes a field, in either byte order: BOOL →
+//! `Enum{1, false/true}`, SINT/UINT of 8–64 bits → `Int`/`Uint(1|2|4|8)`
+//! (FIXP: the raw integer), FLOA 16/32 → `Float(4)`, 64/128 → `Float(8)`,
+//! STRG and TRAI → `String`, RAWD → `Bytes`, 128-bit integers (no model
+//! integer) → 16 bytes as stored, ARAY → nested `Array`s, STRU → `Struct`.
+//! The argument name is the VARI name when there is one, else `argN`; the
+//! type-info words and units stay in the event type's extras so that a DLT
+//! writer gives the same arguments back.
 //!
 //! Writing, a field gets the closest DLT type (or its original type info
 //! when the event type came from a DLT file); see [`put`].
@@ -160,9 +161,9 @@ fn argument<'a>(c: &mut Cursor<'a>, ti: u32, depth: u8) -> Result<Parts<'a>, Fai
             (None, None)
         };
         let n = number_len(ti)?;
-        let fixp = fixed_point(c, ti, n)?;
+        skip_fixed_point(c, ti, n)?;
         let b = c.bytes(n).ok_or_else(short)?;
-        let (ty, v) = number(b, ti, c.be, fixp);
+        let (ty, v) = number(b, ti, c.be);
         return Ok((name, unit, ty, v));
     }
     if ti & TI_RAWD != 0 {
@@ -189,27 +190,19 @@ fn number_len(ti: u32) -> Result<usize, Fail> {
     tyle_bytes(tyle).ok_or_else(|| Fail::Bad(format!("bad length code {tyle}")))
 }
 
-/// The quantisation and offset of a fixed-point integer (§4.5.3), when
-/// FIXP is set: the value is then `raw × quantisation + offset`.
-fn fixed_point(c: &mut Cursor, ti: u32, n: usize) -> Result<Option<(f64, f64)>, Fail> {
-    if ti & TI_FIXP == 0 || ti & TI_FLOA != 0 {
-        return Ok(None);
+/// Skip the quantisation (f32) and offset of a fixed-point integer
+/// (§4.5.3), when FIXP is set: the field holds the raw integer, as
+/// dlt-convert shows it; the factors stay in the record.
+fn skip_fixed_point(c: &mut Cursor, ti: u32, n: usize) -> Result<(), Fail> {
+    if ti & TI_FIXP != 0 && ti & TI_FLOA == 0 {
+        c.u32().ok_or(Fail::Short)?;
+        c.bytes(if n <= 4 { 4 } else { n }).ok_or(Fail::Short)?;
     }
-    let q = f32::from_bits(c.u32().ok_or(Fail::Short)?) as f64;
-    let off = match n {
-        1..=4 => c.u32().ok_or(Fail::Short)? as i32 as f64,
-        8 => c.u64().ok_or(Fail::Short)? as i64 as f64,
-        _ => {
-            c.bytes(16).ok_or(Fail::Short)?;
-            // 128-bit fixed point: no model number holds it; its bytes.
-            return Ok(None);
-        }
-    };
-    Ok(Some((q, off)))
+    Ok(())
 }
 
 /// A number of `b.len()` bytes (1, 2, 4, 8 or 16) in the payload's order.
-fn number(b: &[u8], ti: u32, be: bool, fixp: Option<(f64, f64)>) -> (FieldType, Value) {
+fn number(b: &[u8], ti: u32, be: bool) -> (FieldType, Value) {
     let n = b.len();
     if n == 16 {
         if ti & TI_FLOA != 0 {
@@ -243,18 +236,12 @@ fn number(b: &[u8], ti: u32, be: bool, fixp: Option<(f64, f64)>) -> (FieldType, 
             _ => (byte_array(1), byte_list(b)),
         };
     }
-    let signed = ti & TI_SINT != 0;
-    let shift = 64 - 8 * n as u32;
-    let (ty, v) = if signed {
+    if ti & TI_SINT != 0 {
+        let shift = 64 - 8 * n as u32;
         let v = ((raw << shift) as i64) >> shift;
         (FieldType::Int(n as u8), Value::I64(v))
     } else {
         (FieldType::Uint(n as u8), Value::U64(raw))
-    };
-    match (fixp, &v) {
-        (Some((q, off)), Value::I64(x)) => (FieldType::Float(8), Value::F64(*x as f64 * q + off)),
-        (Some((q, off)), Value::U64(x)) => (FieldType::Float(8), Value::F64(*x as f64 * q + off)),
-        _ => (ty, v),
     }
 }
 
@@ -372,18 +359,13 @@ fn array<'a>(c: &mut Cursor<'a>, ti: u32) -> Result<Parts<'a>, Fail> {
         (1, bool_type())
     } else if ti & (TI_SINT | TI_UINT | TI_FLOA) != 0 {
         let n = number_len(ti)?;
-        (n, number(&[0; 16][..n], ti, false, None).0)
+        (n, number(&[0; 16][..n], ti, false).0)
     } else {
         return Err(Fail::Bad(format!(
             "array of type info 0x{ti:08x}: elements must be bool or numbers"
         )));
     };
-    let fixp = fixed_point(c, ti, n)?;
-    let elem_ty = if fixp.is_some() {
-        FieldType::Float(8)
-    } else {
-        elem_ty
-    };
+    skip_fixed_point(c, ti, n)?;
     // The element count is checked against the payload before anything
     // is allocated for it.
     let count = if ndims == 0 {
@@ -402,7 +384,7 @@ fn array<'a>(c: &mut Cursor<'a>, ti: u32) -> Result<Parts<'a>, Fail> {
         flat.push(if ti & TI_BOOL != 0 {
             Value::Enum(b[0] as i64)
         } else {
-            number(b, ti, c.be, fixp).1
+            number(b, ti, c.be).1
         });
     }
     // Nested by dimension, the last varying fastest.

@@ -8,7 +8,7 @@
 //! `DLT\x01` inside a payload is not taken for a record. Every skip is
 //! reported with its offset. Without salvage the first damage is an error.
 
-use super::layout::{self, Head, Msg, MAX_RECORD, MIN_RECORD, PATTERN};
+use super::layout::{self, Head, Msg, MAX_RECORD, MIN_RECORD, PATTERN, PATTERN_V2};
 use crate::error::{Diagnostic, Error, Position, Result};
 use std::io::Read;
 use std::path::PathBuf;
@@ -346,6 +346,12 @@ impl<R: Read> Scanner<R> {
                 continue;
             }
             match layout::check_headers(&self.buf[self.pos..self.end]) {
+                Err(why) if self.offset() == 0 && self.buf[..self.end].starts_with(&PATTERN_V2) => {
+                    // A protocol-v2 file is not a damaged v1 file: refused
+                    // whole, whatever the verb.
+                    self.done = true;
+                    return Err(Error::format(self.pos_at(0), why));
+                }
                 Err(why) => {
                     if !self.damage(why)? {
                         self.done = true;
