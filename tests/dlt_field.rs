@@ -574,7 +574,8 @@ fn control_messages_go_through_ltt_and_are_reported_where_dropped() {
         ]);
         let e = stderr(&o);
         assert!(
-            e.contains("DLT control messages") && e.contains("dropped"),
+            e.contains("dropped: ")
+                && e.contains(" DLT request control messages: framing of the source format"),
             "{src}: {e}"
         );
     }

@@ -18,8 +18,7 @@ pub struct Unframe {
     pub loss: Option<std::rc::Rc<std::cell::RefCell<LossReport>>>,
 }
 
-const FRAMING_REASON: &str =
-    "framing of the source format (control messages), not data this target holds";
+use crate::formats::format::FRAMING_DROPPED as FRAMING_REASON;
 
 /// Event type ids: a bit per id for the usual small ones (one load per
 /// event), a hash set for the rest.

@@ -606,7 +606,7 @@ impl State {
             let (_, sub) = text::type_names(m.ext.map_or(0, |e| e.msin));
             t.extras.set(
                 crate::model::keys::FRAMING_KIND,
-                ExtraValue::Str(format!("DLT control messages ({})", sub.trim())),
+                ExtraValue::Str(format!("DLT {} control messages", sub.trim())),
             );
         }
         t.extras.set(X_VERBOSE, ExtraValue::Bool(m.verbose()));
