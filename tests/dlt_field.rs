@@ -200,7 +200,7 @@ fn damaged(orig: &[u8], k: usize) -> Vec<Damaged> {
             name: "a",
             bytes: a,
             at: o,
-            why: "skipped 16 bytes",
+            why: "storage header with no message (another storage header follows it); skipped 16 bytes",
             lost: None,
         },
         Damaged {

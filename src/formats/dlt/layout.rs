@@ -113,6 +113,10 @@ fn headers_refused(b: &[u8]) -> String {
     }
     let htyp = b[16];
     let vers = htyp >> 5;
+    if b[16..20] == PATTERN {
+        // A logger that stopped after the storage header.
+        return "storage header with no message (another storage header follows it)".into();
+    }
     if vers > 1 {
         return format!("standard header version {vers} (htyp 0x{htyp:02x}), expected 0 or 1");
     }
