@@ -78,8 +78,15 @@ pub fn adapt(
     let loss = SharedLoss::default();
     let mut reader = reader;
     let source = reader.header().source;
+    // LTT is the reversible encoding of any stream: DLT control messages,
+    // part of what a .dlt holds, go into it (and come back out of it).
+    let carried = source == FormatId::Dlt && to.id() == FormatId::Ltt;
+    if source != to.id() && !carried {
+        let mut u = crate::stages::Unframe::wrap(reader);
+        u.loss = Some(loss.clone());
+        reader = Box::new(u);
+    }
     if source != to.id() {
-        reader = Box::new(crate::stages::Unframe::wrap(reader));
         // A .dlt holds messages in arrival order, not clock order; another
         // format gets them in time order (a DLT target keeps the file's).
         if source == FormatId::Dlt {
@@ -399,7 +406,19 @@ pub fn convert(
     let header = reader.header().clone();
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;
-        nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+        let data = feed(reader.as_mut(), w.as_mut())?;
+        if data == 0 && adapter_loss.borrow().has_drops() {
+            // Everything the source held was left out: say what.
+            return Err(Error::nothing_to_write(
+                "nothing to write",
+                format!(
+                    "the {} format holds none of what this {source} source has; nothing written\n{}",
+                    to.id(),
+                    adapter_loss.borrow().to_string().trim_end()
+                ),
+            ));
+        }
+        nothing_check(data)?;
         // A writer refuses (NothingToWrite) when none of the data suits
         // its format; the staged output is then dropped unseen.
         let mut loss = w.finish()?;

@@ -188,8 +188,9 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
             noar: 1,
             apid: *b"APP\0",
             ctid: *b"CTX\0",
-            // Type info 0x100 (an array): not typed, kept as an annotation.
-            payload: &[0, 1, 0, 0, 1, 2],
+            // Type info 0x8000 (a string coding, no type): not typed, kept
+            // as an annotation.
+            payload: &[0, 0x80, 0, 0, 1, 2],
         },
     );
     let src = dir.path().join("untyped.dlt");

@@ -471,9 +471,10 @@ fn case7_record_boundary_cuts() {
     // DLT: the last message's length runs past the end of the file.
     let (_t, dlt) = copy_corpus("kpi/B-buf400.dlt");
     truncate(&dlt, 10_800);
-    for verb in ["dump", "info", "check"] {
+    // The listing verbs go on past DLT damage by themselves (exit 1).
+    for (verb, want) in [("dump", 1), ("info", 1), ("check", 2)] {
         let o = run(&[&verb, &dlt]);
-        assert_eq!(code(&o), 2, "{verb}: {}", stderr(&o));
+        assert_eq!(code(&o), want, "{verb}: {}", stderr(&o));
         common::assert_has(&stderr(&o), "byte 10771, record 56");
     }
     let o = run(&[&"dump", &"--salvage", &dlt]);

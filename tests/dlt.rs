@@ -443,9 +443,10 @@ fn truncated_file_exit_codes_and_prefix() {
     let last = *offs.last().unwrap();
     for cut in [orig.len() - 1, last + 10, last + 3] {
         let (_d, p) = write_tmp("cut.dlt", &orig[..cut]);
-        // Without --salvage: the listing up to the cut, then exit 2.
+        // A listing goes on past damage by itself: the messages before
+        // the cut, the cut reported, exit 1.
         let (out, err, code) = dump(&p, &[]);
-        assert_eq!(code, 2, "cut at {cut}: {err}");
+        assert_eq!(code, 1, "cut at {cut}: {err}");
         assert!(
             err.contains(&format!("byte {last}")) && err.contains("truncated final record"),
             "{err}"
@@ -494,12 +495,13 @@ fn garbage_between_records_is_skipped_and_reported() {
     damaged.extend_from_slice(&orig[offs[30]..]);
     let (_d, p) = write_tmp("garbage.dlt", &damaged);
 
-    let (out, err, code) = dump(&p, &[]);
-    assert_eq!(code, 2);
+    // The listing resynchronises without --salvage too (docs/dlt.md).
+    let (plain, err, code) = dump(&p, &[]);
+    assert_eq!(code, 1);
     assert!(err.contains(&format!("byte {g1}")), "{err}");
-    assert_eq!(out.split(|&b| b == b'\n').count() - 1, 10);
 
     let (out, err, code) = dump(&p, &["--salvage"]);
+    assert_eq!(plain, out);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&format!("byte {g1}"))
@@ -598,12 +600,17 @@ fn protocol_v2_and_bad_version_are_damage() {
         let file = [good.clone(), bad.clone(), good.clone()].concat();
         let (_d, p) = write_tmp("v.dlt", &file);
         let (out, err, code) = dump(&p, &[]);
-        assert_eq!(code, 2, "{name}");
+        assert_eq!(code, 1, "{name}");
         assert!(
             err.contains(why) && err.contains(&format!("byte {}", good.len())),
             "{err}"
         );
-        assert_eq!(out.split(|&b| b == b'\n').count() - 1, 1);
+        assert_eq!(out.split(|&b| b == b'\n').count() - 1, 2);
+        // What stops at damage says how much lies beyond it.
+        let o = polytrace().arg("check").arg(&p).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr)
+            .contains("1 record lies beyond the damage (--salvage keeps it)"));
         let (out, err, code) = dump(&p, &["--salvage"]);
         assert_eq!(code, 1, "{name}: {err}");
         assert_eq!(out.split(|&b| b == b'\n').count() - 1, 2, "{name}");
@@ -1260,7 +1267,7 @@ fn synthetic_argument_types_survive_the_model() {
     let out = d.path().join("re.dlt");
     let (code, err) = convert(&p, "dlt", &out, &["--session-id", "9"]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("written: 5 annotations, 77 messages"), "{err}");
+    assert!(err.contains("written: 3 annotations, 79 messages"), "{err}");
     let a = String::from_utf8_lossy(&dump(&p, &[]).0).into_owned();
     let b = String::from_utf8_lossy(&dump(&out, &[]).0).into_owned();
     let differ: Vec<usize> = a
@@ -1272,15 +1279,31 @@ fn synthetic_argument_types_survive_the_model() {
         .collect();
     assert_eq!(a.lines().count(), b.lines().count());
     // 2: a 32-bit BIN value without its bytes (dlt-convert reads none);
-    // 4, 5: damaged payloads; 13: a non-verbose payload shorter than its id
-    // (these and 7, another damaged payload, are annotations, rebuilt as
-    // one string argument; 7 happens to list the same); 3: a HEX value in a
+    // 4: an array of no type, 13: a non-verbose payload shorter than its
+    // id (these are annotations, rebuilt as one string argument); 5, 7:
+    // payloads ending before the arguments `noar` announces, typed by the
+    // whole arguments present and rebuilt with those alone; 3: a HEX value in a
     // big-endian payload, which dlt-convert shows byte-swapped and we
     // rewrite little-endian; 6: an empty string, where dlt-convert stops;
     // 80: negative microseconds, written normalised.
-    assert_eq!(differ, vec![2, 3, 4, 5, 6, 13, 80]);
-    // The texts of the five annotations are kept.
-    for i in [2, 4, 5, 7, 13] {
+    let shown: Vec<String> = differ
+        .iter()
+        .map(|&i| {
+            format!(
+                "{i}:\n  {}\n  {}",
+                a.lines().nth(i).unwrap(),
+                b.lines().nth(i).unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        differ,
+        vec![2, 3, 4, 5, 6, 7, 13, 80],
+        "{}",
+        shown.join("\n")
+    );
+    // The texts of the three annotations are kept.
+    for i in [2, 4, 13] {
         let pay = |t: &str| {
             t.lines()
                 .nth(i)
@@ -1310,12 +1333,8 @@ fn dlt_to_ltt_to_dlt_keeps_the_payload_text() {
         ) else {
             return;
         };
-        // Control messages are framing: not converted.
-        let a: Vec<(String, String)> = payloads(&a)
-            .into_iter()
-            .filter(|(id, _)| !id.ends_with("control"))
-            .collect();
-        let mut a = a;
+        // Control messages too: LTT carries them.
+        let mut a = payloads(&a);
         let mut b = payloads(&b);
         // An LTT tracefile is in time order, so messages logged out of
         // order (testfile_extended) come back sorted: compare by text.

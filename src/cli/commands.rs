@@ -223,8 +223,28 @@ fn indent_report(s: &str) -> String {
     s.lines().map(|l| format!("polytrace: {l}\n")).collect()
 }
 
-fn dump(a: DumpCmd, quiet: bool) -> Result<u8> {
+/// The listing verbs read past damage where the format can resynchronise
+/// (DLT: the next storage header), report each skipped range and exit 1
+/// (docs/exit-codes.md); `convert` and `check` stop at it unless
+/// `--salvage`.
+fn listing_args(
+    sources: &[stream::Source],
+    ia: &crate::cli::args::InputArgs,
+) -> crate::cli::args::InputArgs {
+    let mut ia = ia.clone();
+    if !sources.is_empty()
+        && sources
+            .iter()
+            .all(|s| s.fmt.id() == crate::model::FormatId::Dlt)
+    {
+        ia.salvage = true;
+    }
+    ia
+}
+
+fn dump(mut a: DumpCmd, quiet: bool) -> Result<u8> {
     let src = stream::Source::open(&a.input, &a.input_args)?;
+    a.input_args = listing_args(std::slice::from_ref(&src), &a.input_args);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let diags = if a.dump.style == Style::Common {
@@ -257,8 +277,9 @@ fn dump(a: DumpCmd, quiet: bool) -> Result<u8> {
     })
 }
 
-fn info(a: InfoCmd, quiet: bool) -> Result<u8> {
+fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
     let sources = stream::sources(&a.inputs, &Default::default(), &a.input_args)?;
+    a.input_args = listing_args(&sources, &a.input_args);
     let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
     let mut st = stream::open(&sources, &[], &a.input_args, &a.filter, &[])?;
     let r = st.reader.as_mut();

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 /// Exit codes (also in the README). Done, including what the target format
 /// cannot hold by its nature (summarised on stderr).
 pub const EXIT_OK: u8 = 0;
-/// Damaged input: a salvaged prefix was written (or listed).
+/// Damaged input: salvaged output written, or a listing that went on past
+/// the damage (each skipped range reported).
 pub const EXIT_SALVAGED: u8 = 1;
 /// Error: nothing written.
 pub const EXIT_ERROR: u8 = 2;
@@ -30,7 +31,7 @@ pub const EXIT_BATCH_FAILED: u8 = 3;
     name = "polytrace",
     version,
     about = "Record, convert and read traces: DLT KPI, PCP MMV, PCP archives, LTT, Snabb timeline",
-    after_help = "Exit codes: 0 done (what the target format cannot hold is summarised on stderr); 1 damaged input, salvaged prefix written; 2 error, nothing written; 3 batch finished with failed inputs."
+    after_help = "Exit codes: 0 done (what the target format cannot hold is summarised on stderr); 1 damaged input: salvaged output written, or (dump, info) a listing that went on past the damage, each skipped range on stderr; 2 error: nothing written (a listing stopped there: what it printed is not the whole input); 3 batch finished with failed inputs."
 )]
 pub struct Cli {
     #[command(flatten)]

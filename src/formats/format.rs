@@ -126,6 +126,23 @@ pub enum Fate {
     SomeDropped(&'static str, &'static str),
 }
 
+/// Why a target leaves out the framing events its source holds as content
+/// (DLT control messages: `model::keys::FRAMING_KIND`).
+pub const FRAMING_DROPPED: &str =
+    "framing of the source format (control messages), not data this target holds";
+
+/// DLT control messages are framing: every target but DLT and LTT (the
+/// reversible encoding, which carries them) leaves them out, per kind. A
+/// rule of the source (the `Unframe` stage applies it), like the raw-clock
+/// fates, not of any target's table.
+pub const DLT_CONTROL_DROPPED: Rule = Rule::some_dropped(
+    Kind::Events,
+    "control messages",
+    "DLT control messages",
+    FRAMING_DROPPED,
+)
+.from(&[FormatId::Dlt]);
+
 /// One line of a writer's mapping declaration. The writer reports a loss
 /// under this rule as `what` (the noun ending its loss line, e.g. `values`)
 /// and the rule's reason, so the table and the loss report are one text.

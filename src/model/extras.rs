@@ -462,6 +462,10 @@ pub mod keys {
     /// Extras whose value (i64) is a model timestamp in nanoseconds, so
     /// that a stage moving the time axis (`--time-origin`) moves them too.
     pub const TIMESTAMPS: [&str; 2] = ["kpi.beg_time", "dlt.storage_ns"];
+    /// Event types of framing events that are part of what their source
+    /// holds (DLT control messages, unlike LTT block bookkeeping): what
+    /// they are, for the "dropped" line of a target that leaves them out.
+    pub const FRAMING_KIND: &str = "framing.kind";
     /// Header: the recorder's TSC rate (mean, at start, at end).
     pub const TSC_HZ: &str = "record.tsc_hz";
     pub const TSC_HZ_START: &str = "record.tsc_hz_start";

@@ -4,13 +4,21 @@
 
 use crate::error::Result;
 use crate::model::{events_in, EventTypeId, Item, TraceReader};
-use std::collections::HashSet;
+use crate::model::{keys, ExtraValue, LossReport};
+use std::collections::{HashMap, HashSet};
 
 pub struct Unframe {
     inner: Box<dyn TraceReader>,
     framing: IdSet,
     dropped: u64,
+    /// Framing types that are part of their source's content (see
+    /// `keys::FRAMING_KIND`): their kind, and how many were left out.
+    reported: HashMap<EventTypeId, (String, u64)>,
+    /// Where those are reported as dropped (when the stream ends).
+    pub loss: Option<std::rc::Rc<std::cell::RefCell<LossReport>>>,
 }
+
+use crate::formats::format::FRAMING_DROPPED as FRAMING_REASON;
 
 /// Event type ids: a bit per id for the usual small ones (one load per
 /// event), a hash set for the rest.
@@ -70,6 +78,38 @@ impl Unframe {
                 ..IdSet::default()
             },
             dropped: 0,
+            reported: HashMap::new(),
+            loss: None,
+        }
+    }
+    /// A framing type defined: left out from now on.
+    fn define(&mut self, t: &crate::model::EventType) {
+        self.framing.insert(t.id);
+        if let Some(ExtraValue::Str(k)) = t.extras.get(keys::FRAMING_KIND) {
+            self.reported.insert(t.id, (k.clone(), 0));
+        }
+    }
+    /// A framing event (or run) left out.
+    #[inline]
+    fn leave_out(&mut self, it: &Item) {
+        let n = events_in(it) as u64;
+        self.dropped += n;
+        if !self.reported.is_empty() {
+            if let Some(e) = it.event_head() {
+                if let Some(r) = self.reported.get_mut(&e.type_id) {
+                    r.1 += n;
+                }
+            }
+        }
+    }
+    /// At the end of the stream: the kinds left out, in the loss report.
+    fn report(&mut self) {
+        if let Some(loss) = &self.loss {
+            let mut l = loss.borrow_mut();
+            for (kind, n) in self.reported.values_mut() {
+                l.drop_n(kind, FRAMING_REASON, *n);
+                *n = 0;
+            }
         }
     }
     /// An event, or a run of events, of a framing type.
@@ -92,15 +132,17 @@ impl TraceReader for Unframe {
             let r = self.inner.next_item();
             match &r {
                 Ok(Some(Item::EventType(t))) if t.framing => {
-                    self.framing.insert(t.id);
+                    let t = t.clone();
+                    self.define(&t);
                     continue;
                 }
+                Ok(None) => self.report(),
                 Ok(Some(Item::EventType(t))) => {
                     // A later definition may reuse an id for real data.
                     self.framing.remove(t.id);
                 }
                 Ok(Some(it @ (Item::Event(_) | Item::EventRun(_)))) if self.is_framing(it) => {
-                    self.dropped += events_in(it) as u64;
+                    self.leave_out(it);
                     if let Ok(Some(item)) = r {
                         self.inner.recycle(item);
                     }
@@ -123,6 +165,9 @@ impl TraceReader for Unframe {
             it => self.is_framing(it),
         });
         let Some(first) = first else {
+            if matches!(r, Ok(false)) {
+                self.report();
+            }
             return r;
         };
         // Kept items move down over dropped ones, in order; the dropped
@@ -132,7 +177,8 @@ impl TraceReader for Unframe {
         for i in from..out.len() {
             let drop = match &out[i] {
                 Item::EventType(t) if t.framing => {
-                    self.framing.insert(t.id);
+                    let t = t.clone();
+                    self.define(&t);
                     true
                 }
                 Item::EventType(t) => {
@@ -140,7 +186,15 @@ impl TraceReader for Unframe {
                     false
                 }
                 it if self.is_framing(it) => {
-                    self.dropped += events_in(it) as u64;
+                    let it = &out[i];
+                    let n = events_in(it) as u64;
+                    self.dropped += n;
+                    if let Some(r) = it
+                        .event_head()
+                        .and_then(|e| self.reported.get_mut(&e.type_id))
+                    {
+                        r.1 += n;
+                    }
                     true
                 }
                 _ => false,
@@ -156,6 +210,9 @@ impl TraceReader for Unframe {
             if let Item::Event(_) | Item::EventRun(_) = item {
                 self.inner.recycle(item);
             }
+        }
+        if matches!(r, Ok(false)) {
+            self.report();
         }
         r
     }

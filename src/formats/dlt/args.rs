@@ -1,12 +1,13 @@
 //! Verbose arguments ↔ typed model fields (spec kpi-dlt.md §4.5).
 //!
-//! Reading, each argument becomes a field: BOOL → `Enum{1, false/true}`,
-//! SINT/UINT of 8–64 bits → `Int`/`Uint(1|2|4|8)`, FLOA 32/64 → `Float`,
-//! STRG (ASCII or UTF-8) and TRAI → `String`, RAWD → `Bytes`, and the
-//! 128-bit integers and 16/128-bit floats (no model type) → a fixed array of
-//! bytes. The argument name is the VARI name when there is one, else
-//! `argN`; the type-info words and units stay in the event type's extras so
-//! that a DLT writer gives the same arguments back.
+//! Reading, each argument becomes a field, in either byte order: BOOL →
+//! `Enum{1, false/true}`, SINT/UINT of 8–64 bits → `Int`/`Uint(1|2|4|8)`
+//! (FIXP: the raw integer), FLOA 16/32 → `Float(4)`, 64/128 → `Float(8)`,
+//! STRG and TRAI → `String`, RAWD → `Bytes`, 128-bit integers (no model
+//! integer) → 16 bytes as stored, ARAY → nested `Array`s, STRU → `Struct`.
+//! The argument name is the VARI name when there is one, else `argN`; the
+//! type-info words and units stay in the event type's extras so that a DLT
+//! writer gives the same arguments back.
 //!
 //! Writing, a field gets the closest DLT type (or its original type info
 //! when the event type came from a DLT file); see [`put`].
@@ -67,102 +68,354 @@ fn tyle_bytes(tyle: u32) -> Option<usize> {
     }
 }
 
-/// Decode every argument of a verbose message into `out`. `Err` says why
-/// the payload cannot be typed (an unsupported type, a short payload).
-pub fn decode<'a>(m: &Msg<'a>, out: &mut Vec<Arg<'a>>) -> Result<(), String> {
+/// Array and struct type-info bits (§4.5), read only: the writer puts
+/// arrays and structs as their text.
+pub const TI_ARAY: u32 = 0x0000_0100;
+pub const TI_STRU: u32 = 0x0000_4000;
+
+/// Structs inside structs deeper than this are refused (a bound on the
+/// recursion a payload can ask for).
+const MAX_DEPTH: u8 = 8;
+
+/// Why an argument could not be read.
+enum Fail {
+    /// The payload ended first.
+    Short,
+    /// The argument cannot be typed.
+    Bad(String),
+}
+
+type Parts<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, FieldType, Value);
+
+/// Decode the verbose arguments of `m` into `out`. `Ok(true)`: every
+/// argument `noar` announces; `Ok(false)`: the payload ended before them
+/// (loggers that count one argument too many), `out` holds the whole
+/// arguments before that point, which is what dlt-convert lists. `Err`
+/// says why an argument cannot be typed (a type-info word with no type).
+pub fn decode<'a>(m: &Msg<'a>, out: &mut Vec<Arg<'a>>) -> Result<bool, String> {
     out.clear();
     let noar = m.ext.map_or(0, |e| e.noar);
     let mut c = Cursor::new(m.payload, m.msbf());
     for i in 0..noar {
-        let short = || format!("argument {i}: payload too short");
-        let ti = c.u32().ok_or_else(short)?;
-        let scod = ti & TI_SCOD;
-        let tyle = ti & TI_TYLE;
-        let vari = ti & TI_VARI != 0;
-        let mut name = None;
-        let mut unit = None;
-        let name_only = |c: &mut Cursor<'a>| -> Option<&'a [u8]> {
-            let n = c.u16()?;
-            c.bytes(n as usize).map(cut_nul)
-        };
-        let (ty, value) = if ti & TI_STRG != 0 && (scod == SCOD_ASCII || scod == SCOD_UTF8) {
-            let len = c.u16().ok_or_else(short)?;
-            if vari {
-                name = Some(name_only(&mut c).ok_or_else(short)?);
-            }
-            let s = c.bytes(len as usize).ok_or_else(short)?;
-            (FieldType::String, crate::model::text_value(cut_nul(s)))
-        } else if ti & TI_BOOL != 0 {
-            if vari {
-                name = Some(name_only(&mut c).ok_or_else(short)?);
-            }
-            let v = c.u8().ok_or_else(short)?;
-            (bool_type(), Value::Enum(v as i64))
-        } else if ti & (TI_SINT | TI_UINT | TI_FLOA) != 0 {
-            if vari {
-                let nl = c.u16().ok_or_else(short)?;
-                let ul = c.u16().ok_or_else(short)?;
-                name = Some(cut_nul(c.bytes(nl as usize).ok_or_else(short)?));
-                unit = Some(cut_nul(c.bytes(ul as usize).ok_or_else(short)?));
-            }
-            let n =
-                tyle_bytes(tyle).ok_or_else(|| format!("argument {i}: bad length code {tyle}"))?;
-            if ti & TI_FIXP != 0 && ti & TI_FLOA == 0 {
-                // Quantisation (f32) and offset: kept in the raw record only.
-                c.u32().ok_or_else(short)?;
-                c.bytes(if n <= 4 { 4 } else { n }).ok_or_else(short)?;
-            }
-            let b = c.bytes(n).ok_or_else(short)?;
-            let mut a = [0u8; 8];
-            if n <= 8 {
-                if m.msbf() {
-                    a[8 - n..].copy_from_slice(b);
-                    a = u64::from_be_bytes(a).to_le_bytes();
-                } else {
-                    a[..n].copy_from_slice(b);
-                }
-            }
-            let raw = u64::from_le_bytes(a);
-            if ti & TI_FLOA != 0 {
-                match n {
-                    4 => (FieldType::Float(4), Value::F32(f32::from_bits(raw as u32))),
-                    8 => (FieldType::Float(8), Value::F64(f64::from_bits(raw))),
-                    _ => (byte_array(n as u32), byte_list(b)),
-                }
-            } else if n == 16 {
-                (byte_array(16), byte_list(b))
-            } else if ti & TI_SINT != 0 {
-                let shift = 64 - 8 * n as u32;
-                let v = ((raw << shift) as i64) >> shift;
-                (FieldType::Int(n as u8), Value::I64(v))
-            } else {
-                (FieldType::Uint(n as u8), Value::U64(raw))
-            }
-        } else if ti & TI_RAWD != 0 {
-            let len = c.u16().ok_or_else(short)?;
-            if vari {
-                name = Some(name_only(&mut c).ok_or_else(short)?);
-            }
-            let b = c.bytes(len as usize).ok_or_else(short)?;
-            (FieldType::Bytes, Value::Bytes(b.to_vec()))
-        } else if ti & TI_TRAI != 0 {
-            let len = c.u16().ok_or_else(short)?;
-            let s = c.bytes(len as usize).ok_or_else(short)?;
-            (FieldType::String, crate::model::text_value(cut_nul(s)))
-        } else {
-            return Err(format!(
-                "argument {i}: type info 0x{ti:08x} (arrays, structs) is not supported"
-            ));
-        };
-        out.push(Arg {
-            ti,
+        let Some(ti) = c.u32() else { return Ok(false) };
+        match argument(&mut c, ti, 0) {
+            Ok((name, unit, ty, value)) => out.push(Arg {
+                ti,
+                name,
+                unit,
+                ty,
+                value,
+            }),
+            Err(Fail::Short) => return Ok(false),
+            Err(Fail::Bad(why)) => return Err(format!("argument {i}: {why}")),
+        }
+    }
+    Ok(true)
+}
+
+fn name_only<'a>(c: &mut Cursor<'a>) -> Result<&'a [u8], Fail> {
+    let n = c.u16().ok_or(Fail::Short)?;
+    c.bytes(n as usize).map(cut_nul).ok_or(Fail::Short)
+}
+
+fn name_unit<'a>(c: &mut Cursor<'a>) -> Result<(&'a [u8], &'a [u8]), Fail> {
+    let nl = c.u16().ok_or(Fail::Short)?;
+    let ul = c.u16().ok_or(Fail::Short)?;
+    let name = c.bytes(nl as usize).ok_or(Fail::Short)?;
+    let unit = c.bytes(ul as usize).ok_or(Fail::Short)?;
+    Ok((cut_nul(name), cut_nul(unit)))
+}
+
+/// One argument after its type info.
+fn argument<'a>(c: &mut Cursor<'a>, ti: u32, depth: u8) -> Result<Parts<'a>, Fail> {
+    let vari = ti & TI_VARI != 0;
+    let short = || Fail::Short;
+    if ti & TI_STRU != 0 {
+        return structure(c, ti, depth);
+    }
+    if ti & TI_ARAY != 0 {
+        return array(c, ti);
+    }
+    if ti & TI_STRG != 0 {
+        // ASCII and UTF-8 alike (a non-UTF-8 string becomes bytes).
+        let len = c.u16().ok_or_else(short)?;
+        let name = if vari { Some(name_only(c)?) } else { None };
+        let s = c.bytes(len as usize).ok_or_else(short)?;
+        return Ok((
             name,
-            unit,
-            ty,
-            value,
-        });
+            None,
+            FieldType::String,
+            crate::model::text_value(cut_nul(s)),
+        ));
+    }
+    if ti & TI_BOOL != 0 {
+        let name = if vari { Some(name_only(c)?) } else { None };
+        let v = c.u8().ok_or_else(short)?;
+        return Ok((name, None, bool_type(), Value::Enum(v as i64)));
+    }
+    if ti & (TI_SINT | TI_UINT | TI_FLOA) != 0 {
+        let (name, unit) = if vari {
+            let (n, u) = name_unit(c)?;
+            (Some(n), Some(u))
+        } else {
+            (None, None)
+        };
+        let n = number_len(ti)?;
+        skip_fixed_point(c, ti, n)?;
+        let b = c.bytes(n).ok_or_else(short)?;
+        let (ty, v) = number(b, ti, c.be);
+        return Ok((name, unit, ty, v));
+    }
+    if ti & TI_RAWD != 0 {
+        let len = c.u16().ok_or_else(short)?;
+        let name = if vari { Some(name_only(c)?) } else { None };
+        let b = c.bytes(len as usize).ok_or_else(short)?;
+        return Ok((name, None, FieldType::Bytes, Value::Bytes(b.to_vec())));
+    }
+    if ti & TI_TRAI != 0 {
+        let len = c.u16().ok_or_else(short)?;
+        let s = c.bytes(len as usize).ok_or_else(short)?;
+        return Ok((
+            None,
+            None,
+            FieldType::String,
+            crate::model::text_value(cut_nul(s)),
+        ));
+    }
+    Err(Fail::Bad(format!("type info 0x{ti:08x} names no type")))
+}
+
+fn number_len(ti: u32) -> Result<usize, Fail> {
+    let tyle = ti & TI_TYLE;
+    tyle_bytes(tyle).ok_or_else(|| Fail::Bad(format!("bad length code {tyle}")))
+}
+
+/// Skip the quantisation (f32) and offset of a fixed-point integer
+/// (§4.5.3), when FIXP is set: the field holds the raw integer, as
+/// dlt-convert shows it; the factors stay in the record.
+fn skip_fixed_point(c: &mut Cursor, ti: u32, n: usize) -> Result<(), Fail> {
+    if ti & TI_FIXP != 0 && ti & TI_FLOA == 0 {
+        c.u32().ok_or(Fail::Short)?;
+        c.bytes(if n <= 4 { 4 } else { n }).ok_or(Fail::Short)?;
     }
     Ok(())
+}
+
+/// A number of `b.len()` bytes (1, 2, 4, 8 or 16) in the payload's order.
+fn number(b: &[u8], ti: u32, be: bool) -> (FieldType, Value) {
+    let n = b.len();
+    if n == 16 {
+        if ti & TI_FLOA != 0 {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(b);
+            let bits = if be {
+                u128::from_be_bytes(a)
+            } else {
+                u128::from_le_bytes(a)
+            };
+            return (FieldType::Float(8), Value::F64(f128_to_f64(bits)));
+        }
+        // 128-bit integers: no model integer holds them; their bytes as
+        // stored.
+        return (byte_array(16), byte_list(b));
+    }
+    let mut a = [0u8; 8];
+    if be {
+        a[8 - n..].copy_from_slice(b);
+        a = u64::from_be_bytes(a).to_le_bytes();
+    } else {
+        a[..n].copy_from_slice(b);
+    }
+    let raw = u64::from_le_bytes(a);
+    if ti & TI_FLOA != 0 {
+        return match n {
+            2 => (FieldType::Float(4), Value::F32(f16_to_f32(raw as u16))),
+            4 => (FieldType::Float(4), Value::F32(f32::from_bits(raw as u32))),
+            8 => (FieldType::Float(8), Value::F64(f64::from_bits(raw))),
+            // An 8-bit float is no IEEE type: its byte.
+            _ => (byte_array(1), byte_list(b)),
+        };
+    }
+    if ti & TI_SINT != 0 {
+        let shift = 64 - 8 * n as u32;
+        let v = ((raw << shift) as i64) >> shift;
+        (FieldType::Int(n as u8), Value::I64(v))
+    } else {
+        (FieldType::Uint(n as u8), Value::U64(raw))
+    }
+}
+
+/// IEEE binary16 → f32 (exact).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h >> 15) as u32) << 31;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        // Subnormal: man × 2^-24.
+        (0, m) => return sign_of(h) * m as f32 / 16_777_216.0,
+        (0x1f, 0) => sign | 0x7f80_0000,
+        (0x1f, m) => sign | 0x7fc0_0000 | (m << 13),
+        (e, m) => sign | ((e + 127 - 15) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+fn sign_of(h: u16) -> f32 {
+    if h & 0x8000 != 0 {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
+/// IEEE binary128 → f64, the mantissa cut to a double's 52 bits.
+pub fn f128_to_f64(bits: u128) -> f64 {
+    let neg = bits >> 127 != 0;
+    let exp = ((bits >> 112) & 0x7fff) as i32;
+    let man = bits & ((1u128 << 112) - 1);
+    let v = if exp == 0x7fff {
+        if man == 0 {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        }
+    } else if exp == 0 {
+        // Subnormal binary128 values are far below the smallest double.
+        0.0
+    } else {
+        let frac = 1.0 + (man >> 60) as f64 / (1u64 << 52) as f64;
+        let e = exp - 16383;
+        if e > 1023 {
+            f64::INFINITY
+        } else if e < -1074 {
+            0.0
+        } else {
+            // Two steps keep 2^e representable on the way.
+            frac * 2f64.powi(e / 2) * 2f64.powi(e - e / 2)
+        }
+    };
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// STRU: a count of entries, the VARI name, then each entry as a whole
+/// argument (type info first).
+fn structure<'a>(c: &mut Cursor<'a>, ti: u32, depth: u8) -> Result<Parts<'a>, Fail> {
+    if depth >= MAX_DEPTH {
+        return Err(Fail::Bad(format!("structs nested deeper than {MAX_DEPTH}")));
+    }
+    let n = c.u16().ok_or(Fail::Short)?;
+    let name = if ti & TI_VARI != 0 {
+        Some(name_only(c)?)
+    } else {
+        None
+    };
+    let mut fields: Vec<crate::model::Field> = Vec::new();
+    let mut values = Vec::new();
+    // Every entry takes at least its type info: the loop is bounded by
+    // the payload.
+    for j in 0..n {
+        let eti = c.u32().ok_or(Fail::Short)?;
+        let (ename, _unit, ty, v) = argument(c, eti, depth + 1)?;
+        let mut fname = match ename {
+            Some(e) if !e.is_empty() => String::from_utf8_lossy(e).into_owned(),
+            _ => format!("field{j}"),
+        };
+        if fields.iter().any(|f| f.name == fname) {
+            fname = format!("{fname}_{j}");
+        }
+        fields.push(crate::model::Field::new(&fname, ty));
+        values.push(v);
+    }
+    Ok((name, None, FieldType::Struct(fields), Value::Struct(values)))
+}
+
+/// ARAY: the dimensions (a count, then each one's length), the VARI name
+/// and unit, the fixed-point factors, then the elements, all of the base
+/// type (BOOL, SINT, UINT or FLOA).
+fn array<'a>(c: &mut Cursor<'a>, ti: u32) -> Result<Parts<'a>, Fail> {
+    let ndims = c.u16().ok_or(Fail::Short)? as usize;
+    let dims_b = c.bytes(2 * ndims).ok_or(Fail::Short)?;
+    let dim = |k: usize| {
+        let b = [dims_b[2 * k], dims_b[2 * k + 1]];
+        (if c.be {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }) as u64
+    };
+    let dims: Vec<u64> = (0..ndims).map(dim).collect();
+    let (name, unit) = if ti & TI_VARI != 0 {
+        let (n, u) = name_unit(c)?;
+        (Some(n), Some(u))
+    } else {
+        (None, None)
+    };
+    let (n, elem_ty) = if ti & TI_BOOL != 0 {
+        (1, bool_type())
+    } else if ti & (TI_SINT | TI_UINT | TI_FLOA) != 0 {
+        let n = number_len(ti)?;
+        (n, number(&[0; 16][..n], ti, false).0)
+    } else {
+        return Err(Fail::Bad(format!(
+            "array of type info 0x{ti:08x}: elements must be bool or numbers"
+        )));
+    };
+    skip_fixed_point(c, ti, n)?;
+    // The element count is checked against the payload before anything
+    // is allocated for it.
+    let count = if ndims == 0 {
+        0
+    } else {
+        dims.iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .ok_or(Fail::Short)?
+    };
+    if count.saturating_mul(n as u64) > c.left() as u64 {
+        return Err(Fail::Short);
+    }
+    let mut flat = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let b = c.bytes(n).ok_or(Fail::Short)?;
+        flat.push(if ti & TI_BOOL != 0 {
+            Value::Enum(b[0] as i64)
+        } else {
+            number(b, ti, c.be).1
+        });
+    }
+    // Nested by dimension, the last varying fastest.
+    let mut ty = elem_ty;
+    let mut vals = flat;
+    for &d in dims.iter().rev() {
+        ty = FieldType::Array {
+            len: d as u32,
+            elem: Box::new(ty),
+        };
+        if d == 0 {
+            vals = Vec::new();
+            continue;
+        }
+        vals = vals
+            .chunks(d as usize)
+            .map(|ch| Value::List(ch.to_vec()))
+            .collect();
+    }
+    let value = if ndims == 0 {
+        Value::List(Vec::new())
+    } else {
+        vals.pop().unwrap_or(Value::List(Vec::new()))
+    };
+    if ndims == 0 {
+        ty = FieldType::Array {
+            len: 0,
+            elem: Box::new(ty),
+        };
+    }
+    Ok((name, unit, ty, value))
 }
 
 // ------------------------------------------------------------------ writing
@@ -461,13 +714,15 @@ mod tests {
     #[test]
     fn unsupported_and_short_payloads_say_why() {
         let mut p = Vec::new();
-        p.extend_from_slice(&0x100u32.to_le_bytes());
+        p.extend_from_slice(&0x8000u32.to_le_bytes());
         let rec = msg_of(&p, 1);
         let mut out = Vec::new();
         let e = decode(&Msg::parse(0, &rec).unwrap(), &mut out).unwrap_err();
-        assert!(e.contains("not supported"), "{e}");
-        let rec = msg_of(&[0x23, 0, 0, 0, 1], 1);
-        let e = decode(&Msg::parse(0, &rec).unwrap(), &mut out).unwrap_err();
-        assert!(e.contains("too short"), "{e}");
+        assert!(e.contains("names no type"), "{e}");
+        // One whole argument of the two announced: typed by it.
+        let rec = msg_of(&[0x21, 0, 0, 0, 0xfe, 0x23, 0, 0, 0, 1], 2);
+        assert_eq!(decode(&Msg::parse(0, &rec).unwrap(), &mut out), Ok(false));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].value, Value::I64(-2));
     }
 }

@@ -92,7 +92,10 @@ pub fn record_len(b: &[u8]) -> Option<usize> {
     let h = b.first_chunk::<MIN_RECORD>()?;
     let htyp = h[16];
     let len = u16::from_be_bytes([h[18], h[19]]) as usize;
-    (h[..4] == PATTERN && htyp >> 5 == 1 && len >= headers_len(htyp)).then_some(STORAGE_LEN + len)
+    // Version bits 0 or 1: dlt-convert reads both alike (loggers such as
+    // Chipmunk's write 0); 2–7 would take `DLT\x01` itself (0x44) for a
+    // header, so they stay damage for resynchronisation.
+    (h[..4] == PATTERN && htyp >> 6 == 0 && len >= headers_len(htyp)).then_some(STORAGE_LEN + len)
 }
 
 /// Why [`check_headers`] refuses `b`.
@@ -110,8 +113,12 @@ fn headers_refused(b: &[u8]) -> String {
     }
     let htyp = b[16];
     let vers = htyp >> 5;
-    if vers != 1 {
-        return format!("standard header version {vers} (htyp 0x{htyp:02x}), expected 1");
+    if b[16..20] == PATTERN {
+        // A logger that stopped after the storage header.
+        return "storage header with no message (another storage header follows it)".into();
+    }
+    if vers > 1 {
+        return format!("standard header version {vers} (htyp 0x{htyp:02x}), expected 0 or 1");
     }
     let len = u16::from_be_bytes([b[18], b[19]]) as usize;
     let need = headers_len(htyp);
@@ -234,13 +241,29 @@ impl<'a> Msg<'a> {
     /// bytes are all present (`raw.len() == 16 + len`).
     #[inline]
     pub fn parse(offset: u64, raw: &'a [u8]) -> Option<Msg<'a>> {
+        Self::parse_as(offset, raw, false)
+    }
+
+    /// [`Msg::parse`] of a record cut short after its headers (the next
+    /// storage header began inside it): the payload is what is present.
+    pub fn parse_cut(offset: u64, raw: &'a [u8]) -> Option<Msg<'a>> {
+        Self::parse_as(offset, raw, true)
+    }
+
+    #[inline(always)]
+    fn parse_as(offset: u64, raw: &'a [u8], cut: bool) -> Option<Msg<'a>> {
         if raw.len() < MIN_RECORD {
             return None;
         }
         let htyp = raw[16];
         let len = u16::from_be_bytes([raw[18], raw[19]]);
         let hl = headers_len(htyp);
-        if (len as usize) < hl || raw.len() != STORAGE_LEN + len as usize {
+        let fits = if cut {
+            (STORAGE_LEN + hl..STORAGE_LEN + len as usize).contains(&raw.len())
+        } else {
+            raw.len() == STORAGE_LEN + len as usize
+        };
+        if (len as usize) < hl || !fits {
             return None;
         }
         let mut p = MIN_RECORD;
@@ -633,9 +656,9 @@ mod tests {
             }
             let htyp = b[16];
             let vers = htyp >> 5;
-            if vers != 1 {
+            if vers > 1 {
                 return Err(format!(
-                    "standard header version {vers} (htyp 0x{htyp:02x}), expected 1"
+                    "standard header version {vers} (htyp 0x{htyp:02x}), expected 0 or 1"
                 ));
             }
             let len = u16::from_be_bytes([b[18], b[19]]) as usize;

@@ -119,6 +119,18 @@ struct Prescanning {
     first: Option<u32>,
     idx: u64,
     kpi_seen: bool,
+    /// Per segment: min(storage − tmsp) over its dated messages only.
+    dated: Vec<Option<i64>>,
+}
+
+/// Storage times before 2000-01-01 come from an ECU that does not know
+/// the date yet (it counts from 1970 at boot): they place no segment.
+const DATED_FROM_NS: i64 = 946_684_800 * 1_000_000_000;
+
+/// A segment's offset: from its dated messages when it has any, else from
+/// all of them, but never placing a timestamp before the epoch.
+fn seg_offset(all: i64, dated: Option<i64>) -> i64 {
+    dated.unwrap_or(all.max(0))
 }
 
 impl Prescanning {
@@ -130,7 +142,16 @@ impl Prescanning {
             first: None,
             idx: 0,
             kpi_seen: false,
+            dated: Vec::new(),
         }
+    }
+
+    /// The pre-scan's result: each segment's offset chosen.
+    fn finish(mut self) -> Prescan {
+        for (s, d) in self.p.segs.iter_mut().zip(&self.dated) {
+            s.1 = seg_offset(s.1, *d);
+        }
+        self.p
     }
 
     /// Take in the state of a pre-scan of the records that follow ours
@@ -141,14 +162,23 @@ impl Prescanning {
             let mut segs = b.p.segs.into_iter();
             // Its first tmsp began a segment; it continues our last one
             // unless tmsp jumps back there.
+            let mut dated = b.dated.into_iter();
             if let Some((i, off)) = segs.next() {
+                let d = dated.next().flatten();
                 let jump = self.last.is_none_or(|l| t < l && l - t > SEGMENT_JUMP);
-                match self.p.segs.last_mut() {
-                    Some(s) if !jump => s.1 = s.1.min(off),
-                    _ => self.p.segs.push((i + self.idx, off)),
+                match (self.p.segs.last_mut(), self.dated.last_mut()) {
+                    (Some(s), Some(sd)) if !jump => {
+                        s.1 = s.1.min(off);
+                        *sd = min_opt(*sd, d);
+                    }
+                    _ => {
+                        self.p.segs.push((i + self.idx, off));
+                        self.dated.push(d);
+                    }
                 }
             }
             self.p.segs.extend(segs.map(|(i, off)| (i + self.idx, off)));
+            self.dated.extend(dated);
             self.first = self.first.or(b.first);
             self.last = b.last;
         }
@@ -178,15 +208,25 @@ impl Prescanning {
                 None => true,
                 Some(l) => t < l && l - t > SEGMENT_JUMP,
             };
+            let dated = (h.storage_ns() >= DATED_FROM_NS).then_some(off);
             if new_seg {
                 self.first = self.first.or(Some(t));
                 p.segs.push((self.idx, off));
-            } else if let Some(s) = p.segs.last_mut() {
+                self.dated.push(dated);
+            } else if let (Some(s), Some(d)) = (p.segs.last_mut(), self.dated.last_mut()) {
                 s.1 = s.1.min(off);
+                *d = min_opt(*d, dated);
             }
             self.last = Some(t);
         }
         self.idx += 1;
+    }
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) | (None, x) => x,
     }
 }
 
@@ -217,7 +257,7 @@ fn prescan_from(
         }
     };
     if whole {
-        return Ok(fast.p);
+        return Ok(fast.finish());
     }
     prescan_records(input, salvage, kpi)
 }
@@ -284,7 +324,7 @@ fn prescan_records(input: &Input, salvage: bool, kpi: ([u8; 4], [u8; 4])) -> Res
     while let Ok(Some(m)) = sc.next_msg() {
         p.record(&Head::of(&m));
     }
-    Ok(p.p)
+    Ok(p.finish())
 }
 
 struct State {
@@ -324,6 +364,8 @@ struct State {
     nonverbose_msgs: u64,
     control_msgs: u64,
     undecoded: u64,
+    /// Verbose messages whose payload ends before their last argument.
+    short_args: u64,
 }
 
 impl State {
@@ -338,7 +380,8 @@ impl State {
                 .last_tmsp
                 .is_some_and(|l| t < l && l - t > SEGMENT_JUMP);
             if self.stream_offset.is_none() || jump {
-                self.stream_offset = Some(storage_ns(m) - t as i64 * 100_000);
+                // Never before the epoch (an ECU without the date).
+                self.stream_offset = Some((storage_ns(m) - t as i64 * 100_000).max(0));
             }
             self.restarts += jump as u64;
             self.stream_offset.unwrap_or(0)
@@ -412,7 +455,9 @@ impl State {
         let control = m.ext.is_some_and(|e| e.mstp() == layout::TYPE_CONTROL);
         let mut argv: Vec<Arg> = Vec::new();
         let fields: Vec<Value> = if m.verbose() {
-            if let Err(why) = args::decode(m, &mut argv) {
+            let decoded = args::decode(m, &mut argv);
+            self.short_args += matches!(decoded, Ok(false)) as u64;
+            if let Err(why) = decoded {
                 self.undecoded += 1;
                 self.warn(
                     m.offset,
@@ -499,6 +544,10 @@ impl State {
         }
         for a in argv {
             k.extend_from_slice(&a.ti.to_le_bytes());
+            if matches!(a.ty, FieldType::Array { .. } | FieldType::Struct(_)) {
+                // Dimensions and members are not in the type info.
+                k.extend_from_slice(format!("{:?}", a.ty).as_bytes());
+            }
             k.extend_from_slice(a.name.unwrap_or_default());
             k.push(0xff);
             k.extend_from_slice(a.unit.unwrap_or_default());
@@ -553,6 +602,13 @@ impl State {
         }
         let mut t = EventType::new(id, &category, &name, fields);
         t.framing = control;
+        if control {
+            let (_, sub) = text::type_names(m.ext.map_or(0, |e| e.msin));
+            t.extras.set(
+                crate::model::keys::FRAMING_KIND,
+                ExtraValue::Str(format!("DLT {} control messages", sub.trim())),
+            );
+        }
         t.extras.set(X_VERBOSE, ExtraValue::Bool(m.verbose()));
         if let Some(e) = ext {
             t.extras.set(X_MSIN, ExtraValue::U64(e.msin as u64));
@@ -692,6 +748,15 @@ impl State {
                 ),
             ));
         }
+        if self.short_args > 0 {
+            self.diags.push(Diagnostic::warning(
+                p.clone(),
+                format!(
+                    "{} verbose messages announce more arguments than their payload holds: typed by the whole arguments present (what dlt-convert lists)",
+                    self.short_args
+                ),
+            ));
+        }
         if self.undecoded > 0 {
             self.diags.push(Diagnostic::warning(
                 p,
@@ -774,6 +839,7 @@ impl DltReader {
                 nonverbose_msgs: 0,
                 control_msgs: 0,
                 undecoded: 0,
+                short_args: 0,
             },
             idx: 0,
             done: false,

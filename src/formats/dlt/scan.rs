@@ -8,7 +8,7 @@
 //! `DLT\x01` inside a payload is not taken for a record. Every skip is
 //! reported with its offset. Without salvage the first damage is an error.
 
-use super::layout::{self, Head, Msg, MAX_RECORD, MIN_RECORD, PATTERN};
+use super::layout::{self, Head, Msg, MAX_RECORD, MIN_RECORD, PATTERN, PATTERN_V2};
 use crate::error::{Diagnostic, Error, Position, Result};
 use std::io::Read;
 use std::path::PathBuf;
@@ -61,8 +61,27 @@ pub fn walk_heads_until<R: Read>(mut r: R, stop: Option<u64>, mut f: impl FnMut(
                     stopped: false,
                 };
             };
-            let Some(rec) = b.get(..total) else { break };
-            f(&Head::read(rec));
+            // The record must end where the next begins (or the file
+            // ends): else the scanner decides (a length running past the
+            // next storage header, damage after the record).
+            match b.get(total..total + 4) {
+                Some(next) if next == PATTERN => {}
+                Some(_) => {
+                    return Walk {
+                        whole: false,
+                        stopped: false,
+                    }
+                }
+                None if eof && b.len() == total => {}
+                None if eof && b.len() > total => {
+                    return Walk {
+                        whole: false,
+                        stopped: false,
+                    }
+                }
+                None => break,
+            }
+            f(&Head::read(&b[..total]));
             pos += total;
         }
         if eof {
@@ -112,6 +131,14 @@ pub fn record_start(b: &[u8], ends_file: bool) -> Option<usize> {
         from = at + 1;
     }
     None
+}
+
+/// What an error at damage says of the rest of the input.
+fn beyond_text(n: u64) -> String {
+    match n {
+        1 => "1 record lies beyond the damage (--salvage keeps it)".into(),
+        n => format!("{n} records lie beyond the damage (--salvage keeps them)"),
+    }
 }
 
 pub struct Scanner<R: Read> {
@@ -185,10 +212,36 @@ impl<R: Read> Scanner<R> {
     fn damage(&mut self, why: String) -> Result<bool> {
         let start = self.offset();
         if !self.salvage {
+            let at = self.pos_at(start);
+            let beyond = self.count_beyond(why.clone())?;
             self.done = true;
-            return Err(Error::format(self.pos_at(start), why));
+            return Err(Error::format(at, format!("{why}; {}", beyond_text(beyond))));
         }
-        self.pos += 1;
+        self.damage_from(start, start + 1, why)
+    }
+
+    /// How many records a resynchronising read finds after the damage at
+    /// the position (what an error without salvage leaves behind).
+    fn count_beyond(&mut self, why: String) -> Result<u64> {
+        self.salvage = true;
+        let diags = self.diags.len();
+        let start = self.offset();
+        let mut n = 0;
+        if self.damage_from(start, start + 1, why)? {
+            while self.next_msg()?.is_some() {
+                n += 1;
+            }
+        }
+        self.diags.truncate(diags);
+        self.salvage = false;
+        Ok(n)
+    }
+
+    /// Skip from byte `start` (where the damage is; the search begins at
+    /// `from`, within the buffer) to the next acceptable record, reporting
+    /// the range skipped. Returns false when the input ended.
+    fn damage_from(&mut self, start: u64, from: u64, why: String) -> Result<bool> {
+        self.pos += (from - self.offset()) as usize;
         loop {
             let avail = self.fill(MIN_RECORD)?;
             if avail < MIN_RECORD {
@@ -268,10 +321,13 @@ impl<R: Read> Scanner<R> {
         if self.done {
             return Ok(None);
         }
-        // Nearly always: an acceptable record wholly in the buffer.
+        // Nearly always: an acceptable record wholly in the buffer, the
+        // next one's pattern right after it.
         let b = &self.buf[self.pos..self.end];
-        if let Some(total) = layout::record_len(b).filter(|&t| t <= b.len()) {
-            return Ok(self.take(total));
+        if let Some(total) = layout::record_len(b) {
+            if b.get(total..total + 4) == Some(&PATTERN[..]) {
+                return Ok(self.take(total));
+            }
         }
         loop {
             let avail = self.fill(MIN_RECORD)?;
@@ -290,6 +346,12 @@ impl<R: Read> Scanner<R> {
                 continue;
             }
             match layout::check_headers(&self.buf[self.pos..self.end]) {
+                Err(why) if self.offset() == 0 && self.buf[..self.end].starts_with(&PATTERN_V2) => {
+                    // A protocol-v2 file is not a damaged v1 file: refused
+                    // whole, whatever the verb.
+                    self.done = true;
+                    return Err(Error::format(self.pos_at(0), why));
+                }
                 Err(why) => {
                     if !self.damage(why)? {
                         self.done = true;
@@ -298,14 +360,116 @@ impl<R: Read> Scanner<R> {
                 }
                 Ok(total) => {
                     debug_assert!(total <= MAX_RECORD);
-                    let avail = self.fill(total)?;
-                    if avail < total {
+                    let avail = self.fill(total + 4)?;
+                    let whole = avail >= total;
+                    let next_ok = whole
+                        && (avail == total
+                            || self.buf[self.pos + total..self.end].starts_with(&PATTERN));
+                    if whole && next_ok {
+                        return Ok(self.take(total));
+                    }
+                    // The record does not end where another begins: a
+                    // length running past the next storage header (a
+                    // record cut short, a storage header without its
+                    // message) when a record starts inside it.
+                    if let Some(at) = self.record_inside(total.min(avail))? {
+                        let start = self.offset();
+                        let why = if whole {
+                            format!(
+                                "message length {} runs past the storage header at byte {at}",
+                                total - layout::STORAGE_LEN
+                            )
+                        } else {
+                            format!(
+                                "record cut short: {} of {total} bytes before the storage header at byte {at}",
+                                at - start
+                            )
+                        };
+                        if !self.salvage {
+                            let pos = self.pos_at(start);
+                            let beyond = self.count_beyond_at(at, why.clone())?;
+                            self.done = true;
+                            return Err(Error::format(
+                                pos,
+                                format!("{why}; {}", beyond_text(beyond)),
+                            ));
+                        }
+                        let kept = (at - start) as usize;
+                        let hl = layout::STORAGE_LEN
+                            + layout::headers_len(self.buf[self.pos + layout::STORAGE_LEN]);
+                        if kept >= hl {
+                            // Its headers are whole: listed with the payload
+                            // present, as dlt-convert lists it.
+                            self.diags.push(Diagnostic::salvaged(
+                                self.pos_at(start),
+                                format!("{why}; kept cut there ({kept} of {total} bytes)"),
+                            ));
+                            self.pos += kept;
+                            self.count += 1;
+                            let b = &self.buf[self.pos - kept..self.pos];
+                            return Ok(Msg::parse_cut(start, b));
+                        }
+                        if !self.damage_from(start, at, why)? {
+                            self.done = true;
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                    if !whole {
                         return self.cut(avail, total);
                     }
                     return Ok(self.take(total));
                 }
             }
         }
+    }
+
+    /// [`Self::count_beyond`] for damage that ends at byte `at`.
+    fn count_beyond_at(&mut self, at: u64, why: String) -> Result<u64> {
+        self.salvage = true;
+        let diags = self.diags.len();
+        let start = self.offset();
+        let mut n = 0;
+        if self.damage_from(start, at, why)? {
+            while self.next_msg()?.is_some() {
+                n += 1;
+            }
+        }
+        self.diags.truncate(diags);
+        self.salvage = false;
+        Ok(n)
+    }
+
+    /// The offset of the first plausible record (see [`Self::candidate_ok`])
+    /// starting within the `len` bytes after the position, the position
+    /// itself excluded; the position is left unchanged.
+    fn record_inside(&mut self, len: usize) -> Result<Option<u64>> {
+        // Everything a candidate check can look at, loaded first: the
+        // checks then never move the buffer under the record.
+        self.fill(len + MAX_RECORD + 4)?;
+        let start = self.pos;
+        let mut from = 1;
+        let mut found = None;
+        while from < len {
+            let upto = (start + len + 3).min(self.end);
+            let Some(i) = self.buf[start + from..upto]
+                .windows(4)
+                .position(|w| w == PATTERN)
+            else {
+                break;
+            };
+            if from + i >= len {
+                break;
+            }
+            self.pos = start + from + i;
+            if self.candidate_ok()? {
+                found = Some(self.offset());
+                break;
+            }
+            from += i + 1;
+        }
+        self.pos = start;
+        Ok(found)
     }
 
     /// The record of `total` bytes at the position, wholly in the buffer.
