@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Spark reads a polytrace Parquet dataset and agrees with DuckDB: three
 # hosts' PCP archives (the repository's live_v3, the PCP testsuite's
-# 20180102 and bozo-20170904) go into one Hive-partitioned dataset with
+# 20180102 and dm-io) go into one Hive-partitioned dataset with
 # `convert DIR --to parquet`, then PySpark (local mode) and DuckDB each run
 #   SELECT host, count(*), max(value_f64) ... WHERE metric = M GROUP BY host
 # for a few metrics; the results must be equal. Needs the virtual
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 VENV=${POLYTRACE_VENV:-/usr/local/lib/polytrace-venv}
 PY=$VENV/bin/python3
 TS=/var/lib/pcp/testsuite/archives
-for need in "$TS/20180102.meta" "$TS/bozo-20170904.meta"; do
+for need in "$TS/20180102.meta" "$TS/dm-io.meta"; do
     [[ -e $need ]] || { echo "spark-check: $need missing (pcp-testsuite)" >&2; exit 2; }
 done
 "$PY" -c "import pyspark, duckdb" 2>/dev/null || { echo "spark-check: no pyspark/duckdb in $VENV" >&2; exit 2; }
@@ -23,9 +23,9 @@ cargo build --release --quiet
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/polytrace-spark.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/in"
-for base in testdata/pcp/live_v3 "$TS/20180102" "$TS/bozo-20170904"; do
-    for m in "$base".*; do
-        ln -s "$(realpath "$m")" "$WORK/in/$(basename "$m")"
+for base in testdata/pcp/live_v3 "$TS/20180102" "$TS/dm-io"; do
+    for m in "$base".{meta,index,0}*; do
+        cp "$m" "$WORK/in/"
     done
 done
 target/release/polytrace convert -q "$WORK/in" --to parquet -o "$WORK/ds"
@@ -33,21 +33,26 @@ target/release/polytrace convert -q "$WORK/in" --to parquet -o "$WORK/ds"
 import sys, duckdb
 from pyspark.sql import SparkSession
 ds = sys.argv[1]
-metrics = ["kernel.all.load", "mem.util.free", "kernel.all.cpu.user"]
-q = ("SELECT host, metric, count(*) AS n, max(value_f64) AS fmax, max(value_i64) AS imax "
-     "FROM {t} WHERE metric IN ('" + "','".join(metrics) + "') GROUP BY host, metric")
-duck = sorted(tuple(r) for r in duckdb.sql(q.format(
-    t=f"read_parquet('{ds}/**/*.parquet', hive_partitioning = true)")).fetchall())
+# The issue's query, then every metric of every host.
+queries = [
+    "SELECT host, max(value_f64) FROM {t} WHERE metric = 'kernel.all.load' GROUP BY host",
+    "SELECT host, metric, count(*) AS n, count(instance) AS ni, max(value_f64) AS fmax, "
+    "max(value_i64) AS imax, count(value_str) AS ns FROM {t} GROUP BY host, metric",
+]
+src = f"read_parquet('{ds}/**/*.parquet', hive_partitioning = true)"
 spark = (SparkSession.builder.master("local[2]").appName("polytrace-spark-check")
          .config("spark.sql.legacy.parquet.nanosAsLong", "true")
          .config("spark.ui.enabled", "false").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
 spark.read.parquet(ds).createOrReplaceTempView("samples")
-sp = sorted(tuple(r) for r in spark.sql(q.format(t="samples")).collect())
+duck, sp = [], []
+for q in queries:
+    duck += sorted(tuple(r) for r in duckdb.sql(q.format(t=src)).fetchall())
+    sp += sorted(tuple(r) for r in spark.sql(q.format(t="samples")).collect())
 spark.stop()
 hosts = {r[0] for r in duck}
-print(f"spark-check: {len(hosts)} hosts, {len(duck)} groups")
-for r in duck:
+print(f"spark-check: {len(hosts)} hosts, {len(duck)} result rows")
+for r in duck[:len(hosts)]:
     print("  ", *r)
 if len(hosts) < 3:
     print("spark-check: fewer than 3 hosts", file=sys.stderr); sys.exit(1)

@@ -620,11 +620,14 @@ pub fn stats(reader: &mut dyn TraceReader, top: usize) -> Result<Stats> {
             let m = st.metrics.last().expect("pushed above");
             let v = if counter { m.rate } else { m.mean };
             if let Some(value) = v {
-                busiest.entry(m.metric.clone()).or_default().push(TopInstance {
-                    instance: m.instance,
-                    instance_name: m.instance_name.clone(),
-                    value,
-                });
+                busiest
+                    .entry(m.metric.clone())
+                    .or_default()
+                    .push(TopInstance {
+                        instance: m.instance,
+                        instance_name: m.instance_name.clone(),
+                        value,
+                    });
             }
         }
     }
@@ -644,7 +647,12 @@ pub fn stats(reader: &mut dyn TraceReader, top: usize) -> Result<Stats> {
             per_s: (span > 0).then(|| a.count as f64 / secs(span)),
             framing,
             busiest_second: a.best.map(|(s, n)| busy(s, n)),
-            top_seconds: a.top.items.iter().map(|&(n, s)| busy(s, n as u64)).collect(),
+            top_seconds: a
+                .top
+                .items
+                .iter()
+                .map(|&(n, s)| busy(s, n as u64))
+                .collect(),
         });
     }
     st.cpus = cpus

@@ -56,10 +56,15 @@ impl ConvertOutcome {
 /// Where `convert` writes.
 #[derive(Debug, Clone)]
 pub enum Dest<'a> {
-    Path { path: &'a Path, force: bool },
+    Path {
+        path: &'a Path,
+        force: bool,
+    },
     /// A dataset folder the output's files are added to, never replacing
     /// one (a format that writes datasets: [`Format::dataset`]).
-    Dataset { root: &'a Path },
+    Dataset {
+        root: &'a Path,
+    },
     Stdout,
 }
 

@@ -66,7 +66,11 @@ pub const WRITES: &[Rule] = &[
     ),
     Rule::kept(Kind::Metrics, "as the metric, units and semantics columns"),
     Rule::kept(Kind::Indoms, "instance names in the instance column"),
-    Rule::dropped(Kind::Help, "help texts", "the tables have no place for them"),
+    Rule::dropped(
+        Kind::Help,
+        "help texts",
+        "the tables have no place for them",
+    ),
     Rule::dropped(
         Kind::Labels,
         "label sets",

@@ -61,6 +61,11 @@ pub fn date_of_day(day: i64) -> String {
 
 const NS_PER_DAY: i64 = 86_400_000_000_000;
 
+#[inline]
+fn inst_key(indom: IndomId, inst: InstId) -> u64 {
+    (indom as u64) << 32 | inst as u32 as u64
+}
+
 #[derive(Clone, Copy)]
 struct MetricInfo {
     name: u32,
@@ -156,7 +161,8 @@ pub struct ParquetWriter {
     source: u32,
     host: Option<u32>,
     metrics: IntMap<MetricId, MetricInfo>,
-    inst: HashMap<(IndomId, InstId), u32>,
+    /// (indom << 32 | instance) → interned instance name.
+    inst: IntMap<u64, u32>,
     types: IntMap<EventTypeId, TypeInfo>,
     /// The last item-level source/host text and its id (DLT ECUs, merged
     /// sources): one comparison per row instead of a lookup.
@@ -187,11 +193,10 @@ impl ParquetWriter {
             eschema: schema::events(),
         };
         let mut names = Interner::default();
-        let source = names.id(
-            opts.source
-                .as_deref()
-                .unwrap_or_else(|| header.source.name()),
-        );
+        let source = names.id(opts
+            .source
+            .as_deref()
+            .unwrap_or_else(|| header.source.name()));
         let host = header
             .host
             .as_deref()
@@ -219,7 +224,7 @@ impl ParquetWriter {
             source,
             host,
             metrics: IntMap::default(),
-            inst: HashMap::new(),
+            inst: IntMap::default(),
             types: IntMap::default(),
             last_src: None,
             last_host: None,
@@ -310,7 +315,7 @@ impl ParquetWriter {
         // instance that left keeps the name it had.
         for i in &u.instances {
             let id = self.names.id(&i.name);
-            self.inst.insert((u.id, i.id), id);
+            self.inst.insert(inst_key(u.id, i.id), id);
         }
     }
 
@@ -360,7 +365,7 @@ impl ParquetWriter {
                 let iname = if *inst == PM_IN_NULL {
                     None
                 } else {
-                    let key = (mi.indom.unwrap_or(u32::MAX), *inst);
+                    let key = inst_key(mi.indom.unwrap_or(u32::MAX), *inst);
                     Some(match self.inst.get(&key) {
                         Some(&n) => n,
                         None => {
@@ -516,9 +521,10 @@ impl ParquetWriter {
                     c.fi64.keys().append_value(name);
                     c.fi64.values().append_value(*x);
                     // The label too, where the type names it (LTT lists it).
-                    let label = ti.labels.get(i).and_then(Option::as_ref).and_then(|ls| {
-                        ls.iter().find(|(n, _)| n == x).map(|(_, l)| l.as_str())
-                    });
+                    let label =
+                        ti.labels.get(i).and_then(Option::as_ref).and_then(|ls| {
+                            ls.iter().find(|(n, _)| n == x).map(|(_, l)| l.as_str())
+                        });
                     if let Some(l) = label {
                         c.fstr.keys().append_value(name);
                         c.fstr.values().append_value(l);
@@ -533,9 +539,7 @@ impl ParquetWriter {
                         c.ff64.keys().append_value(name);
                         c.ff64.values().append_value(*x as f64);
                         c.fstr.keys().append_value(name);
-                        c.fstr
-                            .values()
-                            .append_value(itoa::Buffer::new().format(*x));
+                        c.fstr.values().append_value(itoa::Buffer::new().format(*x));
                     }
                 },
                 Value::F32(x) => {
