@@ -111,6 +111,11 @@ fn pmrep(archive: &Path, metrics: &[String]) -> Option<BTreeMap<(String, String)
     Some(out)
 }
 
+/// `metric-instance name` → `metric-instance` (up to the first space).
+fn first_word(col: &str) -> String {
+    col.split(' ').next().unwrap_or(col).to_string()
+}
+
 fn same_value(ours: &str, theirs: &str) -> bool {
     if let (Ok(a), Ok(b)) = (ours.parse::<i128>(), theirs.parse::<i128>()) {
         return a == b;
@@ -162,14 +167,21 @@ fn five_metrics_equal_pmrep(archive: &Path) -> Option<usize> {
         let col = if r[2].is_empty() {
             r[1].clone()
         } else {
-            format!("{}-{}", r[1], r[2])
+            first_word(&format!("{}-{}", r[1], r[2]))
         };
         assert!(
             ours.insert((r[0].clone(), col), r[3].clone()).is_none(),
             "two values for one cell"
         );
     }
-    let theirs = pmrep(archive, &metrics)?;
+    // Cells by metric and the first word of the instance name, which PCP
+    // keeps unique in an instance domain: pmrep names an instance by the
+    // name it has last (a pid reused by another process), this table by
+    // the name it had at the time.
+    let theirs: BTreeMap<(String, String), String> = pmrep(archive, &metrics)?
+        .into_iter()
+        .map(|((t, c), v)| ((t, first_word(&c)), v))
+        .collect();
     let times = |m: &BTreeMap<(String, String), String>| -> BTreeSet<String> {
         m.keys().map(|k| k.0.clone()).collect()
     };
