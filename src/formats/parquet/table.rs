@@ -30,7 +30,14 @@ pub const DEFAULT_ROW_GROUP_BYTES: usize = 64 << 20;
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
 /// Columns written without min/max statistics.
-const NO_STATISTICS: &[&str] = &["source", "instance", "value_str", "units", "semantics", "stream"];
+const NO_STATISTICS: &[&str] = &[
+    "source",
+    "instance",
+    "value_str",
+    "units",
+    "semantics",
+    "stream",
+];
 
 /// Size settings, all optional (`None`: the `DEFAULT_*` value).
 #[derive(Debug, Clone, Copy, Default)]
