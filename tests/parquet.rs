@@ -688,7 +688,7 @@ fn extremes_equal_pmrep(archive: &Path, metric: &str) -> Option<usize> {
             Some(i) => format!("{metric}-{i}"),
             None => metric.to_string(),
         };
-        let Some(&(min, ref tmin, max, ref tmax)) = hand.get(&col).as_ref().map(|x| &**x) else {
+        let Some(&(min, ref tmin, max, ref tmax)) = hand.get(&col) else {
             continue;
         };
         let us = |epoch: &str| -> String {
