@@ -819,3 +819,41 @@ fn stats_answers_when_and_top() {
         format!("{}.000000000", best.1)
     );
 }
+
+#[test]
+fn stats_peak_rate_of_a_counter_equals_pmrep() {
+    // The highest increase per second between consecutive raw values, by
+    // hand from pmrep's values, and the interval it happened in.
+    let a = common::corpus().join("pcp/live_v3");
+    let m = "kernel.all.cpu.user";
+    let Some(theirs) = pmrep(&a, &[m.to_string()]) else {
+        return;
+    };
+    let v: Vec<(&String, f64)> = theirs
+        .iter()
+        .map(|((t, _), v)| (t, v.parse().unwrap()))
+        .collect();
+    let j = stats(&a, m);
+    let s = &j["metrics"][0];
+    let secs = |t: &str| -> f64 {
+        // Seconds within the day are enough: the archive spans seconds.
+        let hms = &t[11..];
+        let f: Vec<f64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+        f[0] * 3600.0 + f[1] * 60.0 + f[2]
+    };
+    let best = v
+        .windows(2)
+        .map(|w| ((w[1].1 - w[0].1) / (secs(w[1].0) - secs(w[0].0)), w[1].0))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .unwrap();
+    let peak = s["peak_rate"].as_f64().unwrap();
+    // pmrep's times have microseconds, ours nanoseconds.
+    assert!(
+        (peak - best.0).abs() <= 1e-3 * best.0,
+        "{peak} vs {}",
+        best.0
+    );
+    let at = s["peak_rate_time"].as_str().unwrap();
+    let us = &at[at.find('.').unwrap() + 1..][..6];
+    assert!(best.1.ends_with(us), "{at} vs {}", best.1);
+}
