@@ -200,6 +200,19 @@ for name, base in (("pcp-pidstat-process-args", pidstat), ("bozo-20170904", bozo
         ["pmlogextract", base, o("px")], "`pmlogextract`",
         cleanup=[o("rw.*"), o("px.*")])
 
+# Parquet export of the largest testsuite archive, against pmlogextract
+# rewriting it (issue 40: within 2x, peak RSS <= 100 MB); the note gives
+# the Parquet size beside the archive's.
+if pidstat is not None:
+    row(f"PCP → Parquet, `pcp-pidstat-process-args` ({mb(size(members(pidstat)))})",
+        [PT, "convert", "-q", pidstat, "--to", "parquet", "-o", o("pq.parquet")],
+        ["pmlogextract", pidstat, o("px")], "`pmlogextract`",
+        cleanup=[o("pq.parquet"), o("pq.events.parquet"), o("px.*")],
+        note=lambda: f"Parquet {os.path.getsize(o('pq.parquet')) / 1e6:.1f} MB")
+    clean([o("pq.parquet"), o("px.*")])
+else:
+    print("| PCP → Parquet | skipped: PCP testsuite archives not installed | | | |")
+
 # 100 MB of DLT: the corpus capture concatenated 167 times.
 dlt = o("kpi-capture-x167.dlt")
 with open(os.path.join(CORPUS, "kpi/kpi-capture.dlt"), "rb") as f:

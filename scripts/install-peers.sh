@@ -48,9 +48,34 @@ if [[ ! -f $VIEWER_DIR/node_modules/speedscope/dist/release/index.html ||
     npm install --prefix "$VIEWER_DIR" --no-audit --no-fund --loglevel=error "${VIEWER_PKGS[@]}" >/dev/null
 fi
 
+# Python peers in a virtual environment (shared with other Python
+# bindings; packages are added to it, never replaced): DuckDB and pyarrow
+# read the Parquet export; with POLYTRACE_FULL (scripts/test.sh --full)
+# also PySpark and a Java runtime from Debian for scripts/spark-check.sh.
+VENV=${POLYTRACE_VENV:-/usr/local/lib/polytrace-venv}
+PY_PKGS=(duckdb==2.0.1 pyarrow==26.0.1)
+if [[ -n ${POLYTRACE_FULL:-} ]]; then
+    PY_PKGS+=(pyspark==4.3.0)
+    if ! command -v java >/dev/null; then
+        apt-get install -y -qq --no-install-recommends default-jre-headless >/dev/null
+    fi
+fi
+[[ -x $VENV/bin/python3 ]] || { dpkg-query -W python3-venv >/dev/null 2>&1 || apt-get install -y -qq python3-venv >/dev/null; python3 -m venv "$VENV"; }
+py_missing=()
+for p in "${PY_PKGS[@]}"; do
+    "$VENV/bin/python3" -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p##*==}')" 2>/dev/null ||
+        py_missing+=("$p")
+done
+if ((${#py_missing[@]})); then
+    echo "install-peers: installing ${py_missing[*]} into $VENV" >&2
+    "$VENV/bin/pip" install -q "${py_missing[@]}"
+fi
+
 # Prove the tools run, not just that packages are marked installed.
 pmdumplog -l /var/lib/pcp/testsuite/archives/omnibus_v3 >/dev/null
 command -v pmlogcheck pmrep dlt-convert dlt-viewer babeltrace2 chromium node man >/dev/null
 test -x /var/lib/pcp/pmdas/mmv/mmvdump
 NODE_PATH=$VIEWER_DIR/node_modules node -e "require('playwright-core'); require.resolve('speedscope/package.json')"
+"$VENV/bin/python3" -c "import duckdb, pyarrow"
+[[ -z ${POLYTRACE_FULL:-} ]] || { "$VENV/bin/python3" -c "import pyspark" && java -version 2>/dev/null; }
 echo "install-peers: ok" >&2

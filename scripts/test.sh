@@ -14,11 +14,13 @@ fi
 viewer=${POLYTRACE_VIEWER_DIR:-/usr/local/lib/polytrace-viewer}/node_modules
 if ! command -v pmdumplog >/dev/null || ! command -v dlt-convert >/dev/null || ! command -v dlt-viewer >/dev/null \
     || [[ ! -x /var/lib/pcp/pmdas/mmv/mmvdump ]] || ! command -v chromium >/dev/null \
-    || [[ ! -f $viewer/speedscope/package.json || ! -f $viewer/playwright-core/package.json ]]; then
+    || [[ ! -f $viewer/speedscope/package.json || ! -f $viewer/playwright-core/package.json ]] \
+    || ! "${POLYTRACE_VENV:-/usr/local/lib/polytrace-venv}/bin/python3" -c "import duckdb, pyarrow" 2>/dev/null \
+    || { [[ -n ${POLYTRACE_FULL:-} ]] && ! "${POLYTRACE_VENV:-/usr/local/lib/polytrace-venv}/bin/python3" -c "import pyspark" 2>/dev/null; }; then
     if [[ $(id -u) -eq 0 ]]; then
         bash scripts/install-peers.sh
     else
-        sudo bash scripts/install-peers.sh
+        sudo --preserve-env=POLYTRACE_FULL,POLYTRACE_VENV bash scripts/install-peers.sh
     fi
 fi
 if [[ "${CI:-}" == "true" ]]; then
@@ -32,3 +34,7 @@ cargo test --release "$@"
 # writer a thread of its own; the cross-format tests run again with it.
 POLYTRACE_WRITER_THREAD=1 cargo test --release -q --test convert --test roundtrip \
     --test damage --test stages --test dlt --test pcp_write "$@"
+# Spark reads a three-host dataset; its GROUP BY equals DuckDB's.
+if [[ -n ${POLYTRACE_FULL:-} ]]; then
+    bash scripts/spark-check.sh
+fi

@@ -83,6 +83,9 @@ pub struct Stats {
     pub cpus: Vec<SpanStats>,
     /// Per source: the `source` of merged inputs, else the input itself.
     pub sources: Vec<SpanStats>,
+    /// `--top N`: per metric, its busiest instances.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub top: Vec<TopInstances>,
 }
 
 /// One metric and instance.
@@ -104,6 +107,59 @@ pub struct MetricStats {
     pub rate: Option<f64>,
     /// Values that were PCP error codes instead.
     pub errors: u64,
+    /// When the minimum and the maximum were first seen (epoch
+    /// `SECONDS.NNNNNNNNN`, as `first`).
+    pub min_time: Option<String>,
+    pub max_time: Option<String>,
+    /// Percentiles by nearest rank (counters: of their rates between
+    /// consecutive values), from a log-bucket sketch: within 1 % of the
+    /// true value, exact where a bucket holds one value ([`Sketch`]).
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    /// Counters: the highest increase per second between two consecutive
+    /// values (a decrease is a reset, no rate), and the interval.
+    pub peak_rate: Option<f64>,
+    pub peak_rate_from: Option<String>,
+    pub peak_rate_time: Option<String>,
+    /// `--top N`: the N intervals with the highest value (counters: rate),
+    /// highest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub top_intervals: Vec<TopInterval>,
+}
+
+/// One interval of `--top`: a value at `time` (a counter's rate over
+/// `from`..`time`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TopInterval {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    pub time: String,
+    pub value: f64,
+}
+
+/// `--top N`: the busiest instances of one metric (highest mean; counters:
+/// highest mean rate), busiest first.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct TopInstances {
+    pub metric: String,
+    pub instances: Vec<TopInstance>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TopInstance {
+    pub instance: Option<i32>,
+    pub instance_name: Option<String>,
+    /// Mean value, or a counter's mean rate per second.
+    pub value: f64,
+}
+
+/// One second of an event type (`--top`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BusySecond {
+    /// Start of the second (epoch `SECONDS.NNNNNNNNN`).
+    pub second: String,
+    pub count: u64,
 }
 
 #[derive(Debug, Default, serde::Serialize)]
@@ -114,6 +170,11 @@ pub struct EventStats {
     /// Count over the trace's span (absent when the span is 0).
     pub per_s: Option<f64>,
     pub framing: bool,
+    /// The whole second (from the epoch) with the most events of the type.
+    pub busiest_second: Option<BusySecond>,
+    /// `--top N`: the N busiest seconds, busiest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub top_seconds: Vec<BusySecond>,
 }
 
 /// Span and gaps of one CPU or source.
@@ -135,34 +196,186 @@ pub struct Gap {
     pub seconds: f64,
 }
 
+/// Relative accuracy of the percentile sketch.
+pub const SKETCH_ACCURACY: f64 = 0.01;
+
+/// A log-bucket quantile sketch (the DDSketch idea): a value `v > 0` falls
+/// in bucket `ceil(log_g v)`, `g = (1 + a) / (1 - a)`, so any value of a
+/// bucket is within `a` (1 %) of the bucket's middle; negative values
+/// mirror, zero has a bucket of its own. Memory is one entry per bucket
+/// met (a few hundred cover 1e-9..1e12), whatever the number of values.
+/// Each bucket keeps the smallest and largest value it took: a bucket of
+/// one distinct value (counts, states) gives that value exactly.
 #[derive(Default)]
+pub struct Sketch {
+    bins: BTreeMap<(u8, i32), Bin>,
+    n: u64,
+}
+
+struct Bin {
+    n: u64,
+    min: f64,
+    max: f64,
+}
+
+fn gamma() -> f64 {
+    (1.0 + SKETCH_ACCURACY) / (1.0 - SKETCH_ACCURACY)
+}
+
+impl Sketch {
+    fn key(v: f64) -> (u8, i32) {
+        if v == 0.0 {
+            return (1, 0);
+        }
+        let i = (v.abs().ln() / gamma().ln()).ceil() as i32;
+        if v > 0.0 {
+            (2, i)
+        } else {
+            (0, -i)
+        }
+    }
+    pub fn add(&mut self, v: f64) {
+        if v.is_nan() {
+            return;
+        }
+        self.n += 1;
+        let b = self.bins.entry(Self::key(v)).or_insert(Bin {
+            n: 0,
+            min: v,
+            max: v,
+        });
+        b.n += 1;
+        b.min = b.min.min(v);
+        b.max = b.max.max(v);
+    }
+    /// The value of nearest rank `ceil(q * n)` (q in 0..=1).
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.n == 0 {
+            return None;
+        }
+        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
+        let mut seen = 0;
+        for (&(sign, i), b) in &self.bins {
+            seen += b.n;
+            if seen >= rank {
+                if b.min == b.max || sign == 1 {
+                    return Some(b.min);
+                }
+                let g = gamma();
+                let mag = 2.0 * g.powi(i.abs()) / (g + 1.0);
+                let mid = if sign == 2 { mag } else { -mag };
+                return Some(mid.clamp(b.min, b.max));
+            }
+        }
+        None
+    }
+}
+
+/// The `n` largest of what is offered, largest first (ties: earliest).
+struct TopN<T> {
+    n: usize,
+    items: Vec<(f64, T)>,
+}
+
+impl<T> TopN<T> {
+    fn new(n: usize) -> TopN<T> {
+        TopN {
+            n,
+            items: Vec::new(),
+        }
+    }
+    fn offer(&mut self, v: f64, t: impl FnOnce() -> T) {
+        if self.n == 0 || v.is_nan() {
+            return;
+        }
+        if self.items.len() == self.n {
+            match self.items.last() {
+                Some((low, _)) if v > *low => {
+                    self.items.pop();
+                }
+                _ => return,
+            }
+        }
+        let at = self.items.partition_point(|(x, _)| *x >= v);
+        self.items.insert(at, (v, t()));
+    }
+}
+
 struct Acc {
     count: u64,
     num: u64,
     min: f64,
     max: f64,
+    min_t: Timestamp,
+    max_t: Timestamp,
     sum: f64,
     first: Option<(Timestamp, f64)>,
     last: Option<(Timestamp, f64)>,
     increase: f64,
     errors: u64,
+    sketch: Sketch,
+    peak: Option<(f64, Timestamp, Timestamp)>,
+    top: TopN<(Option<Timestamp>, Timestamp)>,
 }
 
 impl Acc {
-    fn add(&mut self, t: Timestamp, v: Option<f64>) {
+    fn new(top: usize) -> Acc {
+        Acc {
+            count: 0,
+            num: 0,
+            min: 0.0,
+            max: 0.0,
+            min_t: Timestamp::default(),
+            max_t: Timestamp::default(),
+            sum: 0.0,
+            first: None,
+            last: None,
+            increase: 0.0,
+            errors: 0,
+            sketch: Sketch::default(),
+            peak: None,
+            top: TopN::new(top),
+        }
+    }
+
+    fn add(&mut self, t: Timestamp, v: Option<f64>, counter: bool) {
         self.count += 1;
         let Some(v) = v else { return };
         if self.num == 0 {
             self.min = v;
             self.max = v;
+            self.min_t = t;
+            self.max_t = t;
             self.first = Some((t, v));
         }
         self.num += 1;
-        self.min = self.min.min(v);
-        self.max = self.max.max(v);
+        // The first time an extreme is reached is when it happened.
+        if v < self.min {
+            self.min = v;
+            self.min_t = t;
+        }
+        if v > self.max {
+            self.max = v;
+            self.max_t = t;
+        }
         self.sum += v;
-        if let Some((_, p)) = self.last {
+        if let Some((t0, p)) = self.last {
             self.increase += if v >= p { v - p } else { v };
+            let dt = secs(t.0 - t0.0);
+            if counter && v >= p && dt > 0.0 {
+                let r = (v - p) / dt;
+                if self.peak.is_none_or(|(best, _, _)| r > best) {
+                    self.peak = Some((r, t0, t));
+                }
+                self.top.offer(r, || (Some(t0), t));
+                // A counter's percentiles are of its rates: its raw values
+                // only grow.
+                self.sketch.add(r);
+            }
+        }
+        if !counter {
+            self.sketch.add(v);
+            self.top.offer(v, || (None, t));
         }
         self.last = Some((t, v));
     }
@@ -217,13 +430,60 @@ fn secs(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// Read the stream through and gather the figures.
-pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
+/// Events of one type: the count, and per whole second (the stream comes
+/// in time order, so one second is counted at a time).
+struct EvAcc {
+    count: u64,
+    cur: Option<(i64, u64)>,
+    best: Option<(i64, u64)>,
+    top: TopN<i64>,
+}
+
+impl EvAcc {
+    fn new(top: usize) -> EvAcc {
+        EvAcc {
+            count: 0,
+            cur: None,
+            best: None,
+            top: TopN::new(top),
+        }
+    }
+    fn add(&mut self, t: Timestamp) {
+        self.count += 1;
+        let sec = t.0.div_euclid(1_000_000_000);
+        match &mut self.cur {
+            Some((s, n)) if *s == sec => *n += 1,
+            _ => {
+                self.close();
+                self.cur = Some((sec, 1));
+            }
+        }
+    }
+    fn close(&mut self) {
+        if let Some((s, n)) = self.cur.take() {
+            if self.best.is_none_or(|(_, b)| n > b) {
+                self.best = Some((s, n));
+            }
+            self.top.offer(n as f64, || s);
+        }
+    }
+}
+
+fn busy(sec: i64, count: u64) -> BusySecond {
+    BusySecond {
+        second: Timestamp(sec.saturating_mul(1_000_000_000)).to_string(),
+        count,
+    }
+}
+
+/// Read the stream through and gather the figures; `top` > 0 also lists
+/// the busiest instances, intervals and seconds (`--top N`).
+pub fn stats(reader: &mut dyn TraceReader, top: usize) -> Result<Stats> {
     let mut metrics: BTreeMap<MetricId, std::sync::Arc<MetricDesc>> = BTreeMap::new();
     let mut inst_names: BTreeMap<(IndomId, InstId), String> = BTreeMap::new();
     let mut series: BTreeMap<(MetricId, InstId), Acc> = BTreeMap::new();
     let mut types: BTreeMap<EventTypeId, (String, bool)> = BTreeMap::new();
-    let mut events: BTreeMap<(String, bool), u64> = BTreeMap::new();
+    let mut events: BTreeMap<(String, bool), EvAcc> = BTreeMap::new();
     let mut cpus: BTreeMap<u32, SpanAcc> = BTreeMap::new();
     let mut sources: BTreeMap<String, SpanAcc> = BTreeMap::new();
     let whole = reader.header().source.to_string();
@@ -246,14 +506,20 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
                 for mv in &s.metrics {
                     match &mv.values {
                         Err(_) => {
-                            series.entry((mv.metric, PM_IN_NULL)).or_default().errors += 1;
+                            series
+                                .entry((mv.metric, PM_IN_NULL))
+                                .or_insert_with(|| Acc::new(top))
+                                .errors += 1;
                         }
                         Ok(vals) => {
+                            let counter = metrics
+                                .get(&mv.metric)
+                                .is_some_and(|d| d.sem == Semantics::Counter);
                             for (inst, v) in vals {
                                 series
                                     .entry((mv.metric, *inst))
-                                    .or_default()
-                                    .add(s.time, v.as_f64());
+                                    .or_insert_with(|| Acc::new(top))
+                                    .add(s.time, v.as_f64(), counter);
                             }
                         }
                     }
@@ -266,7 +532,10 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
                     .get(&e.type_id)
                     .cloned()
                     .unwrap_or_else(|| ("?".into(), false));
-                *events.entry(k).or_default() += 1;
+                events
+                    .entry(k)
+                    .or_insert_with(|| EvAcc::new(top))
+                    .add(e.time);
                 if let Some(c) = e.cpu {
                     cpus.entry(c).or_default().add(e.time);
                 }
@@ -305,6 +574,9 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
         span_s: secs(span),
         ..Default::default()
     };
+    let ts = |t: Timestamp| Some(t.to_string());
+    // Per metric: (instance, name, mean or mean rate) for `--top`.
+    let mut busiest: BTreeMap<String, Vec<TopInstance>> = BTreeMap::new();
     for ((id, inst), a) in series {
         let d = metrics.get(&id);
         let counter = d.is_some_and(|d| d.sem == Semantics::Counter);
@@ -325,14 +597,62 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
             mean: (a.num > 0).then(|| a.sum / a.num as f64),
             rate,
             errors: a.errors,
+            min_time: (a.num > 0).then(|| a.min_t.to_string()),
+            max_time: (a.num > 0).then(|| a.max_t.to_string()),
+            p50: a.sketch.quantile(0.50),
+            p95: a.sketch.quantile(0.95),
+            p99: a.sketch.quantile(0.99),
+            peak_rate: a.peak.map(|p| p.0),
+            peak_rate_from: a.peak.and_then(|p| ts(p.1)),
+            peak_rate_time: a.peak.and_then(|p| ts(p.2)),
+            top_intervals: a
+                .top
+                .items
+                .iter()
+                .map(|&(value, (from, time))| TopInterval {
+                    from: from.map(|t| t.to_string()),
+                    time: time.to_string(),
+                    value,
+                })
+                .collect(),
+        });
+        if top > 0 {
+            let m = st.metrics.last().expect("pushed above");
+            let v = if counter { m.rate } else { m.mean };
+            if let Some(value) = v {
+                busiest
+                    .entry(m.metric.clone())
+                    .or_default()
+                    .push(TopInstance {
+                        instance: m.instance,
+                        instance_name: m.instance_name.clone(),
+                        value,
+                    });
+            }
+        }
+    }
+    for (metric, mut list) in busiest {
+        list.sort_by(|a, b| b.value.total_cmp(&a.value));
+        list.truncate(top);
+        st.top.push(TopInstances {
+            metric,
+            instances: list,
         });
     }
-    for ((name, framing), count) in events {
+    for ((name, framing), mut a) in events {
+        a.close();
         st.events.push(EventStats {
             event: name,
-            count,
-            per_s: (span > 0).then(|| count as f64 / secs(span)),
+            count: a.count,
+            per_s: (span > 0).then(|| a.count as f64 / secs(span)),
             framing,
+            busiest_second: a.best.map(|(s, n)| busy(s, n)),
+            top_seconds: a
+                .top
+                .items
+                .iter()
+                .map(|&(n, s)| busy(s, n as u64))
+                .collect(),
         });
     }
     st.cpus = cpus
@@ -343,4 +663,39 @@ pub fn stats(reader: &mut dyn TraceReader) -> Result<Stats> {
     st.metrics
         .sort_by(|a, b| (&a.metric, a.instance).cmp(&(&b.metric, b.instance)));
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sketch_within_one_percent_and_exact_for_few_values() {
+        let mut s = Sketch::default();
+        for v in 1..=1000 {
+            s.add(v as f64);
+        }
+        for (q, want) in [(0.5, 500.0), (0.95, 950.0), (0.99, 990.0)] {
+            let got = s.quantile(q).unwrap();
+            assert!((got - want).abs() <= want * SKETCH_ACCURACY, "{q}: {got}");
+        }
+        let mut d = Sketch::default();
+        for v in [0.0, 0.0, 3.0, 3.0, 3.0, 7.0, -2.0] {
+            d.add(v);
+        }
+        assert_eq!(d.quantile(0.5), Some(3.0));
+        assert_eq!(d.quantile(0.0), Some(-2.0));
+        assert_eq!(d.quantile(1.0), Some(7.0));
+        assert_eq!(d.quantile(0.25), Some(0.0));
+    }
+
+    #[test]
+    fn top_keeps_the_largest_in_order() {
+        let mut t = TopN::new(3);
+        for (i, v) in [5.0, 1.0, 9.0, 7.0, 9.0, 2.0].into_iter().enumerate() {
+            t.offer(v, || i);
+        }
+        let got: Vec<(f64, usize)> = t.items;
+        assert_eq!(got, vec![(9.0, 2), (9.0, 4), (7.0, 3)]);
+    }
 }

@@ -59,6 +59,10 @@ pub struct WriteOptions {
     pub columns: Vec<String>,
     /// CSV: also write the events table (`OUT.events.csv`).
     pub events: bool,
+    /// The input as the user gave it (Parquet's `source` column).
+    pub source: Option<String>,
+    /// Parquet: write into a Hive-partitioned dataset (`convert DIR`).
+    pub dataset: bool,
 }
 
 /// Options for listings.

@@ -228,6 +228,106 @@ impl Staged {
     }
 }
 
+/// The files under `dir`, relative to it, sorted.
+fn files_under(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir.join(rel))?
+        .filter_map(|e| e.ok())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let r = rel.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            files_under(dir, &r, out)?;
+        } else {
+            out.push(r);
+        }
+    }
+    Ok(())
+}
+
+impl Staged {
+    /// Add what was staged to the dataset `root`: a file staged as
+    /// `samples/host=H/date=D/part.parquet` becomes
+    /// `ROOT/host=H/date=D/part-N.parquet`, one staged under `events/`
+    /// the same under `ROOT.events/`, N the first number free there. A
+    /// file is linked into place only where no file is (link(2) refuses
+    /// an existing name), so nothing of the dataset is ever replaced; if
+    /// one link fails, those made before it are removed again.
+    pub fn commit_dataset(mut self, root: &Path) -> Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        files_under(&self.path(), Path::new(""), &mut files)
+            .map_err(|e| Error::io(&self.stage_dir, e))?;
+        let root_name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".into());
+        let events_root = root.with_file_name(format!("{root_name}.events"));
+        let mut done: Vec<PathBuf> = Vec::new();
+        let mut live = crate::cleanup::hold();
+        let undo = |done: &[PathBuf]| {
+            for d in done {
+                let _ = std::fs::remove_file(d);
+            }
+        };
+        for rel in files {
+            let mut parts = rel.components();
+            let table = parts.next().map(|c| c.as_os_str().to_owned());
+            let rest: PathBuf = parts.collect();
+            let base = match table.as_deref().and_then(|t| t.to_str()) {
+                Some("samples") => root.to_path_buf(),
+                Some("events") => events_root.clone(),
+                _ => continue,
+            };
+            let dir = base.join(rest.parent().unwrap_or(Path::new("")));
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                undo(&done);
+                return Err(Error::io(&dir, e));
+            }
+            let src = self.path().join(&rel);
+            let mut n = next_part_number(&dir);
+            loop {
+                let dst = dir.join(format!("part-{n}.parquet"));
+                match std::fs::hard_link(&src, &dst) {
+                    Ok(()) => {
+                        done.push(dst);
+                        break;
+                    }
+                    // Taken meanwhile (another run adding to the dataset).
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                    Err(e) => {
+                        undo(&done);
+                        return Err(Error::io(&dst, e));
+                    }
+                }
+            }
+        }
+        self.committed = true;
+        let _ = std::fs::remove_dir_all(&self.stage_dir);
+        live.retain(|p| p != &self.stage_dir);
+        Ok(done)
+    }
+}
+
+/// One more than the highest `part-N.parquet` in `dir` (0 if none).
+fn next_part_number(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let n = e.file_name();
+                    let n = n.to_str()?;
+                    n.strip_prefix("part-")?
+                        .strip_suffix(".parquet")?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .map(|n| n + 1)
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
 fn remove_empty(dirs: &[PathBuf]) {
     for d in dirs {
         // Fails, as wanted, once anything else is in there.

@@ -56,7 +56,15 @@ impl ConvertOutcome {
 /// Where `convert` writes.
 #[derive(Debug, Clone)]
 pub enum Dest<'a> {
-    Path { path: &'a Path, force: bool },
+    Path {
+        path: &'a Path,
+        force: bool,
+    },
+    /// A dataset folder the output's files are added to, never replacing
+    /// one (a format that writes datasets: [`Format::dataset`]).
+    Dataset {
+        root: &'a Path,
+    },
     Stdout,
 }
 
@@ -453,6 +461,34 @@ pub fn convert(
             out.loss =
                 run(&mut reader, &OutTarget::Path(staged.path())).map_err(|e| staged.relabel(e))?;
             out.outputs = staged.commit()?;
+        }
+        Dest::Dataset { root } => {
+            if !to.dataset() {
+                return Err(Error::Usage(format!(
+                    "the {} format writes one output per input, not a dataset",
+                    to.id()
+                )));
+            }
+            // Staged inside the dataset: the files are linked into place
+            // from there, on the same file system.
+            let name = inputs
+                .first()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "input".into());
+            let staged = Staged::new(&root.join(format!(".{name}.part")), inputs, true)?;
+            let mut dwopts = wopts.clone();
+            dwopts.dataset = true;
+            let run = |reader: &mut Box<dyn TraceReader>| -> Result<LossReport> {
+                let mut w = to.create(&OutTarget::Path(staged.path()), &header, &dwopts)?;
+                nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+                let mut loss = w.finish()?;
+                loss.merge(&adapter_loss.borrow());
+                refuse(&loss, source, to, &dwopts)?;
+                Ok(loss)
+            };
+            out.loss = run(&mut reader).map_err(|e| staged.relabel(e))?;
+            out.outputs = staged.commit_dataset(root)?;
         }
     }
     out.diagnostics = reader.diagnostics().to_vec();

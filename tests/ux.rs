@@ -997,9 +997,15 @@ fn check_and_info_offer_only_what_they_use() {
         assert!(check.contains(present), "check lacks {present}");
     }
     let info = help("info");
+    // Whole option names: `--top` is not `--to`.
+    let offers = |text: &str, opt: &str| {
+        text.split(|c: char| c.is_whitespace() || ",=[]".contains(c))
+            .any(|w| w == opt)
+    };
     for absent in ["--to", "--output", "--style", "--max", "--strict"] {
-        assert!(!info.contains(absent), "info offers {absent}");
+        assert!(!offers(&info, absent), "info offers {absent}");
     }
+    assert!(offers(&info, "--top"), "info lacks --top");
     // Refused, not ignored.
     pt().args(["check", "--begin", "+1s"])
         .arg(corpus("kpi/kpi-capture.dlt"))

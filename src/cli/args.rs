@@ -270,6 +270,8 @@ impl OutputArgs {
             delimiter: self.delimiter,
             columns: self.columns.clone(),
             events: self.events,
+            source: None,
+            dataset: false,
         }
     }
 }

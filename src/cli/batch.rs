@@ -160,7 +160,9 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
                 };
                 bar.start_input(slot, i);
                 let target = out_root.join(name);
-                let (outcome, diags) = convert_one(a, to, path, &target, (bar, slot, *size));
+                let dataset = to.dataset().then_some(out_root.as_path());
+                let (outcome, diags) =
+                    convert_one(a, to, path, &target, (bar, slot, *size), dataset);
                 bar.finish_input(slot, *size);
                 if tx.send((i, outcome, diags)).is_err() {
                     break;
@@ -239,6 +241,7 @@ fn convert_one(
     path: &Path,
     target: &Path,
     (bar, slot, span): (&Arc<BatchBar>, usize, u64),
+    dataset_root: Option<&Path>,
 ) -> (Outcome, Vec<Diagnostic>) {
     let outcome = |o| (o, Vec::new());
     let input = match Input::resolve(path) {
@@ -255,7 +258,7 @@ fn convert_one(
     if input.kind == InputKind::Dir && from.id() != FormatId::Ltt {
         return outcome(Outcome::Skipped("directory".into()));
     }
-    if let Some(parent) = target.parent() {
+    if let Some(parent) = target.parent().filter(|_| dataset_root.is_none()) {
         if let Err(e) = std::fs::create_dir_all(parent) {
             return outcome(Outcome::Failed(format!("{}: {e}", parent.display())));
         }
@@ -271,10 +274,16 @@ fn convert_one(
         )?;
         let mut wopts = a.output.write_options();
         wopts.at = super::stream::resolve_at(a.output.at, st.start, st.end)?;
+        wopts.source = Some(path.display().to_string());
         let reader = progress::ProgressReader::wrap_batch(st.reader, bar, slot, span);
-        let dest = Dest::Path {
-            path: target,
-            force: a.output.force,
+        // A format that writes datasets adds each input's files to one
+        // dataset in OUTDIR instead of mirroring the tree.
+        let dest = match dataset_root {
+            Some(root) => Dest::Dataset { root },
+            None => Dest::Path {
+                path: target,
+                force: a.output.force,
+            },
         };
         Ok(pipeline::convert(reader, &st.members, to, dest, &wopts)?)
     };

@@ -143,6 +143,7 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
     )?;
     let mut wopts = a.output.write_options();
     wopts.at = stream::resolve_at(a.output.at, st.start, st.end)?;
+    wopts.source = Some(names.clone());
     let stdout = out_path.as_os_str() == "-";
     // A byte bar for readers that can tell their position (the stages pass
     // it through), never over output going to the same terminal.
@@ -278,6 +279,9 @@ fn dump(mut a: DumpCmd, quiet: bool) -> Result<u8> {
 }
 
 fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
+    if a.top.is_some() && !a.stats {
+        return Err(crate::Error::Usage("--top applies to info --stats only".into()).into());
+    }
     let sources = stream::sources(&a.inputs, &Default::default(), &a.input_args)?;
     a.input_args = listing_args(&sources, &a.input_args);
     let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
@@ -286,12 +290,12 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
     let h = r.header().clone();
     let mut out = std::io::stdout().lock();
     if a.stats {
-        let s = crate::info::stats(r)?;
+        let s = crate::info::stats(r, a.top.unwrap_or(0))?;
         if a.json {
             serde_json::to_writer_pretty(&mut out, &s)?;
             writeln!(out)?;
         } else {
-            write_stats(&mut out, &names.join(", "), &h, &s)?;
+            write_stats(&mut out, &names.join(", "), &h, &s, a.top.unwrap_or(0))?;
         }
     } else {
         let info = crate::info::info(r)?;
@@ -383,6 +387,7 @@ fn write_stats(
     file: &str,
     h: &crate::model::Header,
     s: &crate::info::Stats,
+    top: usize,
 ) -> Result<()> {
     let num = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.6}"));
     writeln!(out, "file:      {file}")?;
@@ -418,21 +423,99 @@ fn write_stats(
             )?;
         }
     }
+    // When: the times of the extremes, percentiles, a counter's peak rate.
+    let when = |t: &Option<String>| -> String {
+        t.as_deref()
+            .map_or_else(|| "-".to_string(), |t| human_time(t, h))
+    };
+    let inst_of = |i: &Option<i32>, n: &Option<String>| -> String {
+        let s = match (i, n) {
+            (None, _) => "-".to_string(),
+            (Some(i), Some(n)) => format!("{i} {n}"),
+            (Some(i), None) => i.to_string(),
+        };
+        s.chars().take(24).collect()
+    };
+    if !s.metrics.is_empty() {
+        writeln!(
+            out,
+            "\n{:<40} {:<24} {:>30} {:>30} {:>14} {:>14} {:>14} {:>14} {:>30}",
+            "metric", "instance", "min at", "max at", "p50", "p95", "p99", "peak rate/s", "peak at"
+        )?;
+        for m in &s.metrics {
+            writeln!(
+                out,
+                "{:<40} {:<24} {:>30} {:>30} {:>14} {:>14} {:>14} {:>14} {:>30}",
+                m.metric,
+                inst_of(&m.instance, &m.instance_name),
+                when(&m.min_time),
+                when(&m.max_time),
+                num(m.p50),
+                num(m.p95),
+                num(m.p99),
+                num(m.peak_rate),
+                when(&m.peak_rate_time)
+            )?;
+        }
+    }
     if !s.events.is_empty() {
         writeln!(
             out,
-            "\n{:<40} {:>10} {:>14}",
-            "event type", "count", "events/s"
+            "\n{:<40} {:>10} {:>14} {:>30} {:>8}",
+            "event type", "count", "events/s", "busiest second", "events"
         )?;
         for e in &s.events {
             let tag = if e.framing { " (framing)" } else { "" };
+            let (bs, bn) = match &e.busiest_second {
+                Some(b) => (human_time(&b.second, h), b.count.to_string()),
+                None => ("-".into(), "-".into()),
+            };
             writeln!(
                 out,
-                "{:<40} {:>10} {:>14}{tag}",
+                "{:<40} {:>10} {:>14} {:>30} {:>8}{tag}",
                 e.event,
                 e.count,
-                num(e.per_s)
+                num(e.per_s),
+                bs,
+                bn
             )?;
+        }
+    }
+    for t in &s.top {
+        writeln!(out, "\nbusiest instances of {}:", t.metric)?;
+        for i in &t.instances {
+            writeln!(
+                out,
+                "  {:<24} {:>16}",
+                inst_of(&i.instance, &i.instance_name),
+                num(Some(i.value))
+            )?;
+        }
+        writeln!(out, "highest values of {}:", t.metric)?;
+        let mut iv: Vec<(&str, String, &crate::info::TopInterval)> = s
+            .metrics
+            .iter()
+            .filter(|m| m.metric == t.metric)
+            .flat_map(|m| {
+                m.top_intervals
+                    .iter()
+                    .map(move |x| ("", inst_of(&m.instance, &m.instance_name), x))
+            })
+            .collect();
+        iv.sort_by(|a, b| b.2.value.total_cmp(&a.2.value));
+        iv.truncate(top);
+        for (_, inst, x) in iv {
+            let at = match &x.from {
+                Some(f) => format!("{} .. {}", human_time(f, h), human_time(&x.time, h)),
+                None => human_time(&x.time, h),
+            };
+            writeln!(out, "  {:<24} {:>16}  {at}", inst, num(Some(x.value)))?;
+        }
+    }
+    for e in s.events.iter().filter(|e| !e.top_seconds.is_empty()) {
+        writeln!(out, "\nbusiest seconds of {}:", e.event)?;
+        for b in &e.top_seconds {
+            writeln!(out, "  {:>30} {:>8}", human_time(&b.second, h), b.count)?;
         }
     }
     for (title, list) in [("cpu", &s.cpus), ("source", &s.sources)] {
@@ -463,6 +546,36 @@ fn write_stats(
         }
     }
     Ok(())
+}
+
+/// An epoch time of the figures (`SECONDS.NNNNNNNNN`) as a UTC date and
+/// time when the trace has dates, else as it is.
+fn human_time(t: &str, h: &crate::model::Header) -> String {
+    if !h.time_base.is_absolute() {
+        return t.to_string();
+    }
+    let Some(ns) = parse_epoch_ns(t) else {
+        return t.to_string();
+    };
+    let mut s = String::new();
+    match crate::model::Timestamp(ns).write_rfc3339(&mut s) {
+        Ok(()) => s,
+        Err(_) => t.to_string(),
+    }
+}
+
+fn parse_epoch_ns(t: &str) -> Option<i64> {
+    // `Timestamp`'s text: whole seconds (floored, signed), then nine
+    // digits that count up from them.
+    let (s, f) = t.split_once('.').unwrap_or((t, "0"));
+    let mut frac: String = f.chars().take(9).collect();
+    while frac.len() < 9 {
+        frac.push('0');
+    }
+    s.parse::<i64>()
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(frac.parse::<i64>().ok()?)
 }
 
 fn check(a: CheckArgs, quiet: bool) -> Result<u8> {

@@ -163,6 +163,12 @@ pub struct InfoCmd {
     /// source span and gaps.
     #[arg(long)]
     pub stats: bool,
+    /// With --stats: the N busiest instances of each metric (highest mean;
+    /// counters: mean rate), its N highest values (counters: rates) with
+    /// their times, and the N busiest seconds of each event type. Choose
+    /// the metric with --metric.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
     /// Print as JSON (for scripts).
     #[arg(long)]
     pub json: bool,

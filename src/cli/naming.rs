@@ -17,6 +17,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
         FormatId::ChromeJson => ".json",
         FormatId::Csv => ".csv",
         FormatId::Ctf => ".ctf",
+        FormatId::Parquet => ".parquet",
     }
 }
 
@@ -24,7 +25,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
 /// batch replaces by the target's suffix. A PCP archive is a base name with
 /// no extension of its own (`.meta` is one member of several), so it is not
 /// here: `--to pcp` stays required.
-const NAMED: [(&str, &str); 9] = [
+const NAMED: [(&str, &str); 10] = [
     (".kpi", "kpi"),
     (".dlt", "dlt"),
     (".mmv", "mmv"),
@@ -34,6 +35,7 @@ const NAMED: [(&str, &str); 9] = [
     (".csv", "csv"),
     (".ctf", "ctf"),
     (".tar.gz", "ltt"),
+    (".parquet", "parquet"),
 ];
 
 /// Extensions of trace inputs that only a source has (Snabb writes `.dat`,

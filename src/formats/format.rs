@@ -385,6 +385,11 @@ pub trait Format: Sync {
     fn reads_stream(&self) -> bool {
         false
     }
+    /// `convert DIR` writes one dataset (Hive-partitioned files added into
+    /// OUTDIR, `WriteOptions::dataset`) instead of one output per input.
+    fn dataset(&self) -> bool {
+        false
+    }
     /// How sure we are that `input` is this format: 0 = no, 100 = magic matched.
     fn detect(&self, input: &Input) -> u8;
     /// When no format detects `input`: does it nearly look like this one

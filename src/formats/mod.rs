@@ -18,6 +18,7 @@ pub mod format;
 pub mod kpi;
 pub mod ltt;
 pub mod mmv;
+pub mod parquet;
 pub mod pcp;
 pub mod timeline;
 
@@ -30,10 +31,13 @@ static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
 static CTF: ctf::CtfFormat = ctf::CtfFormat;
 static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
 static CSV: csv::CsvFormat = csv::CsvFormat;
+static PARQUET: parquet::ParquetFormat = parquet::ParquetFormat;
 
 /// Every format, in `polytrace formats` order.
-pub fn all() -> [&'static dyn Format; 9] {
-    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF]
+pub fn all() -> [&'static dyn Format; 10] {
+    [
+        &KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF, &PARQUET,
+    ]
 }
 
 pub fn get(id: FormatId) -> &'static dyn Format {

@@ -1,0 +1,104 @@
+//! Parquet export: a long ("tidy") table of samples, one row per value,
+//! and a table of events, for SQL engines that read Parquet (DuckDB,
+//! Spark, Trino). Streamed in bounded row groups through arrow-rs's
+//! `ArrowWriter`; strings dictionary-encoded, pages zstd-compressed.
+//! See docs/parquet.md.
+//!
+//! - `schema`: the two tables' columns (the documented schema).
+//! - `table`: one Parquet file being written: rows gather in column
+//!   batches of fixed size, the writer closes row groups at its bounds.
+//! - `writer`: the trace writer: one file pair, or with `convert DIR`
+//!   one pair per host and day of a Hive-partitioned dataset.
+
+pub mod schema;
+pub mod table;
+pub mod writer;
+
+use crate::error::Result;
+use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::input::Input;
+use crate::model::{FormatId, Header, TraceWriter};
+use crate::options::WriteOptions;
+use crate::output::OutTarget;
+
+pub struct ParquetFormat;
+
+pub const INFO: FormatInfo = FormatInfo {
+    id: FormatId::Parquet,
+    caps: Caps {
+        read: false,
+        write: true,
+        dump: false,
+        text_output: false,
+    },
+    describe: "Parquet tables of samples (one row per value) and events, for DuckDB and Spark (export only)",
+    absolute_time: AbsoluteTime::Needed,
+    raw_clock: RawClock::None,
+    reads: &[],
+    writes: WRITES,
+    undated: false,
+};
+
+/// What the two tables hold (docs/parquet.md).
+pub const WRITES: &[Rule] = &[
+    Rule::kept(
+        Kind::Events,
+        "one row per event in OUT.events.parquet, fields typed in three maps",
+    ),
+    Rule::kept(Kind::Samples, "one row per metric, instance and time"),
+    Rule::some_degraded(
+        Kind::Samples,
+        "u64 values",
+        "unsigned values above 2^63-1",
+        "no int64 holds them: value_f64 (nearest double) and value_str (exact)",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "metric error codes",
+        "per-metric error codes",
+        "a value row has no place for them",
+    ),
+    Rule::some_dropped(
+        Kind::Samples,
+        "event-record values",
+        "event records",
+        "not a row value (chrome-json and ctf carry them)",
+    ),
+    Rule::kept(Kind::Metrics, "as the metric, units and semantics columns"),
+    Rule::kept(Kind::Indoms, "instance names in the instance column"),
+    Rule::dropped(
+        Kind::Help,
+        "help texts",
+        "the tables have no place for them",
+    ),
+    Rule::dropped(
+        Kind::Labels,
+        "label sets",
+        "the tables have no place for them (the host is a column)",
+    ),
+    Rule::kept(Kind::Marks, "as events of type `mark`"),
+    Rule::kept(
+        Kind::Annotations,
+        "as events of type `annotation` (text in fields_str)",
+    ),
+];
+
+impl Format for ParquetFormat {
+    fn info(&self) -> &'static FormatInfo {
+        &INFO
+    }
+    fn detect(&self, _: &Input) -> u8 {
+        0
+    }
+    fn dataset(&self) -> bool {
+        true
+    }
+    fn create(
+        &self,
+        out: &OutTarget,
+        header: &Header,
+        opts: &WriteOptions,
+    ) -> Result<Box<dyn TraceWriter>> {
+        Ok(Box::new(writer::ParquetWriter::new(out, header, opts)?))
+    }
+}
