@@ -7,9 +7,30 @@ use crate::record::{loss_summary, record, RecordOptions, Stop};
 use anyhow::Context;
 
 /// `polytrace record`: options from the command line, then [`record`].
-pub fn run(a: &RecordArgs, quiet: bool) -> anyhow::Result<u8> {
-    let output = a.output.output.clone().context("-o OUT is required")?;
-    let to = a.output.to.unwrap_or(FormatId::Ltt);
+pub fn run(a: &RecordArgs, given: &[&str], quiet: bool) -> anyhow::Result<u8> {
+    let mut output = a.output.output.clone().context("-o OUT is required")?;
+    // The same inference as `convert`: --to, else OUT's extension; a name
+    // without one (and --listing, which writes no format) is an LTT trace
+    // directory, as `record --help` says.
+    let to = if a.listing
+        || (a.output.to.is_none()
+            && super::naming::format_for_name(&output).is_none()
+            && !output.is_dir())
+    {
+        a.output.to.unwrap_or(FormatId::Ltt)
+    } else {
+        super::naming::target_format(a.output.to, Some(&output))?
+    };
+    if !a.listing {
+        super::optspec::check_target(
+            super::optspec::Verb::Record,
+            super::optspec::Target::To(to),
+            given,
+        )?;
+    }
+    if to == FormatId::Pcp {
+        output = super::naming::pcp_base(&output);
+    }
     let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
     let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
     let stop = match (&a.duration, a.samples) {

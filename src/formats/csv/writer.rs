@@ -424,7 +424,7 @@ impl CsvWriter {
             self.spool.end().map_err(&err)?;
         }
         let shown = self.path.clone().unwrap_or_else(|| "<stdout>".into());
-        let cerr = |e: ::csv::Error| Error::io(&shown, e.into());
+        let cerr = |e: ::csv::Error| Error::io(&shown, csv_io(e));
         // Final column order: --columns patterns, then metric definition
         // order, then first appearance.
         let mut order: Vec<u32> = (0..self.cols.len() as u32).collect();
@@ -507,7 +507,7 @@ impl CsvWriter {
             return Ok(());
         };
         let err = self.spool_err();
-        let cerr = |e: ::csv::Error| Error::io(&t.path, e.into());
+        let cerr = |e: ::csv::Error| Error::io(&t.path, csv_io(e));
         // One event type: a column per field. Several: `k=v` text.
         let single = match (t.used.len(), t.used.first()) {
             (1, Some(&id)) if id != ANNOTATION => t.types.get(&id).cloned(),
@@ -652,6 +652,16 @@ fn push_cell(out: &mut String, c: Cell<'_>) {
             }
         }
     }
+}
+
+/// A CSV error as an I/O error of the same kind, so that a closed pipe
+/// (`| head`) stays a closed pipe and ends the run quietly.
+fn csv_io(e: ::csv::Error) -> std::io::Error {
+    let kind = match e.kind() {
+        ::csv::ErrorKind::Io(io) => io.kind(),
+        _ => std::io::ErrorKind::Other,
+    };
+    std::io::Error::new(kind, e.to_string())
 }
 
 /// `--rate`: (value − previous) / seconds between them. Empty for the
