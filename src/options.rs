@@ -59,6 +59,8 @@ pub struct WriteOptions {
     pub columns: Vec<String>,
     /// CSV: also write the events table (`OUT.events.csv`).
     pub events: bool,
+    /// CSV: the `--metric` filters in the order given: columns follow it.
+    pub metric_order: Vec<String>,
 }
 
 /// Options for listings.

@@ -408,7 +408,13 @@ fn one_event_type_gets_a_column_per_field() {
     // a2-unwrapped has a single message type.
     let input = common::corpus().join("timeline/a2-unwrapped.dat");
     let dir = tempfile::tempdir().unwrap();
-    let (rc, _, err) = convert(&input, dir.path(), "t.csv", &["--events"]);
+    // TSC cycles need a rate to be seconds (1 GHz: one per ns).
+    let (rc, _, err) = convert(
+        &input,
+        dir.path(),
+        "t.csv",
+        &["--events", "--tsc-hz", "1e9"],
+    );
     assert_eq!(rc, 0, "{err}");
     let (hdr, rows) = read_csv(
         &std::fs::read(dir.path().join("t.events.csv")).unwrap(),

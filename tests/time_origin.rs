@@ -55,7 +55,9 @@ fn first(p: &Path, extra: &[&str]) -> String {
     assert_eq!(code, 0, "{err}");
     out.lines()
         .find_map(|l| l.strip_prefix("first:"))
-        .map(|s| s.trim().to_string())
+        // The epoch value (an ISO 8601 date follows it).
+        .and_then(|s| s.split_whitespace().next())
+        .map(str::to_string)
         .unwrap_or_default()
 }
 

@@ -13,25 +13,7 @@ pub fn parse_format(s: &str) -> Result<FormatId, String> {
     })
 }
 
-/// Edit distance (Levenshtein), for "did you mean".
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let up = row[j + 1];
-            row[j + 1] = if ca == cb {
-                diag
-            } else {
-                1 + diag.min(up).min(row[j])
-            };
-            diag = up;
-        }
-    }
-    row[b.len()]
-}
+use crate::input::edit_distance;
 
 /// The registered format names a mistyped one may mean: close by edit
 /// distance, containing it (`json` → `chrome-json`) or named in the
@@ -396,6 +378,7 @@ impl OutputArgs {
             delimiter: self.delimiter,
             columns: self.columns.clone(),
             events: self.events,
+            metric_order: Vec::new(),
         }
     }
 }

@@ -162,6 +162,7 @@ fn convert(mut a: ConvertArgs, quiet: bool) -> Result<u8> {
     needs_seconds(st.reader.header(), to_id, &a.input_args, &names)?;
     let mut wopts = a.output.write_options();
     wopts.at = stream::resolve_at(a.output.at, st.start, st.end)?;
+    wopts.metric_order = a.filter.metric.clone();
     let stdout = out_path.as_os_str() == "-";
     // A byte bar for readers that can tell their position (the stages pass
     // it through), never over output going to the same terminal.
@@ -543,7 +544,7 @@ fn needs_seconds(
     names: &str,
 ) -> Result<()> {
     use crate::model::{FormatId, TimeBase};
-    let seconds = matches!(to, FormatId::ChromeJson | FormatId::Csv | FormatId::Ctf);
+    let seconds = matches!(to, FormatId::ChromeJson | FormatId::Csv);
     if seconds
         && ia.fmt.tsc_hz.is_none()
         && matches!(h.time_base, TimeBase::Cycles { hz: None, .. })

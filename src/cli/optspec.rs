@@ -177,15 +177,19 @@ const PCP_W: &[Rule] = &write(Pcp);
 const MMV_W: &[Rule] = &write(Mmv);
 const TL_W: &[Rule] = &write(Timeline);
 const LTT_W: &[Rule] = &write(Ltt);
-const CSV_W: &[Rule] = &[r(&[Convert], Src::Any, target(Csv))];
+const CSV_W: &[Rule] = &write(Csv);
 /// DLT ids and payload size: DLT files and the `dlt-convert -a` lines of KPI text.
 const DLT_IDS: &[Rule] = &[r(RC, Src::Any, to(&[Target::To(Dlt), Target::To(Kpi)]))];
 const KPI_W: &[Rule] = &write(Kpi);
-const RATE: &[Rule] = &[r(
-    &[Convert],
-    METRIC_SOURCES,
-    to(&[Target::To(Csv), Target::To(ChromeJson), Target::To(Ctf)]),
-)];
+const RATE: &[Rule] = &[
+    r(
+        &[Convert],
+        METRIC_SOURCES,
+        to(&[Target::To(Csv), Target::To(ChromeJson), Target::To(Ctf)]),
+    ),
+    // A recording into CSV: the writer computes the rates.
+    r(&[Record], Src::Any, target(Csv)),
+];
 
 /// Every option of `record`, `convert`, `dump` and `info`, in `--help` order.
 pub const OPTIONS: &[OptSpec] = &[

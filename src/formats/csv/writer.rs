@@ -31,8 +31,9 @@ struct MetricInfo {
 struct Column {
     name: String,
     metric: MetricId,
-    /// (first matching --columns pattern, metric order, first appearance).
-    order: (usize, u32, u32),
+    /// (first matching --columns pattern, first matching --metric filter,
+    /// metric order, first appearance).
+    order: (usize, usize, u32, u32),
 }
 
 /// A counter's previous raw value, for `--rate`.
@@ -222,10 +223,24 @@ impl CsvWriter {
                         .filter(|&c| c < u32::MAX)
                         .ok_or_else(|| Error::Unsupported("more than 2^32 CSV columns".into()))?;
                     let seq = mi.seq;
+                    // --metric filters in the order given; a name selects
+                    // everything below it, as the filter does.
+                    let fi = self
+                        .opts
+                        .metric_order
+                        .iter()
+                        .position(|g| {
+                            glob::matches(g, &mi.name)
+                                || mi
+                                    .name
+                                    .strip_prefix(g.as_str())
+                                    .is_some_and(|r| r.starts_with('.'))
+                        })
+                        .unwrap_or(usize::MAX);
                     self.cols.push(Column {
                         name: name.clone(),
                         metric: m,
-                        order: (pi, seq, id),
+                        order: (pi, fi, seq, id),
                     });
                     self.seen.push(0);
                     self.by_name.insert(name, id);
