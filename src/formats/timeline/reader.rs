@@ -316,6 +316,11 @@ impl TimelineReader {
             .as_ref()
             .and_then(|d| d.types.values().map(|t| t.id).max())
             .map_or(0, |m| m.saturating_add(1));
+        // --tsc-hz, else the rate the file records (self-description).
+        let (hz, anchor) = match header.time_base {
+            TimeBase::Cycles { hz, anchor } => (hz, anchor),
+            _ => (opts.tsc_hz, opts.tsc_anchor),
+        };
         Ok(TimelineReader {
             path: path.to_path_buf(),
             data,
@@ -333,15 +338,8 @@ impl TimelineReader {
             diags,
             skipped: 0,
             salvage: opts.salvage,
-            // --tsc-hz, else the rate the file records (self-description).
-            hz: match header.time_base {
-                TimeBase::Cycles { hz, .. } => hz,
-                _ => opts.tsc_hz,
-            },
-            anchor: match header.time_base {
-                TimeBase::Cycles { anchor, .. } => anchor,
-                _ => opts.tsc_anchor,
-            },
+            hz,
+            anchor,
             desc,
             sample_ids: HashMap::new(),
             restored: HashMap::new(),
