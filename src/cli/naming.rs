@@ -64,8 +64,8 @@ pub fn target_format(to: Option<FormatId>, out: Option<&Path>) -> anyhow::Result
             anyhow::bail!("--to FORMAT is required when writing to stdout")
         }
         Some(p) if format_for_name(p).is_none() && p.is_dir() => anyhow::bail!(
-            "-o {}: is a directory, and a directory output names no format: give --to FORMAT \
-             (see `polytrace formats`) to write into it, or name the output file (-o {}/NAME.csv)",
+            "-o {}: is a directory, and a directory names no format: name the output file in it \
+             (-o {}/NAME.csv: the extension names the format), or give --to FORMAT (see `polytrace formats`)",
             p.display(),
             p.display()
         ),

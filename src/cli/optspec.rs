@@ -156,6 +156,46 @@ const EVENT_FILTER: &[Rule] = &[
     },
 ];
 const METRIC_FILTER: &[Rule] = &[r(CDI, METRIC_SOURCES, Tgt::Any)];
+/// Events with a CPU: LTT tracefiles and timeline cores.
+const CPU_SOURCES: Src = Src::Formats(&[Ltt, Timeline]);
+const CPU_FILTER: &[Rule] = &[
+    r(CDI, CPU_SOURCES, EVENT_TARGETS),
+    Rule {
+        verbs: &[Convert],
+        sources: CPU_SOURCES,
+        targets: to(&[Target::To(Csv)]),
+        with: Some("events"),
+    },
+];
+/// Every target and listing but the native one (which shows the file as
+/// it is) and a timeline (which keeps cycles as cycles).
+const PLACED: Tgt = to(&[
+    Target::To(Kpi),
+    Target::To(Dlt),
+    Target::To(Mmv),
+    Target::To(Pcp),
+    Target::To(Ltt),
+    Target::To(ChromeJson),
+    Target::To(Csv),
+    Target::To(Ctf),
+    Target::Common,
+    Target::Summary,
+    Target::Stats,
+]);
+const NOT_NATIVE: Tgt = to(&[
+    Target::To(Kpi),
+    Target::To(Dlt),
+    Target::To(Mmv),
+    Target::To(Pcp),
+    Target::To(Ltt),
+    Target::To(Timeline),
+    Target::To(ChromeJson),
+    Target::To(Csv),
+    Target::To(Ctf),
+    Target::Common,
+    Target::Summary,
+    Target::Stats,
+]);
 
 const fn target(f: FormatId) -> Tgt {
     match f {
@@ -178,9 +218,19 @@ const MMV_W: &[Rule] = &write(Mmv);
 const TL_W: &[Rule] = &write(Timeline);
 const LTT_W: &[Rule] = &write(Ltt);
 const CSV_W: &[Rule] = &write(Csv);
-/// DLT ids and payload size: DLT files and the `dlt-convert -a` lines of KPI text.
+/// DLT ids: DLT files and the `dlt-convert -a` lines of KPI text.
 const DLT_IDS: &[Rule] = &[r(RC, Src::Any, to(&[Target::To(Dlt), Target::To(Kpi)]))];
+/// How KPI datasets are split into messages: KPI data into DLT, any
+/// process data into KPI lines.
+const KPI_SPLIT: &[Rule] = &[
+    r(RC, Src::Formats(&[Kpi, Dlt]), to(&[Target::To(Dlt)])),
+    r(RC, Src::Any, to(&[Target::To(Kpi)])),
+];
 const KPI_W: &[Rule] = &write(Kpi);
+const KPI_IDS: &[Rule] = &[
+    r(CDI, Src::Formats(&[Kpi]), Tgt::Any),
+    r(CDI, Src::Formats(&[Dlt]), NOT_NATIVE),
+];
 const RATE: &[Rule] = &[
     r(
         &[Convert],
@@ -201,8 +251,8 @@ pub const OPTIONS: &[OptSpec] = &[
     opt(
         "time-origin",
         "Time window",
-        "inputs with relative time or cycles (dated inputs keep their dates)",
-        &[r(CDI, Src::Undated, Tgt::Any)],
+        "inputs with relative time or cycles (dated inputs keep their dates), not dump's native listing",
+        &[r(CDI, Src::Undated, NOT_NATIVE)],
     ),
     opt("event", "Filters", "inputs with events, into targets that keep them (--to csv: with --events)", EVENT_FILTER),
     opt("exclude-event", "Filters", "inputs with events, into targets that keep them (--to csv: with --events)", EVENT_FILTER),
@@ -210,8 +260,8 @@ pub const OPTIONS: &[OptSpec] = &[
     opt("exclude-metric", "Filters", "inputs with metrics (kpi, dlt, mmv, pcp)", METRIC_FILTER),
     opt("instance", "Filters", "inputs with metrics (kpi, dlt, mmv, pcp)", METRIC_FILTER),
     opt("exclude-instance", "Filters", "inputs with metrics (kpi, dlt, mmv, pcp)", METRIC_FILTER),
-    opt("cpu", "Filters", "inputs with events, into targets that keep them (--to csv: with --events)", EVENT_FILTER),
-    opt("exclude-cpu", "Filters", "inputs with events, into targets that keep them (--to csv: with --events)", EVENT_FILTER),
+    opt("cpu", "Filters", "inputs with events on CPUs (ltt, timeline), into targets that keep events (--to csv: with --events)", CPU_FILTER),
+    opt("exclude-cpu", "Filters", "inputs with events on CPUs (ltt, timeline), into targets that keep events (--to csv: with --events)", CPU_FILTER),
     opt("merge", "Merging", "convert", ANY_CONVERT),
     opt("label", "Merging", "convert with several inputs", ANY_CONVERT),
     opt("output", "Output", "convert and record", ANY_RC),
@@ -229,11 +279,16 @@ pub const OPTIONS: &[OptSpec] = &[
     opt("app-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines); to select input messages use --event APID.CTID", DLT_IDS),
     opt("ctx-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines); to select input messages use --event APID.CTID", DLT_IDS),
     opt("session-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines)", DLT_IDS),
-    opt("dlt-payload-max", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines)", DLT_IDS),
-    opt("dlt-truncated-tails", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines)", DLT_IDS),
+    opt("dlt-payload-max", "DLT output (--to dlt, --to kpi)", "KPI data into --to dlt, and --to kpi (dlt-convert -a lines)", KPI_SPLIT),
+    opt("dlt-truncated-tails", "DLT output (--to dlt, --to kpi)", "KPI data into --to dlt, and --to kpi (dlt-convert -a lines)", KPI_SPLIT),
     opt("kpi-style", "KPI output (--to kpi)", "--to kpi", KPI_W),
     opt("ltt-block-size", "LTT output (--to ltt)", "--to ltt", LTT_W),
-    opt("ltt-plain", "LTT output (--to ltt)", "--to ltt", LTT_W),
+    opt(
+        "ltt-plain",
+        "LTT output (--to ltt)",
+        "--to ltt from a stream that is not LTT (an LTT trace is written plain anyway)",
+        &[r(RC, Src::Formats(&[Kpi, Dlt, Mmv, Pcp, Timeline]), target(Ltt))],
+    ),
     opt("rate", "Counters (--to csv, chrome-json, ctf)", "--to csv, --to chrome-json and --to ctf, from inputs with metrics", RATE),
     opt("units-row", "CSV output (--to csv)", "--to csv", CSV_W),
     opt("delimiter", "CSV output (--to csv)", "--to csv", CSV_W),
@@ -242,46 +297,42 @@ pub const OPTIONS: &[OptSpec] = &[
     opt(
         "kpi-app",
         "DLT and KPI input",
-        "kpi and dlt inputs (which messages are KPI data)",
-        &[r(CDI, Src::Formats(&[Kpi, Dlt]), Tgt::Any)],
+        "kpi inputs, and dlt inputs other than in dump's native listing (which messages are KPI data)",
+        KPI_IDS,
     ),
     opt(
         "kpi-ctx",
         "DLT and KPI input",
-        "kpi and dlt inputs (which messages are KPI data)",
-        &[r(CDI, Src::Formats(&[Kpi, Dlt]), Tgt::Any)],
+        "kpi inputs, and dlt inputs other than in dump's native listing (which messages are KPI data)",
+        KPI_IDS,
     ),
     opt(
         "page-size",
         "DLT and KPI input",
-        "kpi and dlt inputs, where resident sizes are shown in bytes",
+        "KPI text inputs, into targets that keep the source's description (mmv, pcp, ltt, ctf, dump --style common)",
         &[r(
             CDI,
-            Src::Formats(&[Kpi, Dlt]),
+            Src::Formats(&[Kpi]),
             to(&[
                 Target::To(Mmv),
                 Target::To(Pcp),
                 Target::To(Ltt),
-                Target::To(Timeline),
-                Target::To(ChromeJson),
-                Target::To(Csv),
                 Target::To(Ctf),
                 Target::Common,
-                Target::Stats,
             ]),
         )],
     ),
     opt(
         "tsc-hz",
         "Timeline input",
-        "inputs timed in TSC cycles (timeline files)",
-        &[r(CDI, Src::Cycles, Tgt::Any)],
+        "inputs timed in TSC cycles (timeline files), into targets other than a timeline (which keeps cycles)",
+        &[r(CDI, Src::Cycles, PLACED)],
     ),
     opt(
         "tsc-anchor",
         "Timeline input",
-        "inputs timed in TSC cycles (timeline files)",
-        &[r(CDI, Src::Cycles, Tgt::Any)],
+        "inputs timed in TSC cycles (timeline files), into targets other than a timeline (which keeps cycles)",
+        &[r(CDI, Src::Cycles, PLACED)],
     ),
     opt("style", "Listing", "dump", &[r(&[Dump], Src::Any, Tgt::Any)]),
     opt(
@@ -310,10 +361,10 @@ pub const OPTIONS: &[OptSpec] = &[
     opt(
         "no-framing",
         "Listing",
-        "dump of an LTT trace, or dump --style common",
+        "dump of an LTT trace, or dump --style common of a DLT file",
         &[
             r(&[Dump], Src::Formats(&[Ltt]), Tgt::Any),
-            r(&[Dump], Src::Any, to(&[Target::Common])),
+            r(&[Dump], Src::Formats(&[Dlt]), to(&[Target::Common])),
         ],
     ),
     opt(
