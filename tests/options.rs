@@ -256,8 +256,29 @@ fn walk(verb: Verb, srcs: &[Source], outdir: &Path, tally: &mut Tally) {
                 stream: src.file,
                 time: &src.time,
             };
-            let base_args = base(verb, src, t, outdir);
-            let baseline = run(&base_args, outdir);
+            let mut base_args = base(verb, src, t, outdir);
+            let mut baseline = run(&base_args, outdir);
+            // A pair that needs more to convert at all gets it in the base
+            // (those options are then not tried on the pair): cycles a rate
+            // and dates, an events-only input into CSV its events table.
+            if baseline.code != Some(0) {
+                let mut more: Vec<&str> = Vec::new();
+                if matches!(src.time, TimeBase::Cycles { .. }) {
+                    more.extend(["--tsc-hz", "1e9", "--time-origin", "2020-01-01T00:00:00Z"]);
+                }
+                if t == Target::To(FormatId::Csv) {
+                    more.push("--events");
+                }
+                if !more.is_empty() {
+                    let mut a = base_args.clone();
+                    a.splice(1..1, more.iter().map(|s| s.to_string()));
+                    let b = run(&a, outdir);
+                    if b.code == Some(0) {
+                        base_args = a;
+                        baseline = b;
+                    }
+                }
+            }
             let what = |long: &str| {
                 format!(
                     "{} --{long} with {} into {}",
@@ -300,21 +321,22 @@ fn walk(verb: Verb, srcs: &[Source], outdir: &Path, tally: &mut Tally) {
                     }
                     continue;
                 }
-                let (base_run, base_args) = if !alone {
-                    let w = with.unwrap();
-                    let mut a = base_args.clone();
-                    a.insert(1, format!("--{w}"));
-                    (run(&a, outdir), a)
-                } else {
-                    (
-                        Outcome {
-                            code: baseline.code,
-                            stderr: baseline.stderr.clone(),
-                            bytes: baseline.bytes.clone(),
-                        },
-                        base_args.clone(),
-                    )
-                };
+                let (base_run, base_args) =
+                    if !alone && !base_args.contains(&format!("--{}", with.unwrap())) {
+                        let w = with.unwrap();
+                        let mut a = base_args.clone();
+                        a.insert(1, format!("--{w}"));
+                        (run(&a, outdir), a)
+                    } else {
+                        (
+                            Outcome {
+                                code: baseline.code,
+                                stderr: baseline.stderr.clone(),
+                                bytes: baseline.bytes.clone(),
+                            },
+                            base_args.clone(),
+                        )
+                    };
                 if src.no_events && matches!(long.as_str(), "event" | "exclude-event") {
                     tally
                         .skipped_pairs
@@ -365,6 +387,9 @@ fn every_option_changes_the_output_or_is_refused() {
         tally.refused,
         tally.skipped_pairs.len()
     );
+    for p in &tally.skipped_pairs {
+        eprintln!("skipped: {p}");
+    }
     assert!(
         tally.failures.is_empty(),
         "{} failures:\n{}",

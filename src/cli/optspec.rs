@@ -292,7 +292,12 @@ pub const OPTIONS: &[OptSpec] = &[
     opt("rate", "Counters (--to csv, chrome-json, ctf)", "--to csv, --to chrome-json and --to ctf, from inputs with metrics", RATE),
     opt("units-row", "CSV output (--to csv)", "--to csv", CSV_W),
     opt("delimiter", "CSV output (--to csv)", "--to csv", CSV_W),
-    opt("columns", "CSV output (--to csv)", "--to csv", CSV_W),
+    opt(
+        "columns",
+        "CSV output (--to csv)",
+        "--to csv from inputs with metrics (the samples table's columns)",
+        &[r(RC, METRIC_SOURCES, target(Csv))],
+    ),
     opt("events", "CSV output (--to csv)", "--to csv", CSV_W),
     opt(
         "kpi-app",
