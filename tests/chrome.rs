@@ -167,7 +167,7 @@ fn every_corpus_input_parses_and_counts_match_info() {
             let o = Command::new(common::bin())
                 .arg("convert")
                 .arg(&input)
-                .args(["--to", "chrome-json", "-o"])
+                .args(["--tsc-hz", "1e9", "--to", "chrome-json", "-o"])
                 .arg(&out)
                 .output()
                 .unwrap();

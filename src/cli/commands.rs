@@ -253,22 +253,27 @@ fn dump(mut a: DumpCmd, quiet: bool) -> Result<u8> {
     optspec::check_target(Verb::Dump, target, &a.input_args.given)?;
     a.input_args.check = Some((Verb::Dump, target));
     let src = stream::Source::open(&a.input, &a.input_args)?;
-    if target == Target::Native {
-        // The native listing reads the file itself: the source check
-        // needs its header.
-        let r = src.fmt.open(&src.input, &a.input_args.read_options())?;
-        let h = r.header();
-        optspec::check_sources(
-            Verb::Dump,
-            target,
-            &a.input_args.given,
-            &[optspec::SourceKind {
-                file: src.fmt.id(),
-                stream: h.source,
-                time: &h.time_base,
-            }],
-            &src.input.name(),
-        )?;
+    // (Not on stdin: its bytes are the listing's to read once.)
+    if target == Target::Native
+        && !a.input_args.given.is_empty()
+        && src.input.kind != InputKind::Stdin
+    {
+        // The native listing reads the file itself: the source check needs
+        // its header (a file that cannot be opened is the listing's to report).
+        if let Ok(r) = src.fmt.open(&src.input, &a.input_args.read_options()) {
+            let h = r.header();
+            optspec::check_sources(
+                Verb::Dump,
+                target,
+                &a.input_args.given,
+                &[optspec::SourceKind {
+                    file: src.fmt.id(),
+                    stream: h.source,
+                    time: &h.time_base,
+                }],
+                &src.input.name(),
+            )?;
+        }
     }
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -587,7 +592,7 @@ fn empty_window(
     );
     match (first, last) {
         (Some(f), Some(l)) => anyhow::anyhow!(
-            "nothing inside {window}: the trace runs from {} to {} (widen the window or move it there)",
+            "{e}; nothing inside {window}: the trace runs from {} to {} (widen the window or move it there)",
             f.rfc3339(),
             l.rfc3339()
         ),

@@ -72,7 +72,10 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
                 InputKind::Stdin if input.probe.is_empty() => "empty input on stdin".into(),
                 InputKind::Dir => "directory is not an LTT trace (no info/system.xml)".into(),
                 // Nothing nearly matched: say what was tried; --from would not help.
-                _ => format!("not a trace polytrace reads: {}", tried(input)),
+                _ => format!(
+                    "unrecognised format, not a trace polytrace reads: {}",
+                    tried(input)
+                ),
             };
             Err(Error::Detect {
                 path: input.path.clone(),
