@@ -313,7 +313,7 @@ fn the_writer_thread_writes_the_same_files() {
                 let out = dir.path().join(format!("{name}-{to}-{threads}.out"));
                 // Dates for the cycles-only timeline (a dated input refuses
                 // --time-origin and --tsc-hz: they would change nothing).
-                let place: &[&str] = if name == "timeline" {
+                let place: &[&str] = if name == "timeline" && to != "timeline" {
                     &[
                         "--time-origin",
                         "2020-01-01T00:00:00Z",

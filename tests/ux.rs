@@ -982,7 +982,17 @@ fn convert_help_groups_its_options() {
             "{a} before {b}: {headings:?}"
         );
     }
-    for h in ["PCP:", "MMV:", "Timeline:", "DLT:", "KPI:", "LTT:", "CSV:"] {
+    // Headings from the option declaration (src/cli/optspec.rs): each
+    // names the target its options apply to.
+    for h in [
+        "PCP output (--to pcp):",
+        "MMV output (--to mmv):",
+        "Timeline output (--to timeline):",
+        "DLT output (--to dlt, --to kpi):",
+        "KPI output (--to kpi):",
+        "LTT output (--to ltt):",
+        "CSV output (--to csv):",
+    ] {
         assert!(pos(h) > pos("Output:"), "{h}: {headings:?}");
     }
     // A format's options sit under its heading.
@@ -993,9 +1003,10 @@ fn convert_help_groups_its_options() {
             .unwrap_or("")
             .to_string()
     };
-    assert!(block("PCP:").contains("--pcp-version"));
-    assert!(block("DLT:").contains("--kpi-app") && block("DLT:").contains("--ecu"));
-    assert!(block("Timeline:").contains("--entries"));
+    assert!(block("PCP output (--to pcp):").contains("--pcp-version"));
+    assert!(block("DLT and KPI input:").contains("--kpi-app"));
+    assert!(block("DLT output (--to dlt, --to kpi):").contains("--ecu"));
+    assert!(block("Timeline output (--to timeline):").contains("--entries"));
     assert!(block("Output:").contains("[possible values: kpi,"));
     insta::assert_snapshot!("convert_help", help);
 }
