@@ -592,11 +592,47 @@ fn empty_window(
     );
     match (first, last) {
         (Some(f), Some(l)) => anyhow::anyhow!(
-            "{e}; nothing inside {window}: the trace runs from {} to {} (widen the window or move it there)",
+            "{e}; nothing inside {window}: the trace runs from {} to {}{} (widen the window or move it there)",
             f.rfc3339(),
-            l.rfc3339()
+            l.rfc3339(),
+            nearest(sources, ia)
         ),
         _ => e.context(format!("nothing inside {window}")),
+    }
+}
+
+/// A window between two data items (a 30 s window between 60 s samples):
+/// the nearest items before and after it. Read only on this error path.
+fn nearest(sources: &[stream::Source], ia: &super::args::InputArgs) -> String {
+    use crate::model::TimeSpec;
+    let (Some(TimeSpec::At(b)), Some(TimeSpec::At(e))) = (ia.begin, ia.end) else {
+        return String::new();
+    };
+    let mut before: Option<crate::model::Timestamp> = None;
+    let mut after: Option<crate::model::Timestamp> = None;
+    for s in sources {
+        let Ok(mut r) = s.fmt.open(&s.input, &ia.read_options()) else {
+            return String::new();
+        };
+        while let Ok(Some(item)) = r.next_item() {
+            let Some(t) = item.is_data().then(|| item.time()).flatten() else {
+                continue;
+            };
+            if t < b && before.is_none_or(|x| t > x) {
+                before = Some(t);
+            }
+            if t > e && after.is_none_or(|x| t < x) {
+                after = Some(t);
+            }
+        }
+    }
+    match (before, after) {
+        (Some(x), Some(y)) => format!(
+            "; the nearest data are at {} (before --begin) and {} (after --end)",
+            x.rfc3339(),
+            y.rfc3339()
+        ),
+        _ => String::new(),
     }
 }
 
