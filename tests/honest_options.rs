@@ -287,7 +287,9 @@ fn an_empty_window_says_where_the_data_is() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("nearest") && err.contains("03:45:15.675"),
+        err.contains("nearest")
+            && err.contains("03:45:15.696528")
+            && err.contains("03:45:16.696471"),
         "{err}"
     );
 }
