@@ -75,7 +75,7 @@ impl Input {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if archive_members(path).is_empty() {
-                    Err(Error::io(path, e))
+                    Err(Error::io(path, not_found(path, e)))
                 } else {
                     Ok(Input {
                         path: path.to_path_buf(),
@@ -342,4 +342,64 @@ pub fn archive_members(base: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Edit distance (Levenshtein), for "did you mean".
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = if ca == cb {
+                diag
+            } else {
+                1 + diag.min(up).min(row[j])
+            };
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+/// A missing input, with the nearest names beside it ("did you mean
+/// bozo-20170904": a PCP archive is named by its base name).
+fn not_found(path: &Path, e: std::io::Error) -> std::io::Error {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return e;
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return e;
+    };
+    let mut near: Vec<(usize, String)> = Vec::new();
+    for entry in entries.take(10_000).flatten() {
+        let Ok(n) = entry.file_name().into_string() else {
+            continue;
+        };
+        // An archive member stands for its base name.
+        let base = match n.rsplit_once('.') {
+            Some((b, "meta" | "index")) => b.to_string(),
+            Some((b, v)) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => b.to_string(),
+            _ => n,
+        };
+        let d = edit_distance(name, &base);
+        if d <= 3.max(name.len() / 4) && !near.iter().any(|(_, b)| *b == base) {
+            near.push((d, base));
+        }
+    }
+    if near.is_empty() {
+        return e;
+    }
+    near.sort();
+    let names: Vec<String> = near.into_iter().take(3).map(|(_, n)| n).collect();
+    std::io::Error::new(
+        e.kind(),
+        format!("{e}: did you mean {}?", names.join(" or ")),
+    )
 }

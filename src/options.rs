@@ -63,6 +63,8 @@ pub struct WriteOptions {
     pub source: Option<String>,
     /// Parquet: write into a Hive-partitioned dataset (`convert DIR`).
     pub dataset: bool,
+    /// CSV: the `--metric` filters in the order given: columns follow it.
+    pub metric_order: Vec<String>,
 }
 
 /// Options for listings.

@@ -112,6 +112,11 @@ pub fn adapt(
         ec.loss = loss.clone();
         reader = Box::new(ec);
     }
+    // --rate: CSV computes rates itself (its cells); the exports that take
+    // values as they come get counters as rates from this stage.
+    if wopts.rate && matches!(to.id(), FormatId::ChromeJson | FormatId::Ctf) {
+        reader = Box::new(crate::stages::Rates::wrap(reader));
+    }
     // KPI lines from any process data (proc.* metrics, process events).
     if to.id() == FormatId::Kpi {
         let mut k = crate::stages::KpiFromProc::wrap(reader);

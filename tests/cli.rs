@@ -183,7 +183,7 @@ fn time_window_keeps_only_data_inside() {
         .find(|l| l.starts_with("last:"))
         .unwrap()
         .split_whitespace()
-        .last()
+        .nth(1)
         .unwrap()
         .parse()
         .unwrap();

@@ -407,7 +407,18 @@ fn one_event_type_gets_a_column_per_field() {
     // a2-unwrapped has a single message type.
     let input = common::corpus().join("timeline/a2-unwrapped.dat");
     let dir = tempfile::tempdir().unwrap();
-    let (hdr, rows) = events_table(&input, dir.path(), "t");
+    // TSC cycles need a rate to be seconds (1 GHz: one per ns).
+    let (rc, _, err) = convert(
+        &input,
+        dir.path(),
+        "t.csv",
+        &["--events", "--tsc-hz", "1e9"],
+    );
+    assert_eq!(rc, 0, "{err}");
+    let (hdr, rows) = read_csv(
+        &std::fs::read(dir.path().join("t.events.csv")).unwrap(),
+        b',',
+    );
     assert_eq!(hdr, ["time", "category", "name", "cpu", "i", "n"]);
     assert_eq!(rows.len(), 100);
     // Cycles only: seconds on the source's own axis, never a date.

@@ -535,11 +535,17 @@ fn case6_detection_on_damaged_files() {
         assert_eq!(code(&o), 2);
         assert!(stderr(&o).contains(want), "{}", stderr(&o));
     }
-    // Unrelated bytes are still just unrecognised.
+    // Unrelated bytes are still just unrecognised: the message says what
+    // was tried, and --from (which cannot help) is not offered.
     let p = tmp.path().join("junk");
     std::fs::write(&p, b"\x07\x07\x07 hello").unwrap();
     let o = run(&[&"info", &p]);
-    common::assert_has(&stderr(&o), "unrecognised format (give --from");
+    assert!(
+        stderr(&o).contains("unrecognised format") && stderr(&o).contains("not dlt: "),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("--from"), "{}", stderr(&o));
 }
 
 /// Inputs kept from fuzzing (crashes found and fixed, and hand-made

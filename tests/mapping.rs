@@ -95,7 +95,10 @@ fn declared_table_agrees_with_real_conversions() {
             let out = dir.path().join(format!("{src}-{dst}"));
             let mut cmd = Command::new(common::bin());
             cmd.args(["convert", "--to", dst.name()]);
-            if s.undated {
+            // Only the timeline input has no dates (the KPI one has):
+            // --time-origin on a dated input is refused.
+            // (A timeline keeps cycles as cycles: nothing to place.)
+            if s.undated && src == FormatId::Timeline && dst != FormatId::Timeline {
                 cmd.args(["--tsc-hz", "2.5e9", "--time-origin", "1795319035"]);
             }
             let o = cmd.arg("-o").arg(&out).arg(&input).output().unwrap();

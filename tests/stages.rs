@@ -167,7 +167,6 @@ fn native_listings_that_cannot_be_cut_refuse() {
             ["--event", "kpi.NEW"],
             "whole messages",
         ),
-        ("ltt/smp_example", ["--metric", "x"], "events as stored"),
         ("pcp/live_v3", ["--event", "x"], "no events"),
     ] {
         let input = common::corpus().join(rel);
@@ -177,6 +176,18 @@ fn native_listings_that_cannot_be_cut_refuse() {
         let e = text(&out.stderr);
         assert!(e.contains(why) && e.contains("--style common"), "{e}");
     }
+    // A filter of what the input cannot hold is refused before any listing.
+    let out = run(pt()
+        .arg("dump")
+        .arg(common::corpus().join("ltt/smp_example"))
+        .args(["--metric", "x"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("--metric") && e.contains("applies to inputs with metrics"),
+        "{e}"
+    );
 }
 
 /// The LTT listing under `--event`, `--cpu` and a window is the common
@@ -294,9 +305,23 @@ fn zoneless_times_are_local() {
     );
     assert_eq!(info("XXX-1", "2026-11-22 04:45:16", "@04:45:18"), utc);
     assert_eq!(info("UTC", "@03:45:16", "1795319118"), utc);
-    assert_ne!(
-        info("UTC", "2026-11-22T04:45:16", "2026-11-22T04:45:18"),
-        utc
+    // Read as UTC, the local times are an hour after the trace: an empty
+    // window, refused with the trace's span.
+    let out = run(Command::new(common::bin())
+        .env("TZ", "UTC")
+        .arg("info")
+        .arg(&a)
+        .args([
+            "--begin",
+            "2026-11-22T04:45:16",
+            "--end",
+            "2026-11-22T04:45:18",
+        ]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("the trace runs from"),
+        "{}",
+        text(&out.stderr)
     );
 }
 

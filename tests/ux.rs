@@ -958,7 +958,17 @@ fn convert_help_groups_its_options() {
             "{a} before {b}: {headings:?}"
         );
     }
-    for h in ["PCP:", "MMV:", "Timeline:", "DLT:", "KPI:", "LTT:", "CSV:"] {
+    // Headings from the option declaration (src/cli/optspec.rs): each
+    // names the target its options apply to.
+    for h in [
+        "PCP output (--to pcp):",
+        "MMV output (--to mmv):",
+        "Timeline output (--to timeline):",
+        "DLT output (--to dlt, --to kpi):",
+        "KPI output (--to kpi):",
+        "LTT output (--to ltt):",
+        "CSV output (--to csv):",
+    ] {
         assert!(pos(h) > pos("Output:"), "{h}: {headings:?}");
     }
     // A format's options sit under its heading.
@@ -969,9 +979,10 @@ fn convert_help_groups_its_options() {
             .unwrap_or("")
             .to_string()
     };
-    assert!(block("PCP:").contains("--pcp-version"));
-    assert!(block("DLT:").contains("--kpi-app") && block("DLT:").contains("--ecu"));
-    assert!(block("Timeline:").contains("--entries"));
+    assert!(block("PCP output (--to pcp):").contains("--pcp-version"));
+    assert!(block("DLT and KPI input:").contains("--kpi-app"));
+    assert!(block("DLT output (--to dlt, --to kpi):").contains("--ecu"));
+    assert!(block("Timeline output (--to timeline):").contains("--entries"));
     assert!(block("Output:").contains("[possible values: kpi,"));
     insta::assert_snapshot!("convert_help", help);
 }
@@ -1011,4 +1022,109 @@ fn check_and_info_offer_only_what_they_use() {
         .arg(corpus("kpi/kpi-capture.dlt"))
         .assert()
         .code(2);
+}
+
+// ------------------------------------------------- eight mistakes (issue 37)
+
+/// The eight deliberate mistakes of issue 37: each message names the
+/// problem and the fix.
+#[test]
+fn eight_mistakes_get_messages_that_point_to_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |n: &str| dir.path().join(n);
+    let pcp = corpus("pcp/live_v2");
+    let text = out("notes.txt");
+    std::fs::write(&text, "a,b,c\n1,2,3\n").unwrap();
+    let adir = out("adir");
+    std::fs::create_dir(&adir).unwrap();
+    let cases: Vec<(Vec<std::ffi::OsString>, &[&str])> = vec![
+        // 1. A name another tool uses for Chrome JSON.
+        (
+            vec![
+                "convert".into(),
+                pcp.clone().into(),
+                "--to".into(),
+                "perfetto".into(),
+                "-o".into(),
+                out("x").into(),
+            ],
+            &["perfetto", "did you mean", "chrome-json"],
+        ),
+        // 2. Half of the name.
+        (
+            vec![
+                "convert".into(),
+                pcp.clone().into(),
+                "--to".into(),
+                "json".into(),
+                "-o".into(),
+                out("x").into(),
+            ],
+            &["json", "did you mean", "chrome-json"],
+        ),
+        // 3. A file that is no trace: what was tried, no --from advice.
+        (
+            vec!["info".into(), text.clone().into()],
+            &["not a trace", "not dlt", "not kpi", "line 1"],
+        ),
+        // 4. A mistyped PCP base name.
+        (
+            vec!["info".into(), corpus("pcp/live-v2").into()],
+            &["live-v2", "did you mean", "live_v2"],
+        ),
+        // 5. A directory as -o.
+        (
+            vec![
+                "convert".into(),
+                pcp.clone().into(),
+                "-o".into(),
+                adir.clone().into(),
+            ],
+            &["is a directory", "--to FORMAT", "NAME"],
+        ),
+        // 6. An option of another target.
+        (
+            vec![
+                "convert".into(),
+                pcp.clone().into(),
+                "--kpi-style".into(),
+                "bare".into(),
+                "-o".into(),
+                out("y.csv").into(),
+            ],
+            &["--kpi-style", "applies to --to kpi"],
+        ),
+        // 7. A DLT write-side id taken for a filter.
+        (
+            vec![
+                "convert".into(),
+                corpus("dlt/testfile.dlt").into(),
+                "--app-id".into(),
+                "LOG".into(),
+                "-o".into(),
+                out("z.csv").into(),
+            ],
+            &["--app-id", "applies to --to dlt", "--event"],
+        ),
+        // 8. Cycles into a target that shows seconds.
+        (
+            vec![
+                "convert".into(),
+                corpus("timeline/a2-priorities.dat").into(),
+                "-o".into(),
+                out("t.json").into(),
+            ],
+            &["TSC cycles", "--tsc-hz"],
+        ),
+    ];
+    for (args, want) in cases {
+        let o = pt().args(&args).output().unwrap();
+        let err = stderr_of(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{args:?}: {w:?} not in: {err}");
+        }
+        assert!(!err.contains("give --from"), "{args:?}: {err}");
+    }
+    assert!(!out("x").exists() && !out("y.csv").exists() && !out("z.csv").exists());
 }

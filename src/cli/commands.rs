@@ -1,7 +1,8 @@
 //! The verbs.
 
 use super::args::Style;
-use super::naming::target_format;
+use super::naming::{pcp_base, target_format};
+use super::optspec::{self, Target, Verb};
 use super::progress;
 use super::report::report_diagnostics;
 use super::stream;
@@ -14,6 +15,7 @@ use std::io::{BufWriter, Write};
 
 pub fn run(cli: Cli) -> Result<u8> {
     let quiet = cli.global.quiet;
+    let given = cli.given;
     match cli.command {
         Command::Formats(a) if a.mapping => mapping_table(),
         Command::Formats(_) => formats_table(),
@@ -21,24 +23,27 @@ pub fn run(cli: Cli) -> Result<u8> {
         // `--help`'s headings) and read through the input options.
         Command::Convert(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            a.input_args.given = given;
             convert(*a, quiet)
         }
         Command::Dump(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            a.input_args.given = given;
             dump(a, quiet)
         }
         Command::Info(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
+            a.input_args.given = given;
             info(a, quiet)
         }
         Command::Check(a) => check(a, quiet),
-        Command::Record(a) => super::record::run(&a, quiet),
+        Command::Record(a) => super::record::run(&a, &given, quiet),
         Command::Completions(a) => completions(a.shell),
         Command::Man(a) => man(a.command.as_deref()),
     }
 }
 fn completions(shell: clap_complete::Shell) -> Result<u8> {
-    let mut cmd = <Cli as clap::CommandFactory>::command();
+    let mut cmd = super::cli_command();
     clap_complete::generate(shell, &mut cmd, "polytrace", &mut std::io::stdout());
     Ok(EXIT_OK)
 }
@@ -46,7 +51,7 @@ fn completions(shell: clap_complete::Shell) -> Result<u8> {
 /// `polytrace man [COMMAND]`: roff from the same clap definitions as
 /// `--help`; a verb's page is `polytrace-<verb>(1)`, as git names its pages.
 fn man(verb: Option<&str>) -> Result<u8> {
-    let top = <Cli as clap::CommandFactory>::command();
+    let top = super::cli_command();
     let cmd = match verb {
         None => top,
         Some(v) => {
@@ -83,17 +88,23 @@ fn formats_table() -> Result<u8> {
         if !(c.read || c.write || c.dump) {
             desc.push_str(" [not implemented yet]");
         }
+        // An export is written for other tools: polytrace does not read it back.
+        let export = c.write && !c.read;
+        let r = |b: bool| if export { "export" } else { m(b) };
         writeln!(
             out,
             "{:<12} {:<6} {:<6} {:<6}  {}",
             f.id().name(),
-            m(c.read),
+            r(c.read),
             m(c.write),
-            m(c.dump),
+            r(c.dump),
             desc
         )?;
     }
-    writeln!(out, "\n`-` = not implemented yet in this build.")?;
+    writeln!(
+        out,
+        "\n`export` = export only: written for other tools, not read back; `-` = not implemented yet in this build."
+    )?;
     Ok(EXIT_OK)
 }
 
@@ -104,7 +115,7 @@ fn mapping_table() -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
+fn convert(mut a: ConvertArgs, quiet: bool) -> Result<u8> {
     if let [one] = a.inputs.as_slice() {
         // Never resolve `-` here: that would read stdin's first bytes.
         if !a.merge.merge && one.as_os_str() != "-" && one.is_dir() {
@@ -122,12 +133,19 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
                 let to_id = a.output.to.context(
                     "--to FORMAT is required when converting a directory (see `polytrace formats`)",
                 )?;
+                optspec::check_target(Verb::Convert, Target::To(to_id), &a.input_args.given)?;
                 return super::batch::convert_tree(&a, formats::get(to_id), quiet);
             }
         }
     }
-    let to = formats::get(target_format(a.output.to, a.output.output.as_deref())?);
-    let out_path = a.output.output.clone().context("-o OUT is required")?;
+    let to_id = target_format(a.output.to, a.output.output.as_deref())?;
+    optspec::check_target(Verb::Convert, Target::To(to_id), &a.input_args.given)?;
+    let to = formats::get(to_id);
+    let mut out_path = a.output.output.clone().context("-o OUT is required")?;
+    if to_id == crate::model::FormatId::Pcp {
+        out_path = pcp_base(&out_path);
+    }
+    a.input_args.check = Some((Verb::Convert, Target::To(to_id)));
     let sources = stream::sources(&a.inputs, &a.merge, &a.input_args)?;
     if sources.len() == 1 && !a.merge.label.is_empty() {
         anyhow::bail!("--label names the inputs of a merge; there is one input");
@@ -141,9 +159,11 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
         &a.filter,
         &[a.output.at],
     )?;
+    needs_seconds(st.reader.header(), to_id, &a.input_args, &names)?;
     let mut wopts = a.output.write_options();
     wopts.at = stream::resolve_at(a.output.at, st.start, st.end)?;
     wopts.source = Some(names.clone());
+    wopts.metric_order = a.filter.metric.clone();
     let stdout = out_path.as_os_str() == "-";
     // A byte bar for readers that can tell their position (the stages pass
     // it through), never over output going to the same terminal.
@@ -180,7 +200,8 @@ fn convert(a: ConvertArgs, quiet: bool) -> Result<u8> {
                 }
             };
             pipeline::convert(st.reader, &st.members, to, dest, &wopts)
-                .map_err(|e| pipeline::name_input(e, &names))?
+                .map_err(|e| pipeline::name_input(e, &names))
+                .map_err(|e| empty_window(e.into(), &sources, &a.input_args))?
         }
     };
     pb.finish_and_clear();
@@ -244,8 +265,37 @@ fn listing_args(
 }
 
 fn dump(mut a: DumpCmd, quiet: bool) -> Result<u8> {
+    let target = if a.dump.style == Style::Common {
+        Target::Common
+    } else {
+        Target::Native
+    };
+    optspec::check_target(Verb::Dump, target, &a.input_args.given)?;
+    a.input_args.check = Some((Verb::Dump, target));
     let src = stream::Source::open(&a.input, &a.input_args)?;
     a.input_args = listing_args(std::slice::from_ref(&src), &a.input_args);
+    // (Not on stdin: its bytes are the listing's to read once.)
+    if target == Target::Native
+        && !a.input_args.given.is_empty()
+        && src.input.kind != InputKind::Stdin
+    {
+        // The native listing reads the file itself: the source check needs
+        // its header (a file that cannot be opened is the listing's to report).
+        if let Ok(r) = src.fmt.open(&src.input, &a.input_args.read_options()) {
+            let h = r.header();
+            optspec::check_sources(
+                Verb::Dump,
+                target,
+                &a.input_args.given,
+                &[optspec::SourceKind {
+                    file: src.fmt.id(),
+                    stream: h.source,
+                    time: &h.time_base,
+                }],
+                &src.input.name(),
+            )?;
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let diags = if a.dump.style == Style::Common {
@@ -282,15 +332,39 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
     if a.top.is_some() && !a.stats {
         return Err(crate::Error::Usage("--top applies to info --stats only".into()).into());
     }
+    let target = if a.stats {
+        Target::Stats
+    } else {
+        Target::Summary
+    };
+    optspec::check_target(Verb::Info, target, &a.input_args.given)?;
+    a.input_args.check = Some((Verb::Info, target));
     let sources = stream::sources(&a.inputs, &Default::default(), &a.input_args)?;
     a.input_args = listing_args(&sources, &a.input_args);
     let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
     let mut st = stream::open(&sources, &[], &a.input_args, &a.filter, &[])?;
     let r = st.reader.as_mut();
     let h = r.header().clone();
+    if a.stats {
+        // Figures per second need seconds.
+        needs_seconds(
+            &h,
+            crate::model::FormatId::Csv,
+            &a.input_args,
+            &names.join(", "),
+        )
+        .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace("--to csv", "info --stats")))?;
+    }
     let mut out = std::io::stdout().lock();
     if a.stats {
         let s = crate::info::stats(r, a.top.unwrap_or(0))?;
+        if s.first.is_none() {
+            return Err(empty_window(
+                anyhow::anyhow!("no data item to give figures of"),
+                &sources,
+                &a.input_args,
+            ));
+        }
         if a.json {
             serde_json::to_writer_pretty(&mut out, &s)?;
             writeln!(out)?;
@@ -299,6 +373,13 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
         }
     } else {
         let info = crate::info::info(r)?;
+        if info.first.is_none() && (a.input_args.begin.is_some() || a.input_args.end.is_some()) {
+            return Err(empty_window(
+                anyhow::anyhow!("no data item"),
+                &sources,
+                &a.input_args,
+            ));
+        }
         let native = r.native_counts();
         if a.json {
             let j = serde_json::json!({
@@ -309,6 +390,9 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
                 "host": h.host,
                 "first": info.first.map(|t| t.to_string()),
                 "last": info.last.map(|t| t.to_string()),
+                "first_shown": info.first.map(|t| show_time(t, &h.time_base)),
+                "last_shown": info.last.map(|t| show_time(t, &h.time_base)),
+                "time_of_dlt_messages": "storage time (the header the logger wrote when it stored the message); the ECU timestamp is in dump's native listing",
                 "items": info.items,
                 "events_by_type": info.events_by_type,
                 "values_by_metric": info.values_by_metric,
@@ -334,11 +418,20 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
                 writeln!(out, "host:      {host}")?;
             }
             if let (Some(f), Some(l)) = (info.first, info.last) {
-                writeln!(out, "first:     {f}")?;
-                writeln!(out, "last:      {l}")?;
+                writeln!(out, "first:     {}", show_time(f, &h.time_base))?;
+                writeln!(out, "last:      {}", show_time(l, &h.time_base))?;
+                if h.source == crate::model::FormatId::Dlt {
+                    writeln!(
+                        out,
+                        "times:     DLT storage time (dump's native listing also shows each message's ECU timestamp)"
+                    )?;
+                }
                 // The same in words a reader takes in at a glance.
-                let secs = l.nanos().saturating_sub(f.nanos()) as f64 / 1e9;
-                if h.time_base.is_absolute() {
+                let d = l.nanos().saturating_sub(f.nanos());
+                let secs = d as f64 / 1e9;
+                if matches!(h.time_base, crate::model::TimeBase::Cycles { hz: None, .. }) {
+                    writeln!(out, "span:      {d} cycles")?;
+                } else if h.time_base.is_absolute() {
                     writeln!(
                         out,
                         "span:      {secs:.3} s, from {} to {}",
@@ -576,6 +669,120 @@ fn parse_epoch_ns(t: &str) -> Option<i64> {
         .ok()?
         .checked_mul(1_000_000_000)?
         .checked_add(frac.parse::<i64>().ok()?)
+}
+
+/// A time as `info` shows it: epoch seconds and ISO 8601 UTC for dates,
+/// seconds for relative time, cycles for cycles without a rate.
+pub fn show_time(t: crate::model::Timestamp, tb: &crate::model::TimeBase) -> String {
+    use crate::model::TimeBase;
+    match tb {
+        TimeBase::Absolute
+        | TimeBase::Cycles {
+            anchor: Some(_),
+            hz: Some(_),
+        } => {
+            format!("{t}  {}", t.rfc3339())
+        }
+        TimeBase::Cycles { hz: None, .. } => format!("{} cycles", t.0),
+        TimeBase::Cycles { .. } => format!("{t} s after TSC 0"),
+        TimeBase::Relative { .. } => format!("{t} s (relative)"),
+    }
+}
+
+/// Targets that show seconds refuse cycles without their rate instead of
+/// reading cycles as nanoseconds.
+fn needs_seconds(
+    h: &crate::model::Header,
+    to: crate::model::FormatId,
+    ia: &super::args::InputArgs,
+    names: &str,
+) -> Result<()> {
+    use crate::model::{FormatId, TimeBase};
+    let seconds = matches!(to, FormatId::ChromeJson | FormatId::Csv);
+    if seconds
+        && ia.fmt.tsc_hz.is_none()
+        && matches!(h.time_base, TimeBase::Cycles { hz: None, .. })
+    {
+        anyhow::bail!(
+            "{names}: --to {to} shows seconds, and this input has TSC cycles only: \
+             give --tsc-hz HZ (e.g. --tsc-hz 2.4GHz) to place them on a time axis"
+        );
+    }
+    Ok(())
+}
+
+/// An empty result of a window: say where the trace's data is.
+fn empty_window(
+    e: anyhow::Error,
+    sources: &[stream::Source],
+    ia: &super::args::InputArgs,
+) -> anyhow::Error {
+    if ia.begin.is_none() && ia.end.is_none() {
+        return e;
+    }
+    let mut first = None;
+    let mut last = None;
+    for s in sources {
+        if let Ok((a, b)) = s.bounds(ia, true) {
+            first = match (first, a) {
+                (Some(x), Some(y)) => Some(std::cmp::min(x, y)),
+                (x, y) => x.or(y),
+            };
+            last = match (last, b) {
+                (Some(x), Some(y)) => Some(std::cmp::max(x, y)),
+                (x, y) => x.or(y),
+            };
+        }
+    }
+    let window = format!(
+        "--begin {} --end {}",
+        ia.begin.map_or("-".into(), |b| b.to_string()),
+        ia.end.map_or("-".into(), |b| b.to_string())
+    );
+    match (first, last) {
+        (Some(f), Some(l)) => anyhow::anyhow!(
+            "{e}; nothing inside {window}: the trace runs from {} to {}{} (widen the window or move it there)",
+            f.rfc3339(),
+            l.rfc3339(),
+            nearest(sources, ia)
+        ),
+        _ => e.context(format!("nothing inside {window}")),
+    }
+}
+
+/// A window between two data items (a 30 s window between 60 s samples):
+/// the nearest items before and after it. Read only on this error path.
+fn nearest(sources: &[stream::Source], ia: &super::args::InputArgs) -> String {
+    use crate::model::TimeSpec;
+    let (Some(TimeSpec::At(b)), Some(TimeSpec::At(e))) = (ia.begin, ia.end) else {
+        return String::new();
+    };
+    let mut before: Option<crate::model::Timestamp> = None;
+    let mut after: Option<crate::model::Timestamp> = None;
+    for s in sources {
+        let Ok(mut r) = s.fmt.open(&s.input, &ia.read_options()) else {
+            return String::new();
+        };
+        while let Ok(Some(item)) = r.next_item() {
+            let Some(t) = item.is_data().then(|| item.time()).flatten() else {
+                continue;
+            };
+            if t < b && before.is_none_or(|x| t > x) {
+                before = Some(t);
+            }
+            if t > e && after.is_none_or(|x| t < x) {
+                after = Some(t);
+            }
+        }
+    }
+    match (before, after) {
+        (Some(x), Some(y)) => format!(
+            "; the nearest data are at {} (before --begin) and {} (after --end)",
+            x.rfc3339(),
+            y.rfc3339()
+        ),
+        _ => String::new(),
+    }
 }
 
 fn check(a: CheckArgs, quiet: bool) -> Result<u8> {

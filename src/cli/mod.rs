@@ -5,6 +5,7 @@ pub mod args;
 mod batch;
 mod commands;
 mod naming;
+pub mod optspec;
 mod progress;
 mod record;
 mod report;
@@ -30,7 +31,7 @@ pub const EXIT_BATCH_FAILED: u8 = 3;
 #[command(
     name = "polytrace",
     version,
-    about = "Record, convert and read traces: DLT KPI, PCP MMV, PCP archives, LTT, Snabb timeline",
+    about = "Record, convert and read traces: reads and writes DLT KPI, PCP MMV, PCP archives, LTT, Snabb timeline; exports Chrome JSON, CSV, CTF, Parquet (`polytrace formats`)",
     after_help = "Exit codes: 0 done (what the target format cannot hold is summarised on stderr); 1 damaged input: salvaged output written, or (dump, info) a listing that went on past the damage, each skipped range on stderr; 2 error: nothing written (a listing stopped there: what it printed is not the whole input); 3 batch finished with failed inputs."
 )]
 pub struct Cli {
@@ -38,6 +39,37 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
+    /// The declared options given on the command line (long names), for
+    /// the check that each one applies ([`optspec`]).
+    #[arg(skip)]
+    pub given: Vec<&'static str>,
+}
+
+/// The command line as clap sees it, with the headings and requirements
+/// the option declaration ([`optspec`]) sets.
+pub fn cli_command() -> clap::Command {
+    optspec::apply_headings(Cli::command())
+        .mut_subcommand("record", |c| {
+            c.mut_arg("output", |a| a.required_unless_present("live"))
+        })
+}
+
+/// The declared options given on the command line of `cmd` (matched as `m`).
+fn given_options(cmd: &clap::Command, m: &clap::ArgMatches) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for a in cmd.get_arguments() {
+        let Some(long) = a.get_long() else { continue };
+        let Some(spec) = optspec::spec(long) else {
+            continue;
+        };
+        let id = a.get_id().as_str();
+        if m.try_contains_id(id).unwrap_or(false)
+            && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+        {
+            out.push(spec.long);
+        }
+    }
+    out
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,13 +248,16 @@ pub fn main_verb(verb: &str) -> ExitCode {
 
 /// The clap command of `polytrace-<verb>`: help text as `polytrace <verb>`'s.
 pub fn thin_command<A: clap::Args>(verb: &str) -> clap::Command {
-    let top = Cli::command();
+    let top = cli_command();
     let sub = top
         .find_subcommand(verb)
         .expect("every thin binary names a verb");
-    let mut cmd = Thin::<A>::command()
+    let mut cmd = optspec::headings(Thin::<A>::command())
         .name(format!("polytrace-{verb}"))
         .bin_name(format!("polytrace-{verb}"));
+    if verb == "record" {
+        cmd = cmd.mut_arg("output", |a| a.required(true));
+    }
     if let Some(a) = sub.get_about() {
         cmd = cmd.about(a.clone());
     }
@@ -237,13 +272,16 @@ fn run_thin<A: clap::Args + clap::FromArgMatches>(
     argv: Vec<std::ffi::OsString>,
     wrap: fn(A) -> Command,
 ) -> ExitCode {
-    let parsed = thin_command::<A>(verb)
+    let cmd = thin_command::<A>(verb);
+    let parsed = cmd
+        .clone()
         .try_get_matches_from(argv)
-        .and_then(|m| Thin::<A>::from_arg_matches(&m));
+        .and_then(|m| Thin::<A>::from_arg_matches(&m).map(|t| (t, m)));
     match parsed {
-        Ok(t) => finish(commands::run(Cli {
+        Ok((t, m)) => finish(commands::run(Cli {
             global: t.global,
             command: wrap(t.args),
+            given: given_options(&cmd, &m),
         })),
         Err(e) => clap_exit(e),
     }
@@ -256,8 +294,20 @@ fn clap_exit(e: clap::Error) -> ExitCode {
 }
 
 fn run_args(argv: Vec<std::ffi::OsString>) -> ExitCode {
-    match Cli::try_parse_from(argv) {
-        Ok(cli) => finish(commands::run(cli)),
+    let cmd = cli_command();
+    let parsed = cmd
+        .clone()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    match parsed {
+        Ok((mut cli, m)) => {
+            if let Some((name, sm)) = m.subcommand() {
+                if let Some(sub) = cmd.find_subcommand(name) {
+                    cli.given = given_options(sub, sm);
+                }
+            }
+            finish(commands::run(cli))
+        }
         Err(e) => clap_exit(e),
     }
 }

@@ -65,6 +65,12 @@ pub fn target_format(to: Option<FormatId>, out: Option<&Path>) -> anyhow::Result
         Some(p) if p.as_os_str() == "-" => {
             anyhow::bail!("--to FORMAT is required when writing to stdout")
         }
+        Some(p) if format_for_name(p).is_none() && p.is_dir() => anyhow::bail!(
+            "-o {}: is a directory, and a directory names no format: name the output file in it \
+             (-o {}/NAME.csv: the extension names the format), or give --to FORMAT (see `polytrace formats`)",
+            p.display(),
+            p.display()
+        ),
         Some(p) => format_for_name(p).ok_or_else(|| {
             let exts: Vec<&str> = NAMED.iter().map(|(e, _)| *e).collect();
             anyhow::anyhow!(
@@ -75,6 +81,23 @@ pub fn target_format(to: Option<FormatId>, out: Option<&Path>) -> anyhow::Result
             )
         }),
     }
+}
+
+/// The base name of a PCP archive given by one of its members: `out.meta`,
+/// `out.index` and `out.0` (any volume number) all mean `out`, as on input.
+pub fn pcp_base(path: &Path) -> std::path::PathBuf {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return path.to_path_buf();
+    };
+    let stem = match name.rsplit_once('.') {
+        Some((stem, "meta" | "index")) => stem,
+        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
+        _ => return path.to_path_buf(),
+    };
+    if stem.is_empty() {
+        return path.to_path_buf();
+    }
+    path.with_file_name(stem)
 }
 
 /// Length of a known trace extension at the end of `name` (0 if none).
@@ -127,6 +150,18 @@ mod tests {
         assert_eq!(n(".kpi", FormatId::Dlt), ".kpi.dlt");
         let k = batch_output_name(Path::new("a.kpi"), FormatId::Kpi, true);
         assert_eq!(k, "a.kpi.kpi");
+    }
+
+    #[test]
+    fn pcp_members_name_their_base() {
+        let b = |p: &str| pcp_base(Path::new(p));
+        assert_eq!(b("out.meta"), Path::new("out"));
+        assert_eq!(b("d/out.index"), Path::new("d/out"));
+        assert_eq!(b("out.0"), Path::new("out"));
+        assert_eq!(b("out.12"), Path::new("out"));
+        assert_eq!(b("out"), Path::new("out"));
+        assert_eq!(b("out.v2"), Path::new("out.v2"));
+        assert_eq!(b(".meta"), Path::new(".meta"));
     }
 
     #[test]

@@ -7,19 +7,35 @@ use crate::record::{loss_summary, record, RecordOptions, Stop};
 use anyhow::Context;
 
 /// `polytrace record`: options from the command line, then [`record`].
-pub fn run(a: &RecordArgs, quiet: bool) -> anyhow::Result<u8> {
+pub fn run(a: &RecordArgs, given: &[&str], quiet: bool) -> anyhow::Result<u8> {
     if let Some(name) = &a.live {
-        return run_live(a, name, quiet);
+        return run_live(a, name, given, quiet);
     }
-    let output = a.output.output.clone().context("-o OUT is required")?;
-    // Sampled /proc data is what PCP archives are for (pmrep, pmchart and
-    // Grafana read them) and an archive holds all of it, process events
-    // included; an extension that names a format (`-o rec.ltt`) picks that.
-    let to = a
-        .output
-        .to
-        .or_else(|| super::naming::format_for_name(&output))
-        .unwrap_or(FormatId::Pcp);
+    let mut output = a.output.output.clone().context("-o OUT is required")?;
+    // The same inference as `convert`: --to, else OUT's extension. A name
+    // without one is a PCP archive's base name: sampled /proc data is what
+    // archives are for (pmrep, pmchart and Grafana read them) and an archive
+    // holds all of it, process events included. --listing writes no format.
+    let to = if a.listing {
+        a.output.to.unwrap_or(FormatId::Ltt)
+    } else if a.output.to.is_none()
+        && super::naming::format_for_name(&output).is_none()
+        && !output.is_dir()
+    {
+        FormatId::Pcp
+    } else {
+        super::naming::target_format(a.output.to, Some(&output))?
+    };
+    if !a.listing {
+        super::optspec::check_target(
+            super::optspec::Verb::Record,
+            super::optspec::Target::To(to),
+            given,
+        )?;
+    }
+    if to == FormatId::Pcp {
+        output = super::naming::pcp_base(&output);
+    }
     let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
     let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
     let stop = match (&a.duration, a.samples) {
@@ -64,7 +80,7 @@ pub fn run(a: &RecordArgs, quiet: bool) -> anyhow::Result<u8> {
 
 /// `record --to mmv --live NAME`: the options that apply to a file written
 /// at the end do not apply here and are refused.
-fn run_live(a: &RecordArgs, name: &str, quiet: bool) -> anyhow::Result<u8> {
+fn run_live(a: &RecordArgs, name: &str, given: &[&str], quiet: bool) -> anyhow::Result<u8> {
     let o = &a.output;
     if o.to != Some(FormatId::Mmv) {
         return Err(Error::Usage("--live applies to --to mmv only".into()).into());
@@ -83,6 +99,10 @@ fn run_live(a: &RecordArgs, name: &str, quiet: bool) -> anyhow::Result<u8> {
         (o.at.is_some(), "--at"),
         (o.split.is_some(), "--split"),
         (a.listing, "--listing"),
+        (
+            given.contains(&"buffer"),
+            "--buffer (the live file holds the last scan, nothing is buffered)",
+        ),
         (
             o.pcp_version.is_some()
                 || o.volume_size.is_some()

@@ -84,10 +84,43 @@ pub fn open_with(
     let ropts = ia.read_options();
     let mut start = None;
     let mut end = None;
+    // Open every input first: the option check and --time-origin go by
+    // each input's time base.
+    let mut readers = Vec::with_capacity(sources.len());
+    for s in sources {
+        let r = s
+            .fmt
+            .open(&s.input, &ropts)
+            .with_context(|| format!("opening {}", s.input.name()))?;
+        readers.push(r);
+    }
+    if let Some((verb, target)) = ia.check {
+        let kinds: Vec<super::optspec::SourceKind<'_>> = sources
+            .iter()
+            .zip(&readers)
+            .map(|(s, r)| super::optspec::SourceKind {
+                file: s.fmt.id(),
+                stream: r.header().source,
+                time: &r.header().time_base,
+            })
+            .collect();
+        let names: Vec<String> = sources.iter().map(|s| s.input.name()).collect();
+        super::optspec::check_sources(verb, target, &ia.given, &kinds, &names.join(", "))?;
+    }
+    // --time-origin places only inputs without dates; dated ones keep theirs.
+    let undated: Vec<bool> = readers
+        .iter()
+        .map(|r| !crate::stages::origin::has_dates(r.header()))
+        .collect();
     // A merged stream starts with its earliest input: ask each one.
     if need_end || (need_start && sources.len() > 1) {
-        for s in sources {
-            let (a, b) = s.bounds(ia, need_end)?;
+        for (k, s) in sources.iter().enumerate() {
+            let (mut a, mut b) = s.bounds(ia, need_end)?;
+            if let (Some(origin), true) = (ia.time_origin, undated[k]) {
+                let shift = a.map(|a| origin.0.saturating_sub(a.0));
+                b = b.zip(shift).map(|(b, d)| Timestamp(b.0.saturating_add(d)));
+                a = a.map(|_| origin);
+            }
             start = match (start, a) {
                 (Some(x), Some(y)) => Some(std::cmp::min(x, y)),
                 (x, y) => x.or(y),
@@ -99,10 +132,20 @@ pub fn open_with(
         }
     }
     let mut members = Vec::new();
+    let mut placed = Vec::with_capacity(readers.len());
+    for ((s, r), undated) in sources.iter().zip(readers).zip(&undated) {
+        placed.push(match ia.time_origin {
+            Some(origin) if *undated => {
+                crate::stages::Origin::wrap(r, Some(origin), &s.input.path)?
+            }
+            _ => r,
+        });
+    }
+    let mut readers = placed.into_iter();
     let reader: Box<dyn TraceReader> = if sources.len() == 1 {
         let s = &sources[0];
         members.extend(s.input.member_paths());
-        let r = s.fmt.open(&s.input, &ropts)?;
+        let r = readers.next().expect("one reader per source");
         if unframe {
             Box::new(Unframe::wrap(r))
         } else {
@@ -119,10 +162,7 @@ pub fn open_with(
         let mut inputs = Vec::new();
         for (k, s) in sources.iter().enumerate() {
             members.extend(s.input.member_paths());
-            let r = s
-                .fmt
-                .open(&s.input, &ropts)
-                .with_context(|| format!("opening {}", s.input.name()))?;
+            let r = readers.next().expect("one reader per source");
             // A merged output is a new trace: no input's framing is data.
             let mut r: Box<dyn TraceReader> = Box::new(Unframe::wrap(r));
             // The merge takes each input in time order; a .dlt is in
@@ -135,18 +175,6 @@ pub fn open_with(
         }
         Box::new(Merge::new(inputs)?)
     };
-    // --time-origin: the stream's first data item lands on it, so the
-    // window counts on the placed axis.
-    let reader = match (ia.time_origin, sources.first()) {
-        (Some(origin), Some(first)) => {
-            if let (Some(s), Some(e)) = (start, end) {
-                end = Some(Timestamp(e.0.saturating_add(origin.0.saturating_sub(s.0))));
-            }
-            start = start.map(|_| origin);
-            crate::stages::Origin::wrap(reader, Some(origin), &first.input.path)?
-        }
-        _ => reader,
-    };
     if start.is_none() && need_start {
         start = reader.header().start;
     }
@@ -155,6 +183,9 @@ pub fn open_with(
     if start.is_none() && extra_start {
         if let [s] = sources {
             start = s.bounds(ia, false)?.0;
+            if let (Some(origin), true) = (ia.time_origin, undated[0]) {
+                start = start.map(|_| origin);
+            }
         }
     }
     let reader = Window::wrap(reader, window, start, end)?;

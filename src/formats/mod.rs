@@ -70,18 +70,50 @@ pub fn detect(input: &Input) -> Result<&'static dyn Format> {
                 ));
             }
             let msg = match input.kind {
-                InputKind::File if input.probe.is_empty() => "empty file: no format to detect",
-                InputKind::Stdin if input.probe.is_empty() => "empty input on stdin",
-                InputKind::Stdin => "unrecognised format on stdin (give --from to choose one)",
-                InputKind::Dir => "directory is not an LTT trace (no info/system.xml)",
-                _ => "unrecognised format (give --from to choose one)",
+                InputKind::File if input.probe.is_empty() => {
+                    "empty file: no format to detect".into()
+                }
+                InputKind::Stdin if input.probe.is_empty() => "empty input on stdin".into(),
+                InputKind::Dir => "directory is not an LTT trace (no info/system.xml)".into(),
+                // Nothing nearly matched: say what was tried; --from would not help.
+                _ => format!(
+                    "unrecognised format, not a trace polytrace reads: {}",
+                    tried(input)
+                ),
             };
             Err(Error::Detect {
                 path: input.path.clone(),
-                msg: msg.into(),
+                msg,
             })
         }
     }
+}
+
+/// What detection looked for, format by format (for the message when
+/// nothing matched).
+fn tried(input: &Input) -> String {
+    let line1 = input
+        .probe
+        .split(|&b| b == b'\n')
+        .next()
+        .map(|l| String::from_utf8_lossy(&l[..l.len().min(40)]).into_owned())
+        .unwrap_or_default();
+    let mut parts = Vec::new();
+    for f in all().into_iter().filter(|f| f.caps().read) {
+        let why = match f.id() {
+            FormatId::Kpi => format!(
+                "line 1 ({line1:?}) is no KPI dataset (NEW/STP/ACT/CHK/IRQ) or dlt-convert -a line"
+            ),
+            FormatId::Dlt => "no DLT storage header (DLT\\x01)".into(),
+            FormatId::Mmv => "no MMV header (MMV\\0)".into(),
+            FormatId::Pcp => "no PCP archive label (an archive is named by its base name)".into(),
+            FormatId::Ltt => "not an LTT trace directory".into(),
+            FormatId::Timeline => "no timeline header".into(),
+            _ => continue,
+        };
+        parts.push(format!("not {}: {why}", f.id()));
+    }
+    parts.join("; ")
 }
 
 /// The mapping table as Markdown (`polytrace formats --mapping`, and

@@ -50,6 +50,7 @@ pub mod framing;
 pub mod kpi;
 pub mod merge;
 pub mod origin;
+pub mod rate;
 pub mod reorder;
 pub mod window;
 
@@ -60,5 +61,6 @@ pub use framing::Unframe;
 pub use kpi::KpiFromProc;
 pub use merge::{Merge, MergeInput};
 pub use origin::Origin;
+pub use rate::Rates;
 pub use reorder::Reorder;
 pub use window::Window;

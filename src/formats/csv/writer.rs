@@ -31,8 +31,9 @@ struct MetricInfo {
 struct Column {
     name: String,
     metric: MetricId,
-    /// (first matching --columns pattern, metric order, first appearance).
-    order: (usize, u32, u32),
+    /// (first matching --columns pattern, first matching --metric filter,
+    /// metric order, first appearance).
+    order: (usize, usize, u32, u32),
 }
 
 /// A counter's previous raw value, for `--rate`.
@@ -222,10 +223,24 @@ impl CsvWriter {
                         .filter(|&c| c < u32::MAX)
                         .ok_or_else(|| Error::Unsupported("more than 2^32 CSV columns".into()))?;
                     let seq = mi.seq;
+                    // --metric filters in the order given; a name selects
+                    // everything below it, as the filter does.
+                    let fi = self
+                        .opts
+                        .metric_order
+                        .iter()
+                        .position(|g| {
+                            glob::matches(g, &mi.name)
+                                || mi
+                                    .name
+                                    .strip_prefix(g.as_str())
+                                    .is_some_and(|r| r.starts_with('.'))
+                        })
+                        .unwrap_or(usize::MAX);
                     self.cols.push(Column {
                         name: name.clone(),
                         metric: m,
-                        order: (pi, seq, id),
+                        order: (pi, fi, seq, id),
                     });
                     self.seen.push(0);
                     self.by_name.insert(name, id);
@@ -424,7 +439,7 @@ impl CsvWriter {
             self.spool.end().map_err(&err)?;
         }
         let shown = self.path.clone().unwrap_or_else(|| "<stdout>".into());
-        let cerr = |e: ::csv::Error| Error::io(&shown, e.into());
+        let cerr = |e: ::csv::Error| Error::io(&shown, csv_io(e));
         // Final column order: --columns patterns, then metric definition
         // order, then first appearance.
         let mut order: Vec<u32> = (0..self.cols.len() as u32).collect();
@@ -507,7 +522,7 @@ impl CsvWriter {
             return Ok(());
         };
         let err = self.spool_err();
-        let cerr = |e: ::csv::Error| Error::io(&t.path, e.into());
+        let cerr = |e: ::csv::Error| Error::io(&t.path, csv_io(e));
         // One event type: a column per field. Several: `k=v` text.
         let single = match (t.used.len(), t.used.first()) {
             (1, Some(&id)) if id != ANNOTATION => t.types.get(&id).cloned(),
@@ -652,6 +667,16 @@ fn push_cell(out: &mut String, c: Cell<'_>) {
             }
         }
     }
+}
+
+/// A CSV error as an I/O error of the same kind, so that a closed pipe
+/// (`| head`) stays a closed pipe and ends the run quietly.
+fn csv_io(e: ::csv::Error) -> std::io::Error {
+    let kind = match e.kind() {
+        ::csv::ErrorKind::Io(io) => io.kind(),
+        _ => std::io::ErrorKind::Other,
+    };
+    std::io::Error::new(kind, e.to_string())
 }
 
 /// `--rate`: (value − previous) / seconds between them. Empty for the

@@ -102,6 +102,21 @@ fn read_desc(
             .entry(key_of(layout, id as u64))
             .or_insert((m, i, vt));
     }
+    // A recording's TSC rate (and TSC 0's date), unless --tsc-hz says
+    // otherwise: the cycles then read back on the recording's time axis.
+    if let TimeBase::Cycles { hz, anchor } = &mut header.time_base {
+        if hz.is_none() {
+            if let Some(h) = j.get("tsc_hz").and_then(|v| v.as_f64()) {
+                *hz = Some(h);
+                if anchor.is_none() {
+                    *anchor = j
+                        .get("tsc_anchor")
+                        .and_then(|v| v.as_i64())
+                        .map(crate::model::Timestamp);
+                }
+            }
+        }
+    }
     if d.tsc_is_time {
         if let Some(tb) = j.get("tb") {
             header.time_base = codec::time_base_from_json(tb)?;
@@ -301,6 +316,11 @@ impl TimelineReader {
             .as_ref()
             .and_then(|d| d.types.values().map(|t| t.id).max())
             .map_or(0, |m| m.saturating_add(1));
+        // --tsc-hz, else the rate the file records (self-description).
+        let (hz, anchor) = match header.time_base {
+            TimeBase::Cycles { hz, anchor } => (hz, anchor),
+            _ => (opts.tsc_hz, opts.tsc_anchor),
+        };
         Ok(TimelineReader {
             path: path.to_path_buf(),
             data,
@@ -318,8 +338,8 @@ impl TimelineReader {
             diags,
             skipped: 0,
             salvage: opts.salvage,
-            hz: opts.tsc_hz,
-            anchor: opts.tsc_anchor,
+            hz,
+            anchor,
             desc,
             sample_ids: HashMap::new(),
             restored: HashMap::new(),

@@ -186,6 +186,26 @@ struct Desc {
     /// (message id, metric, instance) of sample messages.
     samples: Vec<(u64, MetricId, InstId)>,
     first_time: Option<i64>,
+    /// The TSC rate the source measured (a recording's `record.tsc_hz`)
+    /// and the epoch ns of TSC 0 from its anchor, so that the raw cycles
+    /// in the tsc field read back on the recording's time axis.
+    clock: Option<(f64, Option<i64>)>,
+}
+
+/// The source's TSC rate and the epoch time of TSC 0, where it has them.
+fn source_clock(x: &crate::model::Extras) -> Option<(f64, Option<i64>)> {
+    use crate::model::keys;
+    let hz = x.f64(keys::TSC_HZ).filter(|h| h.is_finite() && *h > 0.0)?;
+    let anchor = match x.get(keys::TSC_ANCHOR) {
+        Some(ExtraValue::List(l)) => match l.as_slice() {
+            [ExtraValue::U64(raw), ExtraValue::I64(t)] => {
+                Some(t.saturating_sub((*raw as f64 * 1e9 / hz) as i64))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    Some((hz, anchor))
 }
 
 fn sanitize_word(s: &str) -> String {
@@ -318,6 +338,7 @@ impl TimelineWriter {
                 types: Vec::new(),
                 samples: Vec::new(),
                 first_time: None,
+                clock: source_clock(hx),
             }),
             grow_to: if auto { def_n as usize } else { 0 },
         };
@@ -979,7 +1000,7 @@ impl TimelineWriter {
         let mut indoms: Vec<(IndomId, Vec<crate::model::Instance>)> = indoms.into_iter().collect();
         indoms.sort_by_key(|x| x.0);
         let t0 = crate::model::Timestamp(d.first_time.unwrap_or(0));
-        let j = json!({
+        let mut j = json!({
             "source": d.source,
             "tb": codec::time_base_to_json(&d.time_base),
             "tsc": if self.raw_is_cycles { "raw" } else { "time" },
@@ -995,6 +1016,12 @@ impl TimelineWriter {
                 extras: Default::default(),
             }, true)).collect::<Vec<_>>(),
         });
+        if let (Some((hz, anchor)), true) = (d.clock, self.raw_is_cycles) {
+            j["tsc_hz"] = json!(hz);
+            if let Some(a) = anchor {
+                j["tsc_anchor"] = json!(a);
+            }
+        }
         let text = format!("{}{j}", super::reader::DESC_MAGIC);
         // Its own string, never shared with one an entry refers to.
         self.intern.remove(text.as_bytes());
