@@ -17,6 +17,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
         FormatId::ChromeJson => ".json",
         FormatId::Csv => ".csv",
         FormatId::Ctf => ".ctf",
+        FormatId::Perfetto => ".perfetto-trace",
     }
 }
 
@@ -24,7 +25,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
 /// batch replaces by the target's suffix. A PCP archive is a base name with
 /// no extension of its own (`.meta` is one member of several), so it is not
 /// here: `--to pcp` stays required.
-const NAMED: [(&str, &str); 9] = [
+const NAMED: [(&str, &str); 11] = [
     (".kpi", "kpi"),
     (".dlt", "dlt"),
     (".mmv", "mmv"),
@@ -33,6 +34,8 @@ const NAMED: [(&str, &str); 9] = [
     (".json", "chrome-json"),
     (".csv", "csv"),
     (".ctf", "ctf"),
+    (".perfetto-trace", "perfetto"),
+    (".pftrace", "perfetto"),
     (".tar.gz", "ltt"),
 ];
 

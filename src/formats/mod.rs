@@ -19,6 +19,7 @@ pub mod kpi;
 pub mod ltt;
 pub mod mmv;
 pub mod pcp;
+pub mod perfetto;
 pub mod timeline;
 
 static KPI: kpi::KpiFormat = kpi::KpiFormat;
@@ -30,10 +31,13 @@ static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
 static CTF: ctf::CtfFormat = ctf::CtfFormat;
 static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
 static CSV: csv::CsvFormat = csv::CsvFormat;
+static PERFETTO: perfetto::PerfettoFormat = perfetto::PerfettoFormat;
 
 /// Every format, in `polytrace formats` order.
-pub fn all() -> [&'static dyn Format; 9] {
-    [&KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF]
+pub fn all() -> [&'static dyn Format; 10] {
+    [
+        &KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF, &PERFETTO,
+    ]
 }
 
 pub fn get(id: FormatId) -> &'static dyn Format {

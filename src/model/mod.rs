@@ -41,10 +41,11 @@ pub enum FormatId {
     ChromeJson,
     Csv,
     Ctf,
+    Perfetto,
 }
 
 impl FormatId {
-    pub const ALL: [FormatId; 9] = [
+    pub const ALL: [FormatId; 10] = [
         FormatId::Kpi,
         FormatId::Dlt,
         FormatId::Mmv,
@@ -54,6 +55,7 @@ impl FormatId {
         FormatId::ChromeJson,
         FormatId::Csv,
         FormatId::Ctf,
+        FormatId::Perfetto,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -66,6 +68,7 @@ impl FormatId {
             FormatId::ChromeJson => "chrome-json",
             FormatId::Csv => "csv",
             FormatId::Ctf => "ctf",
+            FormatId::Perfetto => "perfetto",
         }
     }
     pub fn from_name(s: &str) -> Option<FormatId> {
