@@ -53,10 +53,13 @@ pub const DA_UINT: u32 = 3;
 pub const DA_INT: u32 = 4;
 pub const DA_DOUBLE: u32 = 5;
 pub const DA_STRING: u32 = 6;
+pub const DA_STRING_IID: u32 = 17;
 
 pub const ID_CATEGORIES: u32 = 1;
 pub const ID_NAMES: u32 = 2;
 pub const ID_ANNOTATION_NAMES: u32 = 3;
+/// InternedString entries (`iid` 1, `str` 2), as the name entries.
+pub const ID_ANNOTATION_STRINGS: u32 = 29;
 pub const IE_IID: u32 = 1;
 pub const IE_NAME: u32 = 2;
 

@@ -26,6 +26,9 @@ const SYNTHETIC_BASE: i64 = 1 << 30;
 /// incremental state is cleared (bounded memory on long streams).
 pub const INTERN_LIMIT: usize = 8192;
 
+/// The trace clock's 0 is this long before the first item's time.
+const BOOT_MARGIN_NS: i64 = 1_000_000_000;
+
 /// The one packet sequence of a trace.
 const SEQ_ID: u64 = 1;
 
@@ -128,6 +131,8 @@ struct Interner {
     names: Table,
     cats: Table,
     args: Table,
+    /// Enum labels (debug annotation string values).
+    labels: Table,
     next: u64,
     /// The next packet must clear the incremental state (first packet, or
     /// the tables were dropped).
@@ -136,6 +141,7 @@ struct Interner {
     new_names: Vec<u8>,
     new_cats: Vec<u8>,
     new_args: Vec<u8>,
+    new_labels: Vec<u8>,
 }
 
 impl Interner {
@@ -144,16 +150,18 @@ impl Interner {
             names: Table::default(),
             cats: Table::default(),
             args: Table::default(),
+            labels: Table::default(),
             next: 1,
             clear: true,
             new_names: Vec::new(),
             new_cats: Vec::new(),
             new_args: Vec::new(),
+            new_labels: Vec::new(),
         }
     }
 
     fn len(&self) -> usize {
-        self.names.ids.len() + self.cats.ids.len() + self.args.ids.len()
+        self.names.ids.len() + self.cats.ids.len() + self.args.ids.len() + self.labels.ids.len()
     }
 
     /// Start a packet: drop the tables when they are full.
@@ -161,10 +169,12 @@ impl Interner {
         self.new_names.clear();
         self.new_cats.clear();
         self.new_args.clear();
+        self.new_labels.clear();
         if self.len() >= INTERN_LIMIT {
             self.names.ids.clear();
             self.cats.ids.clear();
             self.args.ids.clear();
+            self.labels.ids.clear();
             self.next = 1;
             self.clear = true;
             return true;
@@ -176,7 +186,8 @@ impl Interner {
         let (t, out) = match kind {
             0 => (&mut self.names, &mut self.new_names),
             1 => (&mut self.cats, &mut self.new_cats),
-            _ => (&mut self.args, &mut self.new_args),
+            2 => (&mut self.args, &mut self.new_args),
+            _ => (&mut self.labels, &mut self.new_labels),
         };
         if let Some(&id) = t.ids.get(s) {
             return id;
@@ -184,11 +195,13 @@ impl Interner {
         let id = self.next;
         self.next += 1;
         t.ids.insert(s.into(), id);
-        // EventName, EventCategory and DebugAnnotationName share a layout.
+        // EventName, EventCategory, DebugAnnotationName and InternedString
+        // share a layout.
         let field = match kind {
             0 => ID_NAMES,
             1 => ID_CATEGORIES,
-            _ => ID_ANNOTATION_NAMES,
+            2 => ID_ANNOTATION_NAMES,
+            _ => ID_ANNOTATION_STRINGS,
         };
         wire::put_varint(out, wire::key(field, wire::WireType::Len));
         let body = wire::varint_len(id) + 1 + wire::varint_len(s.len() as u64) + s.len() + 1;
@@ -217,6 +230,8 @@ pub struct PerfettoWriter {
     text: Vec<u8>,
     intern: Interner,
     started: bool,
+    /// The source time that is 0 on the trace clock (see `start`).
+    boot_zero: i64,
     origin: Option<Timestamp>,
     next_uuid: u64,
     types: HashMap<EventTypeId, TypeInfo>,
@@ -289,6 +304,7 @@ impl PerfettoWriter {
             text: Vec::new(),
             intern: Interner::new(),
             started: false,
+            boot_zero: 0,
             origin: None,
             next_uuid: 0,
             types: HashMap::new(),
@@ -346,19 +362,23 @@ impl PerfettoWriter {
     }
 
     /// The first packet: the clock snapshot that says how the timestamps
-    /// read (see docs/perfetto.md, "Time").
+    /// read (see docs/perfetto.md, "Time"). The trace clock (BOOTTIME)
+    /// starts a second before the first item, so packet timestamps are
+    /// small varints (five bytes for a day, not nine for an epoch date);
+    /// the snapshot ties that axis to REALTIME, the source's own time, in
+    /// which log lines are stamped and dates are shown.
     fn start(&mut self, first: Timestamp) -> Result<()> {
         if self.started {
             return Ok(());
         }
         self.started = true;
-        let t = self.ns(first);
-        self.packet_head(Some(t));
+        self.boot_zero = first.0.saturating_sub(BOOT_MARGIN_NS);
+        let boot = self.ns(first);
+        let real = self.realtime(first);
+        self.packet_head(Some(boot));
         let dated = self.header.time_base.is_absolute();
         wire::nested::<Error>(&mut self.pkt, P_CLOCK_SNAPSHOT, |b| {
-            // Trace time is BOOTTIME; one snapshot makes it equal to
-            // REALTIME, the clock log timestamps are read in.
-            for id in [CLOCK_BOOTTIME, CLOCK_REALTIME] {
+            for (id, t) in [(CLOCK_BOOTTIME, boot), (CLOCK_REALTIME, real)] {
                 wire::nested::<Error>(b, CS_CLOCKS, |b| {
                     wire::varint_field(b, CLK_ID, id);
                     wire::varint_field(b, CLK_TIMESTAMP, t);
@@ -373,9 +393,23 @@ impl PerfettoWriter {
         self.flush_packet()
     }
 
-    /// A time as a packet timestamp: nanoseconds, exact. Relative sources
-    /// cannot go below their origin; should one, it is clamped to 0.
+    /// A time as a packet timestamp (trace clock): nanoseconds, exact. A
+    /// time more than the margin before the first item cannot be written;
+    /// it is clamped to the trace's start and reported.
     fn ns(&mut self, t: Timestamp) -> u64 {
+        let d = t.0.saturating_sub(self.boot_zero);
+        if d < 0 {
+            self.loss.degrade(
+                "timestamps",
+                "over a second before the first item: written at the trace's start",
+            );
+            return 0;
+        }
+        d as u64
+    }
+
+    /// A time on REALTIME (log lines): the source's own time.
+    fn realtime(&mut self, t: Timestamp) -> u64 {
         if t.0 < 0 {
             self.loss
                 .degrade("timestamps", "before 0 on a relative clock: written as 0");
@@ -394,11 +428,16 @@ impl PerfettoWriter {
         }
         wire::varint_field(&mut self.pkt, P_SEQUENCE_FLAGS, flags);
         let i = &self.intern;
-        if !(i.new_names.is_empty() && i.new_cats.is_empty() && i.new_args.is_empty()) {
+        if !(i.new_names.is_empty()
+            && i.new_cats.is_empty()
+            && i.new_args.is_empty()
+            && i.new_labels.is_empty())
+        {
             wire::nested::<Error>(&mut self.pkt, P_INTERNED_DATA, |b| {
                 b.extend_from_slice(&i.new_cats);
                 b.extend_from_slice(&i.new_names);
                 b.extend_from_slice(&i.new_args);
+                b.extend_from_slice(&i.new_labels);
                 Ok(())
             })?;
         }
@@ -484,8 +523,9 @@ impl PerfettoWriter {
 
     /// An android_log packet with one LogEvent.
     fn log(&mut self, t: Timestamp, tr: Track, prio: u64, tag: &str, msg: &str) -> Result<()> {
-        let ts = self.ns(t);
-        self.packet_head(Some(ts));
+        let boot = self.ns(t);
+        let ts = self.realtime(t);
+        self.packet_head(Some(boot));
         wire::nested::<Error>(&mut self.pkt, P_ANDROID_LOG, |b| {
             wire::nested::<Error>(b, AL_EVENTS, |b| {
                 wire::int_field(b, LE_PID, tr.pid);
@@ -1458,7 +1498,8 @@ fn annotations(
                         _ => None,
                     };
                     match label {
-                        Some(l) => wire::str_field(b, DA_STRING, l),
+                        // Labels repeat: interned, as names are.
+                        Some(l) => wire::varint_field(b, DA_STRING_IID, intern.get(3, l)),
                         None => wire::int_field(b, DA_INT, *x),
                     }
                 }
@@ -1569,5 +1610,45 @@ impl TraceWriter for PerfettoWriter {
             );
         }
         Ok(loss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_clears_when_the_tables_are_full() {
+        let mut i = Interner::new();
+        assert!(i.clear, "the first packet clears the state");
+        assert!(!i.begin());
+        let a = i.get(0, "syscall");
+        assert_eq!(i.get(0, "syscall"), a, "a name is interned once");
+        assert!(!i.new_names.is_empty(), "and defined in the packet that uses it");
+        let c = i.get(1, "core");
+        assert_ne!(a, c);
+        i.clear = false;
+        for n in 0..INTERN_LIMIT {
+            i.begin();
+            i.get(0, &format!("name {n}"));
+        }
+        // Full: the next packet drops the tables and clears the state.
+        assert!(i.begin());
+        assert!(i.clear);
+        assert_eq!(i.len(), 0);
+        assert!(i.new_names.is_empty());
+        let again = i.get(0, "syscall");
+        assert_eq!(again, 1, "ids start over");
+        assert!(!i.new_names.is_empty(), "redefined after the clear");
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(log_priority("fatal"), Some(PRIO_FATAL));
+        assert_eq!(log_priority("warn"), Some(PRIO_WARN));
+        assert_eq!(log_priority("warning"), Some(PRIO_WARN));
+        assert_eq!(log_priority("trace"), Some(PRIO_VERBOSE));
+        assert_eq!(log_priority("packet"), Some(PRIO_DEBUG));
+        assert_eq!(log_priority("off"), None);
     }
 }
