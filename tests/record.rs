@@ -21,6 +21,7 @@ fn out_path(dir: &Path, f: FormatId) -> PathBuf {
         FormatId::ChromeJson => ".json",
         FormatId::Csv => ".csv",
         FormatId::Ctf => ".ctf",
+        FormatId::Perfetto => ".perfetto-trace",
     };
     dir.join(format!("rec{ext}"))
 }

@@ -9,6 +9,7 @@ use super::wire::{self, Oversize};
 use crate::error::{Error, Result};
 use crate::formats::chrome::json::write_value;
 use crate::formats::chrome::pairs::{self, Open, Side, MAX_DEPTH};
+use crate::formats::dlt::reader::X_RAW;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
 use crate::model::*;
 use crate::options::WriteOptions;
@@ -228,6 +229,8 @@ pub struct PerfettoWriter {
     pkt: Vec<u8>,
     /// Text of a value that has no protobuf type of its own (reused).
     text: Vec<u8>,
+    /// A log line's message (reused).
+    logbuf: Vec<u8>,
     intern: Interner,
     started: bool,
     /// The source time that is 0 on the trace clock (see `start`).
@@ -302,6 +305,7 @@ impl PerfettoWriter {
             rate: opts.rate,
             pkt: Vec::with_capacity(4096),
             text: Vec::new(),
+            logbuf: Vec::new(),
             intern: Interner::new(),
             started: false,
             boot_zero: 0,
@@ -884,20 +888,29 @@ impl PerfettoWriter {
     fn log_line(&mut self, e: &Event, ti: &TypeInfo, home: usize, prio: u64) -> Result<()> {
         let mut tag = std::mem::take(&mut self.keybuf);
         tag.clear();
-        if e.extras.str(X_ECU).is_some() {
-            tag.push_str(&ti.ty.category);
+        tag.push_str(&ti.ty.category);
+        let dlt = e.extras.str(X_ECU).is_some();
+        if dlt {
             tag.push(':');
             tag.push_str(&ti.ty.name);
-        } else {
-            tag.push_str(&ti.ty.category);
         }
-        let mut msg = std::mem::take(&mut self.namebuf);
+        let mut msg = std::mem::take(&mut self.logbuf);
         msg.clear();
-        log_message(&mut msg, &ti.ty, &e.fields, e.extras.str(X_ECU).is_some());
+        // A DLT record kept whole: its payload as `dlt-convert -a` prints it.
+        let raw = e
+            .extras
+            .bytes(X_RAW)
+            .and_then(|r| crate::formats::dlt::layout::Msg::parse(0, r));
+        match raw {
+            Some(m) => crate::formats::dlt::text::payload(&m, &mut msg),
+            None => log_message(&mut msg, &ti.ty, &e.fields, dlt),
+        }
         let tr = self.tracks[home];
-        let r = self.log(e.time, tr, prio, &tag, &msg);
+        let text = String::from_utf8_lossy(&msg);
+        let r = self.log(e.time, tr, prio, &tag, &text);
+        drop(text);
         self.keybuf = tag;
-        self.namebuf = msg;
+        self.logbuf = msg;
         r
     }
 
@@ -1518,33 +1531,41 @@ fn annotations(
 }
 
 /// A log line's message: the field values as text, separated by spaces
-/// (as `dlt-convert -a` prints DLT arguments); a timeline message is its
-/// format with the `$name` placeholders filled in.
-fn log_message(out: &mut String, ty: &EventType, fields: &[Value], dlt: bool) {
+/// (as `dlt-convert -a` prints DLT arguments), strings as they are; a
+/// timeline message is its format with the `$name` placeholders filled in.
+fn log_message(out: &mut Vec<u8>, ty: &EventType, fields: &[Value], dlt: bool) {
+    let put = |out: &mut Vec<u8>, v: &Value| match v {
+        Value::Str(s) => out.extend_from_slice(s.as_bytes()),
+        other => {
+            let mut t = String::new();
+            other.push_text(&mut t);
+            out.extend_from_slice(t.as_bytes());
+        }
+    };
     if !dlt && ty.name.contains('$') {
         for (i, w) in ty.name.split(' ').enumerate() {
             if i > 0 {
-                out.push(' ');
+                out.push(b' ');
             }
             match w
                 .strip_prefix('$')
                 .and_then(|n| ty.fields.iter().position(|f| f.name == n))
                 .and_then(|k| fields.get(k))
             {
-                Some(v) => v.push_text(out),
-                None => out.push_str(w),
+                Some(v) => put(out, v),
+                None => out.extend_from_slice(w.as_bytes()),
             }
         }
         return;
     }
     if !dlt {
-        out.push_str(&ty.name);
+        out.extend_from_slice(ty.name.as_bytes());
     }
     for v in fields {
         if !out.is_empty() {
-            out.push(' ');
+            out.push(b' ');
         }
-        v.push_text(out);
+        put(out, v);
     }
 }
 
@@ -1624,7 +1645,10 @@ mod tests {
         assert!(!i.begin());
         let a = i.get(0, "syscall");
         assert_eq!(i.get(0, "syscall"), a, "a name is interned once");
-        assert!(!i.new_names.is_empty(), "and defined in the packet that uses it");
+        assert!(
+            !i.new_names.is_empty(),
+            "and defined in the packet that uses it"
+        );
         let c = i.get(1, "core");
         assert_ne!(a, c);
         i.clear = false;
