@@ -2,7 +2,8 @@
 //! wraps the system one (only in this bench binary, never in polytrace).
 //!
 //! `cargo bench --bench allocs -- [DLT_FILE] [PCP_ARCHIVE]`: converts
-//! DLT → PCP, PCP → LTT and the corpus `smp_example` LTT → timeline (into a
+//! DLT → PCP, PCP → LTT, the corpus `smp_example` LTT → timeline, and LTT and PCP
+//! → Perfetto (into a
 //! temporary directory) as `polytrace convert` does, and prints per conversion the items read, the values they
 //! carry, and the allocations (and bytes) per item and per value. Defaults:
 //! the corpus capture `kpi-capture.dlt` concatenated 20 times, and the PCP
@@ -199,5 +200,19 @@ fn main() {
         &ltt,
         polytrace::model::FormatId::Timeline,
         &tmp.path().join("out.timeline"),
+    );
+    println!("LTT -> Perfetto: {}", ltt.display());
+    convert(
+        "LTT->PF",
+        &ltt,
+        polytrace::model::FormatId::Perfetto,
+        &tmp.path().join("out.perfetto-trace"),
+    );
+    println!("PCP -> Perfetto: {}", pcp.display());
+    convert(
+        "PCP->PF",
+        &pcp,
+        polytrace::model::FormatId::Perfetto,
+        &tmp.path().join("out-pcp.perfetto-trace"),
     );
 }

@@ -144,6 +144,9 @@ struct TrackInfo {
     name: String,
 }
 
+/// A slice edge: time, packet index, begin?, name, categories.
+type Edge = (u64, usize, bool, String, String);
+
 /// Decode a trace and check it against the rules of Perfetto's docs; every
 /// broken rule panics with the packet's index.
 fn decode_and_check(data: &[u8]) -> Decoded {
@@ -154,7 +157,7 @@ fn decode_and_check(data: &[u8]) -> Decoded {
     let mut seen_clear = false;
     let mut seq: Option<u64> = None;
     // Per track: (ts, packet index, begin?, name, cats) of slice edges.
-    let mut edges: BTreeMap<u64, Vec<(u64, usize, bool, String, String)>> = BTreeMap::new();
+    let mut edges: BTreeMap<u64, Vec<Edge>> = BTreeMap::new();
     let mut counter_last: HashMap<u64, u64> = HashMap::new();
     for (idx, (field, pf)) in fields(data).into_iter().enumerate() {
         assert_eq!(field, 1, "Trace has only packets (field 1)");
@@ -507,7 +510,9 @@ fn chrome(input: &Path, dir: &Path) -> Option<ChromeView> {
             .unwrap(),
         ..ChromeView::default()
     };
-    let mut open: HashMap<(i64, i64), Vec<(String, String, i64)>> = HashMap::new();
+    // Open B events per (pid, tid): name, category, time.
+    type Opened = Vec<(String, String, i64)>;
+    let mut open: HashMap<(i64, i64), Opened> = HashMap::new();
     for e in evs {
         let key = (
             e["pid"].as_i64().unwrap_or(0),

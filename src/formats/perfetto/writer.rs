@@ -231,6 +231,8 @@ pub struct PerfettoWriter {
     text: Vec<u8>,
     /// A log line's message (reused).
     logbuf: Vec<u8>,
+    /// A prefixed annotation name (reused).
+    argname: String,
     intern: Interner,
     started: bool,
     /// The source time that is 0 on the trace clock (see `start`).
@@ -306,6 +308,7 @@ impl PerfettoWriter {
             pkt: Vec::with_capacity(4096),
             text: Vec::new(),
             logbuf: Vec::new(),
+            argname: String::new(),
             intern: Interner::new(),
             started: false,
             boot_zero: 0,
@@ -481,7 +484,11 @@ impl PerfettoWriter {
         // interner and the packet are separate buffers).
         let with_args = !matches!(kind, Kind::End);
         let Self {
-            pkt, intern, text, ..
+            pkt,
+            intern,
+            text,
+            argname,
+            ..
         } = self;
         wire::nested::<Error>(pkt, P_TRACK_EVENT, |b| {
             wire::varint_field(b, TE_TYPE, ty);
@@ -494,9 +501,9 @@ impl PerfettoWriter {
                 if let Some(u) = unmatched {
                     wire::varint_field(b, TE_CATEGORY_IIDS, u);
                 }
-                annotations(b, intern, text, args.0, args.1, "")?;
+                annotations(b, intern, text, argname, args.0, args.1, "")?;
                 if let Some((t2, v2)) = exit_args {
-                    annotations(b, intern, text, t2, v2, "exit.")?;
+                    annotations(b, intern, text, argname, t2, v2, "exit.")?;
                 }
             }
             Ok(())
@@ -1235,16 +1242,18 @@ impl PerfettoWriter {
     fn value(&mut self, m: MetricId, inst: InstId, v: &Value, t: Timestamp) -> Result<()> {
         match v {
             Value::I64(_) | Value::U64(_) | Value::Enum(_) | Value::F32(_) | Value::F64(_) => {
-                let (counter, units) = match self.metrics.get(&m) {
-                    Some(mi) => (mi.counter, mi.units.clone()),
-                    None => (false, String::new()),
-                };
+                let counter = self.metrics.get(&m).is_some_and(|mi| mi.counter);
                 let as_rate = self.rate && counter;
                 let se = self.series(m, inst)?;
                 let uuid = match se.counter_uuid {
                     Some(u) => u,
                     None => {
                         let (pid, name) = (se.track.pid, se.name.clone());
+                        let units = self
+                            .metrics
+                            .get(&m)
+                            .map(|mi| mi.units.clone())
+                            .unwrap_or_default();
                         let unit = match (as_rate, units.is_empty()) {
                             (false, _) => units,
                             (true, true) => "/ sec".into(),
@@ -1472,11 +1481,11 @@ fn annotations(
     b: &mut Vec<u8>,
     intern: &mut Interner,
     text: &mut Vec<u8>,
+    pname: &mut String,
     ty: &EventType,
     values: &[Value],
     prefix: &str,
 ) -> Result<()> {
-    let mut pname = String::new();
     for (i, v) in values.iter().enumerate() {
         let f = ty.fields.get(i);
         let iid = match (f, prefix.is_empty()) {
@@ -1492,7 +1501,7 @@ fn annotations(
                         let _ = write!(pname, "field{i}");
                     }
                 }
-                intern.get(2, &pname)
+                intern.get(2, pname)
             }
         };
         wire::nested::<Error>(b, TE_DEBUG_ANNOTATIONS, |b| {
