@@ -808,3 +808,45 @@ for path in sys.argv[1:]:
     let lines = String::from_utf8_lossy(&o.stdout).lines().count();
     assert_eq!(lines, paths.len());
 }
+
+/// `--rate`: a counter-semantics metric becomes its rate per second,
+/// computed from the raw values the default output carries; an
+/// instant-semantics one stays as it is.
+#[test]
+fn rate_turns_counters_into_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::corpus().join("pcp/live_v3");
+    let raw = dir.path().join("raw.perfetto-trace");
+    let rate = dir.path().join("rate.perfetto-trace");
+    bin_run(&["--to", "perfetto"], &input, &raw);
+    bin_run(&["--to", "perfetto", "--rate"], &input, &rate);
+    let raw = decode_and_check(&std::fs::read(&raw).unwrap());
+    let rate = decode_and_check(&std::fs::read(&rate).unwrap());
+    let series = |d: &Decoded, n: &str| -> Vec<(u64, f64)> {
+        d.counters
+            .iter()
+            .filter(|c| c.0 == n)
+            .map(|c| (c.1, c.2))
+            .collect()
+    };
+    // kernel.all.cpu.user is a counter (PCP semantics), mem.util.free not.
+    let r = series(&raw, "kernel.all.cpu.user");
+    let q = series(&rate, "kernel.all.cpu.user");
+    assert!(r.len() >= 3, "{r:?}");
+    assert_eq!(q.len(), r.len() - 1, "no rate for the first value");
+    for (k, (t, v)) in q.iter().enumerate() {
+        let (t0, v0) = r[k];
+        let (t1, v1) = r[k + 1];
+        assert_eq!(*t, t1);
+        let want = (v1 - v0) / ((t1 - t0) as f64 / 1e9);
+        assert!(
+            (v - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{v} vs {want}"
+        );
+    }
+    assert_eq!(
+        series(&raw, "mem.util.free"),
+        series(&rate, "mem.util.free"),
+        "instant metrics unchanged"
+    );
+}

@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(b, [26, 5, b'1', b'2', b'3', b'4', b'5']);
         b.clear();
         nested::<Oversize>(&mut b, 1, |b| {
-            b.resize(200, 7);
+            b.extend_from_slice(&[7; 200]);
             Ok(())
         })
         .unwrap();
@@ -193,7 +193,7 @@ mod tests {
     fn long_bodies_keep_the_padded_length() {
         let mut b = Vec::new();
         nested::<Oversize>(&mut b, 1, |b| {
-            b.resize(1 << 21, 0);
+            b.resize(b.len() + (1 << 21), 0);
             Ok(())
         })
         .unwrap();

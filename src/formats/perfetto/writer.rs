@@ -1661,9 +1661,11 @@ mod tests {
         let c = i.get(1, "core");
         assert_ne!(a, c);
         i.clear = false;
-        for n in 0..INTERN_LIMIT {
-            i.begin();
+        // One packet's worth of new names fills the tables.
+        let mut n = 0;
+        while i.len() < INTERN_LIMIT {
             i.get(0, &format!("name {n}"));
+            n += 1;
         }
         // Full: the next packet drops the tables and clears the state.
         assert!(i.begin());
