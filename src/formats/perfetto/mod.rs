@@ -41,6 +41,30 @@ pub const WRITES: &[Rule] = &[
         Kind::Events,
         "slices (entry/exit pairs) and instants on process/thread tracks, fields as typed annotations; log-level events also as log lines",
     ),
+    Rule::some_degraded(
+        Kind::Events,
+        "timestamps",
+        "times over a second before the first item",
+        "over a second before the first item: written at the trace's start",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "timestamps",
+        "negative relative times",
+        "before 0 on a relative clock: written as 0",
+    ),
+    Rule::some_degraded(
+        Kind::Events,
+        "durations",
+        "exits before their entries",
+        "exit earlier than its entry: duration 0",
+    ),
+    Rule::some_dropped(
+        Kind::Events,
+        "events",
+        "events of undefined types",
+        "event of an undefined type (no name to show)",
+    ),
     Rule::kept(
         Kind::Samples,
         "counter tracks per metric and instance (raw values; --rate: rates of counters)",
