@@ -997,10 +997,9 @@ impl PerfettoWriter {
                 };
                 let stack = self.stacks.get_mut(&key).expect("found above");
                 let above: Vec<Open> = stack.drain(i + 1..).collect();
+                // An emptied stack is kept for the key's next entry: no
+                // allocation per slice (keys are tracks and processes).
                 let open = stack.pop().expect("index i exists");
-                if stack.is_empty() {
-                    self.stacks.remove(&key);
-                }
                 for o in above {
                     self.unmatched_open(o)?;
                 }
