@@ -2,7 +2,8 @@
 //! wraps the system one (only in this bench binary, never in polytrace).
 //!
 //! `cargo bench --bench allocs -- [DLT_FILE] [PCP_ARCHIVE]`: converts
-//! DLT → PCP, PCP → LTT and the corpus `smp_example` LTT → timeline (into a
+//! DLT → PCP, PCP → LTT, the corpus `smp_example` LTT → timeline, and LTT and PCP
+//! → Perfetto (into a
 //! temporary directory) as `polytrace convert` does, and prints per conversion the items read, the values they
 //! carry, and the allocations (and bytes) per item and per value. Defaults:
 //! the corpus capture `kpi-capture.dlt` concatenated 20 times, and the PCP
@@ -184,6 +185,8 @@ fn main() {
         ("DLT -> PCP", "DLT->PCP", &dlt, FormatId::Pcp, "out-pcp"),
         ("PCP -> LTT", "PCP->LTT", &pcp, FormatId::Ltt, "out.ltt"),
         ("LTT -> timeline", "LTT->TL", &ltt, FormatId::Timeline, "tl"),
+        ("LTT -> Perfetto", "LTT->PF", &ltt, FormatId::Perfetto, "out.perfetto-trace"),
+        ("PCP -> Perfetto", "PCP->PF", &pcp, FormatId::Perfetto, "out-pcp.perfetto-trace"),
     ] {
         println!("{title}: {}", src.display());
         convert(what, src, to, &tmp.path().join(out));

@@ -264,6 +264,33 @@ row("`convert DIR --to pcp`, 16 inputs (8 × kpi-capture.dlt, 8 × smp_example)"
     "same, `POLYTRACE_JOBS=1`", cleanup=[o("bo")])
 
 flags = ["-a", "-e", "-h", "-I", "-M", "-xxx", "-Z", "UTC"]
+# Perfetto against the Chrome JSON export of the same input: time (the
+# Chrome export is the reference) and bytes (the protobuf at most a quarter).
+def perfetto_rows(label, inputs, raw_bytes=None):
+    pf, cj = o("t.perfetto-trace"), o("t.json")
+    sizes = {}
+
+    def note():
+        sh(PT, "convert", "-q", *inputs, "--to", "chrome-json", "-o", cj, "--force")
+        sizes["p"], sizes["c"] = os.path.getsize(pf), os.path.getsize(cj)
+        s = f"{mb(sizes['p'])} vs JSON {mb(sizes['c'])}, {sizes['p'] / sizes['c']:.3f} of it"
+        if raw_bytes:
+            s += f"; {sizes['p'] / raw_bytes:.2f}× the input"
+        return s
+    row(f"{label} → Perfetto, against → Chrome JSON",
+        [PT, "convert", "-q", *inputs, "--to", "perfetto", "-o", pf, "--force"],
+        [PT, "convert", "-q", *inputs, "--to", "chrome-json", "-o", cj, "--force"],
+        "Chrome JSON export", cleanup=[pf, cj], note=note)
+    clean([pf, cj])
+
+
+perfetto_rows(f"LTT `smp_example` × 30 ({mb(30 * size(smp_files))})", [smp] * 30)
+if bozo is not None:
+    perfetto_rows(f"PCP `bozo-20170904` ({mb(size(members(bozo)))})", [bozo],
+                  raw_bytes=size(members(bozo)))
+else:
+    print("| PCP `bozo-20170904` → Perfetto | skipped: PCP testsuite archives not installed | | | |")
+
 shipped = os.path.join(TS, "bozo-20170904")
 if os.path.exists(shipped + ".meta"):
     row("PCP dump `bozo-20170904` (as shipped: xz volume)",

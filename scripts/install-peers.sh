@@ -4,7 +4,11 @@
 # archives, dlt-tools (dlt-convert), babeltrace2, Chromium; and from npm a
 # Trace Event Format viewer (speedscope) with playwright-core to drive it
 # headless, in $POLYTRACE_VIEWER_DIR (default /usr/local/lib/polytrace-viewer).
-# man-db renders `polytrace man` pages in the tests.
+# man-db renders `polytrace man` pages in the tests. Perfetto's generated
+# Python bindings (PyPI `perfetto` with `protobuf`) go into a virtual
+# environment in $POLYTRACE_VENV (default /usr/local/lib/polytrace-venv),
+# whose python /usr/local/bin/perfetto-python runs for the tests (a script,
+# not a link: a linked venv python does not find its environment).
 # Does nothing when all are present.
 #
 # pcp's maintainer scripts call systemctl when one exists; where PID 1 is not
@@ -13,11 +17,13 @@
 # `dpkg --configure -a`, which is what actually leaves the tools usable.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
-PKGS=(pcp pcp-testsuite python3-pcp dlt-daemon dlt-tools dlt-viewer babeltrace2 xz-utils bzip2 gzip chromium man-db groff-base)
+PKGS=(pcp pcp-testsuite python3-pcp python3-venv dlt-daemon dlt-tools dlt-viewer babeltrace2 xz-utils bzip2 gzip chromium man-db groff-base)
 # Node.js from Debian only where the machine has none of its own.
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 VIEWER_DIR=${POLYTRACE_VIEWER_DIR:-/usr/local/lib/polytrace-viewer}
 VIEWER_PKGS=(speedscope@1.25.0 playwright-core@1.65.1)
+VENV=${POLYTRACE_VENV:-/usr/local/lib/polytrace-venv}
+PY_PKGS=(perfetto==0.59.1 protobuf==7.36.2 duckdb==2.0.1 pyarrow==26.0.1)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -48,12 +54,10 @@ if [[ ! -f $VIEWER_DIR/node_modules/speedscope/dist/release/index.html ||
     npm install --prefix "$VIEWER_DIR" --no-audit --no-fund --loglevel=error "${VIEWER_PKGS[@]}" >/dev/null
 fi
 
-# Python peers in a virtual environment (shared with other Python
-# bindings; packages are added to it, never replaced): DuckDB and pyarrow
-# read the Parquet export; with POLYTRACE_FULL (scripts/test.sh --full)
-# also PySpark and a Java runtime from Debian for scripts/spark-check.sh.
-VENV=${POLYTRACE_VENV:-/usr/local/lib/polytrace-venv}
-PY_PKGS=(duckdb==2.0.1 pyarrow==26.0.1)
+# Python peers in the virtual environment: Perfetto's bindings read the
+# Perfetto export, DuckDB and pyarrow the Parquet export; with
+# POLYTRACE_FULL (scripts/test.sh --full) also PySpark and a Java runtime
+# from Debian for scripts/spark-check.sh.
 if [[ -n ${POLYTRACE_FULL:-} ]]; then
     PY_PKGS+=(pyspark==4.3.0)
     if ! command -v java >/dev/null; then
@@ -70,11 +74,14 @@ if ((${#py_missing[@]})); then
     echo "install-peers: installing ${py_missing[*]} into $VENV" >&2
     "$VENV/bin/pip" install -q "${py_missing[@]}"
 fi
+printf '#!/bin/sh\nexec "%s/bin/python" "$@"\n' "$VENV" >/usr/local/bin/perfetto-python
+chmod +x /usr/local/bin/perfetto-python
 
 # Prove the tools run, not just that packages are marked installed.
 pmdumplog -l /var/lib/pcp/testsuite/archives/omnibus_v3 >/dev/null
 command -v pmlogcheck pmrep dlt-convert dlt-viewer babeltrace2 chromium node man >/dev/null
 test -x /var/lib/pcp/pmdas/mmv/mmvdump
+perfetto-python -c 'from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace'
 NODE_PATH=$VIEWER_DIR/node_modules node -e "require('playwright-core'); require.resolve('speedscope/package.json')"
 "$VENV/bin/python3" -c "import duckdb, pyarrow"
 [[ -z ${POLYTRACE_FULL:-} ]] || { "$VENV/bin/python3" -c "import pyspark" && java -version 2>/dev/null; }

@@ -25,6 +25,7 @@ fn formats_matrix_marks_unimplemented() {
         "chrome-json",
         "csv",
         "ctf",
+        "perfetto",
     ] {
         let line = s
             .lines()

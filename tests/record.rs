@@ -22,6 +22,7 @@ fn out_path(dir: &Path, f: FormatId) -> PathBuf {
         FormatId::Csv => ".csv",
         FormatId::Ctf => ".ctf",
         FormatId::Parquet => ".parquet",
+        FormatId::Perfetto => ".perfetto-trace",
     };
     dir.join(format!("rec{ext}"))
 }

@@ -18,6 +18,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
         FormatId::Csv => ".csv",
         FormatId::Ctf => ".ctf",
         FormatId::Parquet => ".parquet",
+        FormatId::Perfetto => ".perfetto-trace",
     }
 }
 
@@ -25,7 +26,7 @@ pub fn output_suffix(id: FormatId) -> &'static str {
 /// batch replaces by the target's suffix. A PCP archive is a base name with
 /// no extension of its own (`.meta` is one member of several), so it is not
 /// here: `--to pcp` stays required.
-const NAMED: [(&str, &str); 10] = [
+const NAMED: [(&str, &str); 12] = [
     (".kpi", "kpi"),
     (".dlt", "dlt"),
     (".mmv", "mmv"),
@@ -34,6 +35,8 @@ const NAMED: [(&str, &str); 10] = [
     (".json", "chrome-json"),
     (".csv", "csv"),
     (".ctf", "ctf"),
+    (".perfetto-trace", "perfetto"),
+    (".pftrace", "perfetto"),
     (".tar.gz", "ltt"),
     (".parquet", "parquet"),
 ];

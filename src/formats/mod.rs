@@ -20,6 +20,7 @@ pub mod ltt;
 pub mod mmv;
 pub mod parquet;
 pub mod pcp;
+pub mod perfetto;
 pub mod timeline;
 
 static KPI: kpi::KpiFormat = kpi::KpiFormat;
@@ -32,11 +33,12 @@ static CTF: ctf::CtfFormat = ctf::CtfFormat;
 static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
 static CSV: csv::CsvFormat = csv::CsvFormat;
 static PARQUET: parquet::ParquetFormat = parquet::ParquetFormat;
+static PERFETTO: perfetto::PerfettoFormat = perfetto::PerfettoFormat;
 
 /// Every format, in `polytrace formats` order.
 pub fn all() -> [&'static dyn Format; 10] {
     [
-        &KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF, &PARQUET,
+        &KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF, &PARQUET, &PERFETTO,
     ]
 }
 

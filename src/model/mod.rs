@@ -42,6 +42,7 @@ pub enum FormatId {
     Csv,
     Ctf,
     Parquet,
+    Perfetto,
 }
 
 impl FormatId {
@@ -56,6 +57,7 @@ impl FormatId {
         FormatId::Csv,
         FormatId::Ctf,
         FormatId::Parquet,
+        FormatId::Perfetto,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -69,6 +71,7 @@ impl FormatId {
             FormatId::Csv => "csv",
             FormatId::Ctf => "ctf",
             FormatId::Parquet => "parquet",
+            FormatId::Perfetto => "perfetto",
         }
     }
     pub fn from_name(s: &str) -> Option<FormatId> {

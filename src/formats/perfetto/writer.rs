@@ -1,0 +1,1688 @@
+//! The Perfetto writer: one `TracePacket` at a time, each encoded into one
+//! reused scratch buffer and appended to the output as field 1 of `Trace`.
+//! Tracks, pairing and counters follow the Chrome JSON export (the same
+//! rules, `chrome::pairs`), so both show the same slices; decisions are in
+//! docs/perfetto.md.
+
+use super::layout::*;
+use super::wire::{self, Oversize};
+use crate::error::{Error, Result};
+use crate::formats::chrome::json::write_value;
+use crate::formats::chrome::pairs::{self, Open, Side, MAX_DEPTH};
+use crate::formats::dlt::reader::X_RAW;
+use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
+use crate::model::*;
+use crate::options::WriteOptions;
+use crate::output::ChunkedWriter;
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Synthetic pids and tids (CPU groups, metrics, ECUs) start here, far above
+/// any real PID (Linux caps them at 2^22) and within Perfetto's int32 pid.
+const SYNTHETIC_BASE: i64 = 1 << 30;
+
+/// Interned strings kept before the tables are dropped and the sequence's
+/// incremental state is cleared (bounded memory on long streams).
+pub const INTERN_LIMIT: usize = 8192;
+
+/// The trace clock's 0 is this long before the first item's time.
+const BOOT_MARGIN_NS: i64 = 1_000_000_000;
+
+/// The one packet sequence of a trace.
+const SEQ_ID: u64 = 1;
+
+/// A viewer track: a thread descriptor (`pid`, `tid`) with its own uuid,
+/// under the process descriptor of `pid`.
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    uuid: u64,
+    pid: i64,
+    tid: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TrackKey {
+    Cpu(u32),
+    CpuRun(u32),
+    CpuUnknown(u32),
+    Idle(u32),
+    Process(i64),
+    Metric(MetricId),
+    Marks,
+    Notes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum PairKey {
+    Track(usize),
+    Process(i64),
+    Idle(u32),
+    Unknown(u32),
+}
+
+#[derive(Clone)]
+struct TypeInfo {
+    ty: Arc<EventType>,
+    role: Option<(u32, Side)>,
+    pid_field: Option<usize>,
+    name_field: Option<usize>,
+    id_field: Option<usize>,
+    sched: Option<(usize, usize)>,
+    /// Android log priority of a type with a log level or timeline priority.
+    log_prio: Option<u64>,
+}
+
+struct Stem {
+    name: String,
+    open: bool,
+    close: bool,
+    per_process: bool,
+}
+
+struct MetricInfo {
+    name: String,
+    indom: Option<IndomId>,
+    pid_keyed: bool,
+    counter: bool,
+    units: String,
+}
+
+struct Series {
+    name: String,
+    /// Where string values and event records go (instants).
+    track: Track,
+    /// The counter track of numeric values (made on the first one).
+    counter_uuid: Option<u64>,
+    last_str: Option<String>,
+    /// `--rate`: the previous (time, value) of a counter-semantics metric.
+    prev: Option<(i64, f64)>,
+}
+
+#[derive(Default)]
+struct CpuRun {
+    first: Timestamp,
+    last: Timestamp,
+    current: Option<i64>,
+    label: String,
+}
+
+#[derive(Default)]
+struct Counts {
+    slices: u64,
+    running: u64,
+    instants: u64,
+    counters: u64,
+    logs: u64,
+    descriptors: u64,
+    unmatched_open: u64,
+    unmatched_close: u64,
+    resets: u64,
+}
+
+/// Interned strings of one kind (names, categories, annotation names).
+#[derive(Default)]
+struct Table {
+    ids: HashMap<Box<str>, u64>,
+}
+
+/// The interning state of the sequence.
+struct Interner {
+    names: Table,
+    cats: Table,
+    args: Table,
+    /// Enum labels (debug annotation string values).
+    labels: Table,
+    next: u64,
+    /// The next packet must clear the incremental state (first packet, or
+    /// the tables were dropped).
+    clear: bool,
+    /// InternedData entries the packet being built defines, per kind.
+    new_names: Vec<u8>,
+    new_cats: Vec<u8>,
+    new_args: Vec<u8>,
+    new_labels: Vec<u8>,
+}
+
+impl Interner {
+    fn new() -> Interner {
+        Interner {
+            names: Table::default(),
+            cats: Table::default(),
+            args: Table::default(),
+            labels: Table::default(),
+            next: 1,
+            clear: true,
+            new_names: Vec::new(),
+            new_cats: Vec::new(),
+            new_args: Vec::new(),
+            new_labels: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.names.ids.len() + self.cats.ids.len() + self.args.ids.len() + self.labels.ids.len()
+    }
+
+    /// Start a packet: drop the tables when they are full.
+    fn begin(&mut self) -> bool {
+        self.new_names.clear();
+        self.new_cats.clear();
+        self.new_args.clear();
+        self.new_labels.clear();
+        if self.len() >= INTERN_LIMIT {
+            self.names.ids.clear();
+            self.cats.ids.clear();
+            self.args.ids.clear();
+            self.labels.ids.clear();
+            self.next = 1;
+            self.clear = true;
+            return true;
+        }
+        false
+    }
+
+    fn get(&mut self, kind: u8, s: &str) -> u64 {
+        let (t, out) = match kind {
+            0 => (&mut self.names, &mut self.new_names),
+            1 => (&mut self.cats, &mut self.new_cats),
+            2 => (&mut self.args, &mut self.new_args),
+            _ => (&mut self.labels, &mut self.new_labels),
+        };
+        if let Some(&id) = t.ids.get(s) {
+            return id;
+        }
+        let id = self.next;
+        self.next += 1;
+        t.ids.insert(s.into(), id);
+        // EventName, EventCategory, DebugAnnotationName and InternedString
+        // share a layout.
+        let field = match kind {
+            0 => ID_NAMES,
+            1 => ID_CATEGORIES,
+            2 => ID_ANNOTATION_NAMES,
+            _ => ID_ANNOTATION_STRINGS,
+        };
+        wire::put_varint(out, wire::key(field, wire::WireType::Len));
+        let body = wire::varint_len(id) + 1 + wire::varint_len(s.len() as u64) + s.len() + 1;
+        wire::put_varint(out, body as u64);
+        wire::varint_field(out, IE_IID, id);
+        wire::str_field(out, IE_NAME, s);
+        id
+    }
+}
+
+/// A slice edge, instant or counter value to encode.
+enum Kind {
+    Begin,
+    End,
+    Instant,
+}
+
+pub struct PerfettoWriter {
+    out: ChunkedWriter<Box<dyn Write + Send>>,
+    path: Arc<PathBuf>,
+    header: Header,
+    rate: bool,
+    /// The packet being built (cleared, never shrunk).
+    pkt: Vec<u8>,
+    /// Text of a value that has no protobuf type of its own (reused).
+    text: Vec<u8>,
+    /// A log line's message (reused).
+    logbuf: Vec<u8>,
+    /// A prefixed annotation name (reused).
+    argname: String,
+    intern: Interner,
+    started: bool,
+    /// The source time that is 0 on the trace clock (see `start`).
+    boot_zero: i64,
+    origin: Option<Timestamp>,
+    next_uuid: u64,
+    types: HashMap<EventTypeId, TypeInfo>,
+    stems: Vec<Stem>,
+    stem_ids: HashMap<(String, String), u32>,
+    has_sched: bool,
+    tracks: Vec<Track>,
+    by_key: HashMap<TrackKey, usize>,
+    by_name: HashMap<String, usize>,
+    groups: HashMap<String, i64>,
+    /// Process descriptors written: pid -> uuid.
+    procs: HashMap<i64, u64>,
+    proc_names: HashMap<i64, String>,
+    next_syn: i64,
+    keybuf: String,
+    namebuf: String,
+    cpus: BTreeMap<u32, CpuRun>,
+    stacks: BTreeMap<PairKey, Vec<Open>>,
+    spare: Vec<Vec<Value>>,
+    metrics: HashMap<MetricId, MetricInfo>,
+    indoms: HashMap<IndomId, HashMap<InstId, String>>,
+    series: HashMap<(MetricId, InstId), Series>,
+    counts: Counts,
+    loss: LossReport,
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::io(path, e)
+}
+
+impl From<Oversize> for Error {
+    fn from(o: Oversize) -> Error {
+        Error::Usage(format!(
+            "a Perfetto message of {} bytes is over the 2^28-byte limit of its length field",
+            o.0
+        ))
+    }
+}
+
+/// The Android log priority of a DLT log level or timeline priority.
+pub fn log_priority(p: &str) -> Option<u64> {
+    Some(match p {
+        "fatal" => PRIO_FATAL,
+        "error" => PRIO_ERROR,
+        "warn" | "warning" => PRIO_WARN,
+        "info" | "app" => PRIO_INFO,
+        "debug" | "packet" | "library" => PRIO_DEBUG,
+        "verbose" | "trace" => PRIO_VERBOSE,
+        _ => return None,
+    })
+}
+
+impl PerfettoWriter {
+    pub fn new(path: &Path, header: &Header, opts: &WriteOptions) -> Result<PerfettoWriter> {
+        if let TimeBase::Cycles { hz: None, .. } = header.time_base {
+            return Err(Error::Usage(
+                "a Perfetto trace has nanosecond timestamps and this source has TSC cycles only: \
+                 give --tsc-hz HZ (as for --to pcp)"
+                    .into(),
+            ));
+        }
+        let sink: Box<dyn Write + Send> =
+            Box::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
+        Ok(PerfettoWriter {
+            out: ChunkedWriter::new(sink),
+            path: Arc::new(path.to_path_buf()),
+            header: header.clone(),
+            rate: opts.rate,
+            pkt: Vec::with_capacity(4096),
+            text: Vec::new(),
+            logbuf: Vec::new(),
+            argname: String::new(),
+            intern: Interner::new(),
+            started: false,
+            boot_zero: 0,
+            origin: None,
+            next_uuid: 0,
+            types: HashMap::new(),
+            stems: Vec::new(),
+            stem_ids: HashMap::new(),
+            has_sched: false,
+            tracks: Vec::new(),
+            by_key: HashMap::new(),
+            by_name: HashMap::new(),
+            groups: HashMap::new(),
+            procs: HashMap::new(),
+            proc_names: HashMap::new(),
+            next_syn: SYNTHETIC_BASE,
+            keybuf: String::new(),
+            namebuf: String::new(),
+            cpus: BTreeMap::new(),
+            stacks: BTreeMap::new(),
+            spare: Vec::new(),
+            metrics: HashMap::new(),
+            indoms: HashMap::new(),
+            series: HashMap::new(),
+            counts: Counts::default(),
+            loss: LossReport::default(),
+        })
+    }
+
+    // ------------------------------------------------------------ packets
+
+    /// Append the packet in `self.pkt` to the output as `Trace.packet`.
+    fn flush_packet(&mut self) -> Result<()> {
+        let mut head = [0u8; 11];
+        let mut n = 0;
+        head[n] = wire::key(TRACE_PACKET, wire::WireType::Len) as u8;
+        n += 1;
+        let mut len = self.pkt.len() as u64;
+        while len >= 0x80 {
+            head[n] = (len as u8) | 0x80;
+            len >>= 7;
+            n += 1;
+        }
+        head[n] = len as u8;
+        n += 1;
+        let p = self.path.clone();
+        self.out.write_all(&head[..n]).map_err(io_err(&p))?;
+        self.out.write_all(&self.pkt).map_err(io_err(&p))
+    }
+
+    /// The fields every packet starts with.
+    fn packet_head(&mut self, ts: Option<u64>) {
+        self.pkt.clear();
+        wire::varint_field(&mut self.pkt, P_SEQUENCE_ID, SEQ_ID);
+        if let Some(t) = ts {
+            wire::varint_field(&mut self.pkt, P_TIMESTAMP, t);
+        }
+    }
+
+    /// The first packet: the clock snapshot that says how the timestamps
+    /// read (see docs/perfetto.md, "Time"). The trace clock (BOOTTIME)
+    /// starts a second before the first item, so packet timestamps are
+    /// small varints (five bytes for a day, not nine for an epoch date);
+    /// the snapshot ties that axis to REALTIME, the source's own time, in
+    /// which log lines are stamped and dates are shown.
+    fn start(&mut self, first: Timestamp) -> Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        self.boot_zero = first.0.saturating_sub(BOOT_MARGIN_NS);
+        let boot = self.ns(first);
+        let real = self.realtime(first);
+        self.packet_head(Some(boot));
+        let dated = self.header.time_base.is_absolute();
+        wire::nested::<Error>(&mut self.pkt, P_CLOCK_SNAPSHOT, |b| {
+            for (id, t) in [(CLOCK_BOOTTIME, boot), (CLOCK_REALTIME, real)] {
+                wire::nested::<Error>(b, CS_CLOCKS, |b| {
+                    wire::varint_field(b, CLK_ID, id);
+                    wire::varint_field(b, CLK_TIMESTAMP, t);
+                    Ok(())
+                })?;
+            }
+            if dated {
+                wire::varint_field(b, CS_PRIMARY_CLOCK, CLOCK_REALTIME);
+            }
+            Ok(())
+        })?;
+        self.flush_packet()
+    }
+
+    /// A time as a packet timestamp (trace clock): nanoseconds, exact. A
+    /// time more than the margin before the first item cannot be written;
+    /// it is clamped to the trace's start and reported.
+    fn ns(&mut self, t: Timestamp) -> u64 {
+        let d = t.0.saturating_sub(self.boot_zero);
+        if d < 0 {
+            self.loss.degrade(
+                "timestamps",
+                "over a second before the first item: written at the trace's start",
+            );
+            return 0;
+        }
+        d as u64
+    }
+
+    /// A time on REALTIME (log lines): the source's own time.
+    fn realtime(&mut self, t: Timestamp) -> u64 {
+        if t.0 < 0 {
+            self.loss
+                .degrade("timestamps", "before 0 on a relative clock: written as 0");
+            return 0;
+        }
+        t.0 as u64
+    }
+
+    /// Finish a TrackEvent packet: sequence flags, then the interned data it
+    /// defines. `self.pkt` already holds the head and the event.
+    fn finish_event_packet(&mut self) -> Result<()> {
+        let mut flags = SEQ_NEEDS_INCREMENTAL_STATE;
+        if self.intern.clear {
+            flags |= SEQ_INCREMENTAL_STATE_CLEARED;
+            self.intern.clear = false;
+        }
+        wire::varint_field(&mut self.pkt, P_SEQUENCE_FLAGS, flags);
+        let i = &self.intern;
+        if !(i.new_names.is_empty()
+            && i.new_cats.is_empty()
+            && i.new_args.is_empty()
+            && i.new_labels.is_empty())
+        {
+            wire::nested::<Error>(&mut self.pkt, P_INTERNED_DATA, |b| {
+                b.extend_from_slice(&i.new_cats);
+                b.extend_from_slice(&i.new_names);
+                b.extend_from_slice(&i.new_args);
+                b.extend_from_slice(&i.new_labels);
+                Ok(())
+            })?;
+        }
+        self.flush_packet()
+    }
+
+    /// A TrackEvent packet of `kind` on `track`, named `name`, with the
+    /// fields of `ty` (then of `ty2`, prefixed `exit.`) as annotations.
+    #[allow(clippy::too_many_arguments)]
+    fn track_event(
+        &mut self,
+        kind: Kind,
+        t: Timestamp,
+        track: u64,
+        name: &str,
+        cats: (&str, bool),
+        args: (&EventType, &[Value]),
+        exit_args: Option<(&EventType, &[Value])>,
+    ) -> Result<()> {
+        if self.intern.begin() {
+            self.counts.resets += 1;
+        }
+        let ts = self.ns(t);
+        self.packet_head(Some(ts));
+        let cat = self.intern.get(1, cats.0);
+        let unmatched = cats.1.then(|| self.intern.get(1, "unmatched"));
+        let name_iid = match kind {
+            Kind::End => None,
+            _ => Some(self.intern.get(0, name)),
+        };
+        let ty = match kind {
+            Kind::Begin => TYPE_SLICE_BEGIN,
+            Kind::End => TYPE_SLICE_END,
+            Kind::Instant => TYPE_INSTANT,
+        };
+        // Annotation names are interned before the event is encoded (the
+        // interner and the packet are separate buffers).
+        let with_args = !matches!(kind, Kind::End);
+        let Self {
+            pkt,
+            intern,
+            text,
+            argname,
+            ..
+        } = self;
+        wire::nested::<Error>(pkt, P_TRACK_EVENT, |b| {
+            wire::varint_field(b, TE_TYPE, ty);
+            wire::varint_field(b, TE_TRACK_UUID, track);
+            if let Some(n) = name_iid {
+                wire::varint_field(b, TE_NAME_IID, n);
+            }
+            if with_args {
+                wire::varint_field(b, TE_CATEGORY_IIDS, cat);
+                if let Some(u) = unmatched {
+                    wire::varint_field(b, TE_CATEGORY_IIDS, u);
+                }
+                annotations(b, intern, text, argname, args.0, args.1, "")?;
+                if let Some((t2, v2)) = exit_args {
+                    annotations(b, intern, text, argname, t2, v2, "exit.")?;
+                }
+            }
+            Ok(())
+        })?;
+        self.finish_event_packet()
+    }
+
+    /// A counter value on counter track `uuid`.
+    fn counter_event(&mut self, t: Timestamp, uuid: u64, v: CounterValue) -> Result<()> {
+        if self.intern.begin() {
+            self.counts.resets += 1;
+        }
+        let ts = self.ns(t);
+        self.packet_head(Some(ts));
+        wire::nested::<Error>(&mut self.pkt, P_TRACK_EVENT, |b| {
+            wire::varint_field(b, TE_TYPE, TYPE_COUNTER);
+            wire::varint_field(b, TE_TRACK_UUID, uuid);
+            match v {
+                CounterValue::Int(x) => wire::int_field(b, TE_COUNTER_VALUE, x),
+                CounterValue::Double(x) => wire::double_field(b, TE_DOUBLE_COUNTER_VALUE, x),
+            }
+            Ok(())
+        })?;
+        self.finish_event_packet()?;
+        self.counts.counters += 1;
+        Ok(())
+    }
+
+    /// An android_log packet with one LogEvent.
+    fn log(&mut self, t: Timestamp, tr: Track, prio: u64, tag: &str, msg: &str) -> Result<()> {
+        let boot = self.ns(t);
+        let ts = self.realtime(t);
+        self.packet_head(Some(boot));
+        wire::nested::<Error>(&mut self.pkt, P_ANDROID_LOG, |b| {
+            wire::nested::<Error>(b, AL_EVENTS, |b| {
+                wire::int_field(b, LE_PID, tr.pid);
+                wire::int_field(b, LE_TID, tr.tid);
+                wire::varint_field(b, LE_TIMESTAMP, ts);
+                wire::str_field(b, LE_TAG, tag);
+                wire::varint_field(b, LE_PRIO, prio);
+                wire::str_field(b, LE_MESSAGE, msg);
+                Ok(())
+            })
+        })?;
+        self.flush_packet()?;
+        self.counts.logs += 1;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ tracks
+
+    fn syn(&mut self) -> i64 {
+        self.next_syn += 1;
+        self.next_syn
+    }
+
+    fn uuid(&mut self) -> u64 {
+        self.next_uuid += 1;
+        self.next_uuid
+    }
+
+    /// A process descriptor for `pid` named `name` (again on a rename).
+    fn process(&mut self, pid: i64, name: &str) -> Result<u64> {
+        let (uuid, new) = match self.procs.get(&pid) {
+            Some(&u) => (u, false),
+            None => (self.uuid(), true),
+        };
+        if new {
+            self.procs.insert(pid, uuid);
+        }
+        self.packet_head(None);
+        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+            wire::varint_field(b, TD_UUID, uuid);
+            wire::nested::<Error>(b, TD_PROCESS, |b| {
+                wire::int_field(b, PD_PID, pid);
+                wire::str_field(b, PD_PROCESS_NAME, name);
+                Ok(())
+            })
+        })?;
+        self.flush_packet()?;
+        self.counts.descriptors += 1;
+        Ok(uuid)
+    }
+
+    /// A thread descriptor (`pid`, `tid`) under the process of `pid`.
+    fn thread(
+        &mut self,
+        uuid: u64,
+        pid: i64,
+        tid: i64,
+        name: &str,
+        rank: Option<i64>,
+    ) -> Result<()> {
+        let parent = self.procs.get(&pid).copied();
+        self.packet_head(None);
+        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+            wire::varint_field(b, TD_UUID, uuid);
+            if let Some(p) = parent {
+                wire::varint_field(b, TD_PARENT_UUID, p);
+            }
+            wire::nested::<Error>(b, TD_THREAD, |b| {
+                wire::int_field(b, THD_PID, pid);
+                wire::int_field(b, THD_TID, tid);
+                wire::str_field(b, THD_THREAD_NAME, name);
+                Ok(())
+            })?;
+            if let Some(r) = rank {
+                wire::int_field(b, TD_SIBLING_ORDER_RANK, r);
+            }
+            Ok(())
+        })?;
+        self.flush_packet()?;
+        self.counts.descriptors += 1;
+        Ok(())
+    }
+
+    /// A counter track named `name` under the process of `pid`.
+    fn counter_track(&mut self, pid: i64, name: &str, unit: &str) -> Result<u64> {
+        let uuid = self.uuid();
+        let parent = self.procs.get(&pid).copied();
+        self.packet_head(None);
+        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+            wire::varint_field(b, TD_UUID, uuid);
+            if let Some(p) = parent {
+                wire::varint_field(b, TD_PARENT_UUID, p);
+            }
+            wire::str_field(b, TD_NAME, name);
+            wire::nested::<Error>(b, TD_COUNTER, |b| {
+                if !unit.is_empty() {
+                    wire::str_field(b, CD_UNIT_NAME, unit);
+                }
+                Ok(())
+            })
+        })?;
+        self.flush_packet()?;
+        self.counts.descriptors += 1;
+        Ok(uuid)
+    }
+
+    fn group(&mut self, name: &str) -> Result<i64> {
+        if let Some(&p) = self.groups.get(name) {
+            return Ok(p);
+        }
+        let pid = self.syn();
+        self.groups.insert(name.to_string(), pid);
+        self.process(pid, name)?;
+        Ok(pid)
+    }
+
+    fn new_track(&mut self, pid: i64, tid: i64, name: &str, rank: Option<i64>) -> Result<usize> {
+        let uuid = self.uuid();
+        self.thread(uuid, pid, tid, name, rank)?;
+        self.tracks.push(Track { uuid, pid, tid });
+        Ok(self.tracks.len() - 1)
+    }
+
+    fn cpu_word(&self) -> &'static str {
+        if self.header.source == FormatId::Timeline {
+            "core"
+        } else {
+            "CPU"
+        }
+    }
+
+    fn cpu_group(&mut self) -> Result<i64> {
+        let name = if self.header.source == FormatId::Timeline {
+            "cores"
+        } else {
+            "CPUs"
+        };
+        self.group(name)
+    }
+
+    fn process_label(&self, pid: i64) -> String {
+        match self.proc_names.get(&pid) {
+            Some(n) => n.clone(),
+            None if pid == 0 => "idle (pid 0)".into(),
+            None => format!("pid {pid}"),
+        }
+    }
+
+    fn name_process(&mut self, pid: i64, name: &str) -> Result<()> {
+        if self.proc_names.get(&pid).is_some_and(|n| n == name) {
+            return Ok(());
+        }
+        self.proc_names.insert(pid, name.to_string());
+        if let Some(&t) = self.by_key.get(&TrackKey::Process(pid)) {
+            // The same uuids again: the descriptors are renamed in place.
+            self.process(pid, name)?;
+            let tr = self.tracks[t];
+            self.thread(tr.uuid, pid, pid, name, None)?;
+        }
+        Ok(())
+    }
+
+    fn track(&mut self, key: TrackKey) -> Result<usize> {
+        if let Some(&t) = self.by_key.get(&key) {
+            return Ok(t);
+        }
+        let word = self.cpu_word();
+        let t = match key {
+            TrackKey::Cpu(c) => {
+                let pid = self.cpu_group()?;
+                let tid = self.syn();
+                self.new_track(pid, tid, &format!("{word} {c}"), Some(3 * c as i64))?
+            }
+            TrackKey::CpuRun(c) => {
+                let pid = self.cpu_group()?;
+                let tid = self.syn();
+                let n = format!("{word} {c} running");
+                self.new_track(pid, tid, &n, Some(3 * c as i64 + 1))?
+            }
+            TrackKey::CpuUnknown(c) => {
+                let pid = self.cpu_group()?;
+                let tid = self.syn();
+                let n = format!("{word} {c}, process not yet known");
+                self.new_track(pid, tid, &n, Some(3 * c as i64 + 2))?
+            }
+            TrackKey::Idle(c) => {
+                // pid 0 is the kernel's swapper to Perfetto: a group of its own.
+                let pid = self.group("idle (pid 0)")?;
+                let tid = self.syn();
+                self.new_track(pid, tid, &format!("idle on {word} {c}"), Some(c as i64))?
+            }
+            TrackKey::Process(p) => {
+                let label = self.process_label(p);
+                self.process(p, &label)?;
+                self.new_track(p, p, &label, None)?
+            }
+            TrackKey::Metric(m) => {
+                let name = self
+                    .metrics
+                    .get(&m)
+                    .map(|i| i.name.clone())
+                    .unwrap_or_else(|| format!("metric {m}"));
+                let pid = self.syn();
+                self.process(pid, &name)?;
+                self.new_track(pid, pid, &name, None)?
+            }
+            TrackKey::Marks | TrackKey::Notes => {
+                let name = if key == TrackKey::Marks {
+                    "marks"
+                } else {
+                    "annotations"
+                };
+                let pid = self.group(name)?;
+                let tid = self.syn();
+                self.new_track(pid, tid, name, None)?
+            }
+        };
+        self.by_key.insert(key, t);
+        Ok(t)
+    }
+
+    fn named_track(&mut self, ga: &str, gb: &str, thread: &str) -> Result<usize> {
+        self.keybuf.clear();
+        self.keybuf.push_str(ga);
+        self.keybuf.push_str(gb);
+        self.keybuf.push('\0');
+        self.keybuf.push_str(thread);
+        if let Some(&t) = self.by_name.get(self.keybuf.as_str()) {
+            return Ok(t);
+        }
+        let key = self.keybuf.clone();
+        let pid = self.group(&format!("{ga}{gb}"))?;
+        let tid = self.syn();
+        let t = self.new_track(pid, tid, thread, None)?;
+        self.by_name.insert(key, t);
+        Ok(t)
+    }
+
+    fn home(&mut self, e: &Event, ti: &TypeInfo) -> Result<usize> {
+        if let Some(p) = ti
+            .pid_field
+            .and_then(|i| e.fields.get(i))
+            .and_then(Value::as_i128)
+            .and_then(|p| i64::try_from(p).ok())
+        {
+            if let Some(Value::Str(n)) = ti.name_field.and_then(|i| e.fields.get(i)) {
+                if !n.is_empty() {
+                    self.name_process(p, n)?;
+                }
+            }
+            return self.track(TrackKey::Process(p));
+        }
+        if let Some(c) = e.cpu {
+            return self.track(TrackKey::Cpu(c));
+        }
+        if let Some(ecu) = e.extras.str(X_ECU) {
+            let apid = e.extras.str(X_APID).unwrap_or("-");
+            return self.named_track("ECU ", ecu, apid);
+        }
+        let src = self.header.source.name();
+        if let Some(s) = &e.stream {
+            return self.named_track(src, " streams", s);
+        }
+        self.named_track(src, " events", &ti.ty.category)
+    }
+
+    // ------------------------------------------------------------ events
+
+    fn define_type(&mut self, t: &Arc<EventType>) {
+        let field = |n: &str| t.fields.iter().position(|f| f.name == n);
+        let is_int = |i: usize| {
+            matches!(
+                t.fields[i].ty,
+                FieldType::Int(_) | FieldType::Uint(_) | FieldType::Enum { .. }
+            )
+        };
+        let role = pairs::classify(&t.name).map(|(stem, side)| {
+            let key = (t.category.clone(), stem.clone());
+            let next = self.stems.len() as u32;
+            let id = *self.stem_ids.entry(key).or_insert(next);
+            if id == next {
+                self.stems.push(Stem {
+                    per_process: pairs::per_process(&stem),
+                    name: stem,
+                    open: false,
+                    close: false,
+                });
+            }
+            let s = &mut self.stems[id as usize];
+            match side {
+                Side::Open => s.open = true,
+                Side::Close => s.close = true,
+            }
+            (id, side)
+        });
+        let id_field = role.and_then(|(id, side)| {
+            (side == Side::Open)
+                .then(|| field(&format!("{}_id", self.stems[id as usize].name)))
+                .flatten()
+        });
+        let pid_field = field("pid").filter(|&i| is_int(i));
+        let name_field = pid_field.and(field("cmdline").or_else(|| field("comm")));
+        let sched = match t.name.as_str() {
+            "schedchange" => field("out").zip(field("in")),
+            "sched_switch" => field("prev_pid").zip(field("next_pid")),
+            _ => None,
+        }
+        .filter(|&(o, i)| is_int(o) && is_int(i));
+        self.has_sched |= sched.is_some();
+        let log_prio = t.priority.as_deref().and_then(log_priority);
+        self.types.insert(
+            t.id,
+            TypeInfo {
+                ty: t.clone(),
+                role,
+                pid_field,
+                name_field,
+                id_field,
+                sched,
+                log_prio,
+            },
+        );
+    }
+
+    fn event(&mut self, e: &Event) -> Result<()> {
+        let Some(ti) = self.types.get(&e.type_id).cloned() else {
+            self.loss
+                .drop_item("events", "event of an undefined type (no name to show)");
+            return Ok(());
+        };
+        if let Some(c) = e.cpu {
+            let r = self.cpus.entry(c).or_insert_with(|| CpuRun {
+                first: e.time,
+                ..CpuRun::default()
+            });
+            r.last = r.last.max(e.time);
+        }
+        let home = self.home(e, &ti)?;
+        if let Some(p) = ti.log_prio {
+            self.log_line(e, &ti, home, p)?;
+        }
+        if let Some(sw) = ti.sched {
+            self.sched_switch(e, sw)?;
+        }
+        if let Some((stem, side)) = ti.role {
+            let s = &self.stems[stem as usize];
+            if s.open && s.close {
+                return self.pair(e, &ti, stem, side, home);
+            }
+        }
+        self.instant(e.time, &ti.ty, &e.fields, home, false)
+    }
+
+    /// An event with a log level or priority as a log line: tag `APID:CTID`
+    /// (DLT) or the category, the message the field values as text.
+    fn log_line(&mut self, e: &Event, ti: &TypeInfo, home: usize, prio: u64) -> Result<()> {
+        let mut tag = std::mem::take(&mut self.keybuf);
+        tag.clear();
+        tag.push_str(&ti.ty.category);
+        let dlt = e.extras.str(X_ECU).is_some();
+        if dlt {
+            tag.push(':');
+            tag.push_str(&ti.ty.name);
+        }
+        let mut msg = std::mem::take(&mut self.logbuf);
+        msg.clear();
+        // A DLT record kept whole: its payload as `dlt-convert -a` prints it.
+        let raw = e
+            .extras
+            .bytes(X_RAW)
+            .and_then(|r| crate::formats::dlt::layout::Msg::parse(0, r));
+        match raw {
+            Some(m) => crate::formats::dlt::text::payload(&m, &mut msg),
+            None => log_message(&mut msg, &ti.ty, &e.fields, dlt),
+        }
+        let tr = self.tracks[home];
+        let text = String::from_utf8_lossy(&msg);
+        let r = self.log(e.time, tr, prio, &tag, &text);
+        drop(text);
+        self.keybuf = tag;
+        self.logbuf = msg;
+        r
+    }
+
+    fn instant(
+        &mut self,
+        time: Timestamp,
+        ty: &EventType,
+        fields: &[Value],
+        track: usize,
+        unmatched: bool,
+    ) -> Result<()> {
+        let uuid = self.tracks[track].uuid;
+        self.track_event(
+            Kind::Instant,
+            time,
+            uuid,
+            &ty.name,
+            (&ty.category, unmatched),
+            (ty, fields),
+            None,
+        )?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    fn pair_key(&mut self, e: &Event, stem: u32, home: usize) -> PairKey {
+        if !(self.stems[stem as usize].per_process && self.has_sched) {
+            return PairKey::Track(home);
+        }
+        let Some(c) = e.cpu else {
+            return PairKey::Track(home);
+        };
+        match self.cpus.get(&c).and_then(|r| r.current) {
+            Some(0) => PairKey::Idle(c),
+            Some(p) => PairKey::Process(p),
+            None => PairKey::Unknown(c),
+        }
+    }
+
+    fn key_track(&mut self, key: PairKey) -> Result<usize> {
+        match key {
+            PairKey::Track(t) => Ok(t),
+            PairKey::Process(p) => self.track(TrackKey::Process(p)),
+            PairKey::Idle(c) => self.track(TrackKey::Idle(c)),
+            PairKey::Unknown(c) => self.track(TrackKey::CpuUnknown(c)),
+        }
+    }
+
+    fn pair(&mut self, e: &Event, ti: &TypeInfo, stem: u32, side: Side, home: usize) -> Result<()> {
+        let key = self.pair_key(e, stem, home);
+        match side {
+            Side::Open => {
+                let mut fields = self.spare.pop().unwrap_or_default();
+                fields.clone_from(&e.fields);
+                let stack = self.stacks.entry(key).or_default();
+                stack.push(Open {
+                    type_id: e.type_id,
+                    stem,
+                    time: e.time,
+                    fields,
+                    home,
+                });
+                if stack.len() > MAX_DEPTH {
+                    let oldest = stack.remove(0);
+                    self.unmatched_open(oldest)?;
+                }
+                Ok(())
+            }
+            Side::Close => {
+                let found = self
+                    .stacks
+                    .get(&key)
+                    .and_then(|s| s.iter().rposition(|o| o.stem == stem));
+                let Some(i) = found else {
+                    self.counts.unmatched_close += 1;
+                    return self.instant(e.time, &ti.ty, &e.fields, home, true);
+                };
+                let stack = self.stacks.get_mut(&key).expect("found above");
+                let above: Vec<Open> = stack.drain(i + 1..).collect();
+                // An emptied stack is kept for the key's next entry: no
+                // allocation per slice (keys are tracks and processes).
+                let open = stack.pop().expect("index i exists");
+                for o in above {
+                    self.unmatched_open(o)?;
+                }
+                let track = self.key_track(key)?;
+                self.slice(&open, e, ti, track)?;
+                self.spare.push(open.fields);
+                Ok(())
+            }
+        }
+    }
+
+    fn unmatched_open(&mut self, o: Open) -> Result<()> {
+        self.counts.unmatched_open += 1;
+        if let Some(ti) = self.types.get(&o.type_id).cloned() {
+            self.instant(o.time, &ti.ty, &o.fields, o.home, true)?;
+        }
+        self.spare.push(o.fields);
+        Ok(())
+    }
+
+    /// A slice from an entry and its exit: its begin and end, written when
+    /// the exit is read (the trace processor sorts by time).
+    fn slice(
+        &mut self,
+        open: &Open,
+        close: &Event,
+        close_ti: &TypeInfo,
+        track: usize,
+    ) -> Result<()> {
+        let Some(oti) = self.types.get(&open.type_id).cloned() else {
+            return Ok(());
+        };
+        self.namebuf.clear();
+        self.namebuf.push_str(&self.stems[open.stem as usize].name);
+        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
+            self.namebuf.push(' ');
+            v.push_text(&mut self.namebuf);
+        }
+        let name = std::mem::take(&mut self.namebuf);
+        let mut end = close.time;
+        if end < open.time {
+            self.loss
+                .degrade("durations", "exit earlier than its entry: duration 0");
+            end = open.time;
+        }
+        let uuid = self.tracks[track].uuid;
+        let exit = (!close.fields.is_empty()).then_some((&*close_ti.ty, &close.fields[..]));
+        let r = self
+            .track_event(
+                Kind::Begin,
+                open.time,
+                uuid,
+                &name,
+                (&oti.ty.category, false),
+                (&oti.ty, &open.fields),
+                exit,
+            )
+            .and_then(|()| {
+                self.track_event(Kind::End, end, uuid, "", ("", false), (&oti.ty, &[]), None)
+            });
+        self.namebuf = name;
+        r?;
+        self.counts.slices += 1;
+        Ok(())
+    }
+
+    fn sched_switch(&mut self, e: &Event, (o, i): (usize, usize)) -> Result<()> {
+        let Some(c) = e.cpu else {
+            return Ok(());
+        };
+        let get = |k: usize| {
+            e.fields
+                .get(k)
+                .and_then(Value::as_i128)
+                .and_then(|v| i64::try_from(v).ok())
+        };
+        let (Some(out), Some(inn)) = (get(o), get(i)) else {
+            return Ok(());
+        };
+        let r = self.cpus.get(&c).expect("cpu entry made by event()");
+        let (cur, first) = (r.current, r.first);
+        if cur.is_none() {
+            self.run_edge(c, out, first, true)?;
+            if let Some(mut opens) = self.stacks.remove(&PairKey::Unknown(c)) {
+                let key = if out == 0 {
+                    PairKey::Idle(c)
+                } else {
+                    PairKey::Process(out)
+                };
+                let dest = self.stacks.entry(key).or_default();
+                opens.append(dest);
+                *dest = opens;
+            }
+        }
+        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
+        self.run_edge(c, inn, e.time, true)?;
+        let r = self.cpus.get_mut(&c).expect("cpu entry made by event()");
+        r.current = Some(inn);
+        Ok(())
+    }
+
+    /// One edge of a running slice on the CPU's "running" track.
+    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+        let track = self.track(TrackKey::CpuRun(c))?;
+        let uuid = self.tracks[track].uuid;
+        let label = if begin {
+            let l = self.process_label(pid);
+            if let Some(r) = self.cpus.get_mut(&c) {
+                r.label.clone_from(&l);
+            }
+            l
+        } else {
+            String::new()
+        };
+        let pid_ty = pid_type();
+        let pid_val = [Value::I64(pid)];
+        if begin {
+            self.track_event(
+                Kind::Begin,
+                at,
+                uuid,
+                &label,
+                ("sched", false),
+                (pid_ty, &pid_val),
+                None,
+            )?;
+            self.counts.running += 1;
+        } else {
+            self.track_event(Kind::End, at, uuid, "", ("", false), (pid_ty, &[]), None)?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ samples
+
+    fn define_metric(&mut self, m: &MetricDesc) {
+        let name = m.name().to_string();
+        let pid_keyed =
+            m.indom.is_some() && (name.starts_with("kpi.proc.") || name.starts_with("proc."));
+        self.metrics.insert(
+            m.id,
+            MetricInfo {
+                name,
+                indom: m.indom,
+                pid_keyed,
+                counter: m.sem == Semantics::Counter,
+                units: m.units.pcp_str(),
+            },
+        );
+        self.series.retain(|(id, _), _| *id != m.id);
+    }
+
+    fn indom(&mut self, u: &IndomUpdate) {
+        let names = self.indoms.entry(u.id).or_default();
+        let mut gone: Vec<InstId> = Vec::new();
+        match u.kind {
+            IndomKind::Full => {
+                let keep: std::collections::HashSet<InstId> =
+                    u.instances.iter().map(|i| i.id).collect();
+                gone.extend(names.keys().filter(|k| !keep.contains(k)));
+                names.clear();
+            }
+            IndomKind::Delta => gone.extend(&u.removed),
+        }
+        for g in &gone {
+            names.remove(g);
+        }
+        for i in &u.instances {
+            names.insert(i.id, i.name.clone());
+        }
+        if !gone.is_empty() {
+            let metrics = &self.metrics;
+            self.series.retain(|(m, inst), _| {
+                !(metrics.get(m).is_some_and(|mi| mi.indom == Some(u.id)) && gone.contains(inst))
+            });
+        }
+    }
+
+    fn series(&mut self, m: MetricId, inst: InstId) -> Result<&mut Series> {
+        if !self.series.contains_key(&(m, inst)) {
+            let (mname, indom, pid_keyed) = match self.metrics.get(&m) {
+                Some(mi) => (mi.name.clone(), mi.indom, mi.pid_keyed),
+                None => (format!("metric {m}"), None, false),
+            };
+            let iname = indom
+                .and_then(|d| self.indoms.get(&d))
+                .and_then(|n| n.get(&inst))
+                .cloned();
+            let (track, name) = if pid_keyed && inst >= 0 {
+                if let Some(n) = &iname {
+                    if !self.proc_names.contains_key(&(inst as i64)) {
+                        self.name_process(inst as i64, n)?;
+                    }
+                }
+                (self.track(TrackKey::Process(inst as i64))?, mname)
+            } else {
+                let t = self.track(TrackKey::Metric(m))?;
+                let name = if inst == PM_IN_NULL {
+                    mname
+                } else {
+                    match &iname {
+                        Some(n) => format!("{mname}[{n}]"),
+                        None => format!("{mname}[{inst}]"),
+                    }
+                };
+                (t, name)
+            };
+            self.series.insert(
+                (m, inst),
+                Series {
+                    name,
+                    track: self.tracks[track],
+                    counter_uuid: None,
+                    last_str: None,
+                    prev: None,
+                },
+            );
+        }
+        Ok(self.series.get_mut(&(m, inst)).expect("inserted above"))
+    }
+
+    fn sample(&mut self, s: &Sample) -> Result<()> {
+        for mv in &s.metrics {
+            let vals = match &mv.values {
+                Ok(v) => v,
+                Err(_) => {
+                    self.loss
+                        .drop_item("metric values", "PCP error code instead of a value");
+                    continue;
+                }
+            };
+            for (inst, v) in vals {
+                self.value(mv.metric, *inst, v, s.time)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn value(&mut self, m: MetricId, inst: InstId, v: &Value, t: Timestamp) -> Result<()> {
+        match v {
+            Value::I64(_) | Value::U64(_) | Value::Enum(_) | Value::F32(_) | Value::F64(_) => {
+                let counter = self.metrics.get(&m).is_some_and(|mi| mi.counter);
+                let as_rate = self.rate && counter;
+                let se = self.series(m, inst)?;
+                let uuid = match se.counter_uuid {
+                    Some(u) => u,
+                    None => {
+                        let (pid, name) = (se.track.pid, se.name.clone());
+                        let units = self
+                            .metrics
+                            .get(&m)
+                            .map(|mi| mi.units.clone())
+                            .unwrap_or_default();
+                        let unit = match (as_rate, units.is_empty()) {
+                            (false, _) => units,
+                            (true, true) => "/ sec".into(),
+                            (true, false) => format!("{units} / sec"),
+                        };
+                        let u = self.counter_track(pid, &name, &unit)?;
+                        self.series.get_mut(&(m, inst)).expect("made").counter_uuid = Some(u);
+                        u
+                    }
+                };
+                let cv = if as_rate {
+                    let x = v.as_f64().unwrap_or(0.0);
+                    let se = self.series.get_mut(&(m, inst)).expect("made");
+                    let prev = se.prev.replace((t.0, x));
+                    // The first value, a counter that went down (reset or
+                    // wrap) or no time between: no rate to show.
+                    match prev {
+                        Some((t0, x0)) if t.0 > t0 && x >= x0 => {
+                            CounterValue::Double((x - x0) / ((t.0 - t0) as f64 / 1e9))
+                        }
+                        _ => return Ok(()),
+                    }
+                } else {
+                    match *v {
+                        Value::I64(x) | Value::Enum(x) => CounterValue::Int(x),
+                        Value::U64(x) => match i64::try_from(x) {
+                            Ok(x) => CounterValue::Int(x),
+                            Err(_) => CounterValue::Double(x as f64),
+                        },
+                        Value::F32(x) => CounterValue::Double(x as f64),
+                        Value::F64(x) => CounterValue::Double(x),
+                        _ => unreachable!("numeric arm"),
+                    }
+                };
+                self.counter_event(t, uuid, cv)?;
+            }
+            Value::Str(s) => {
+                let se = self.series(m, inst)?;
+                if se.last_str.as_deref() == Some(s.as_str()) {
+                    self.loss.degrade(
+                        "string metric values",
+                        "written as instants where the value changes; repeats left out",
+                    );
+                    return Ok(());
+                }
+                se.last_str = Some(s.clone());
+                let (uuid, name) = (se.track.uuid, se.name.clone());
+                let vals = [v.clone()];
+                self.track_event(
+                    Kind::Instant,
+                    t,
+                    uuid,
+                    &name,
+                    ("metric", false),
+                    (value_type(), &vals),
+                    None,
+                )?;
+                self.counts.instants += 1;
+            }
+            Value::Events(recs) => {
+                for rec in recs {
+                    self.event_record(m, inst, rec)?;
+                }
+            }
+            _ => self.loss.drop_item(
+                "metric values",
+                "aggregate or compound value: not a counter (CTF or PCP carry it)",
+            ),
+        }
+        Ok(())
+    }
+
+    fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()> {
+        let se = self.series(m, inst)?;
+        let (uuid, name) = (se.track.uuid, se.name.clone());
+        // Parameters as annotations named after their metric.
+        let mut fields = vec![Field::new("flags", FieldType::Uint(4))];
+        let mut vals = vec![Value::U64(rec.flags as u64)];
+        for p in &rec.params {
+            let n = self
+                .metrics
+                .get(&p.metric)
+                .map(|i| i.name.clone())
+                .unwrap_or_else(|| format!("metric {}", p.metric));
+            fields.push(Field::new(&n, FieldType::String));
+            vals.push(p.value.clone());
+        }
+        let ty = EventType::new(0, "event record", &name, fields);
+        self.track_event(
+            Kind::Instant,
+            rec.time,
+            uuid,
+            &name,
+            ("event record", false),
+            (&ty, &vals),
+            None,
+        )?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ others
+
+    fn mark(&mut self, m: &Mark) -> Result<()> {
+        let track = self.track(TrackKey::Marks)?;
+        let uuid = self.tracks[track].uuid;
+        self.track_event(
+            Kind::Instant,
+            m.time,
+            uuid,
+            "mark",
+            ("mark", false),
+            (value_type(), &[]),
+            None,
+        )?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    fn annotation(&mut self, a: &Annotation) -> Result<()> {
+        let track = match a.extras.str(X_ECU) {
+            Some(ecu) => {
+                let apid = a.extras.str(X_APID).unwrap_or("-");
+                self.named_track("ECU ", ecu, apid)?
+            }
+            None => self.track(TrackKey::Notes)?,
+        };
+        let uuid = self.tracks[track].uuid;
+        let name = match a.text.char_indices().nth(80) {
+            Some((i, _)) => &a.text[..i],
+            None => a.text.as_str(),
+        };
+        let mut vals = vec![Value::Str(a.text.clone())];
+        if let Some(c) = a.extras.str(X_CTID) {
+            vals.push(Value::Str(c.to_string()));
+        }
+        self.track_event(
+            Kind::Instant,
+            a.time,
+            uuid,
+            name,
+            ("annotation", false),
+            (annotation_type(), &vals),
+            None,
+        )?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if self.origin.is_none() {
+            return Err(Error::nothing_to_write(
+                "nothing to write",
+                "the input has no events, samples, marks or annotations",
+            ));
+        }
+        let open: Vec<(u32, i64, Timestamp)> = self
+            .cpus
+            .iter()
+            .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
+            .collect();
+        for (c, p, last) in open {
+            self.run_edge(c, p, last, false)?;
+        }
+        let stacks = std::mem::take(&mut self.stacks);
+        for (_, opens) in stacks {
+            for o in opens {
+                self.unmatched_open(o)?;
+            }
+        }
+        let p = self.path.clone();
+        self.out.flush().map_err(io_err(&p))
+    }
+}
+
+/// A counter value as Perfetto takes it.
+#[derive(Clone, Copy)]
+enum CounterValue {
+    Int(i64),
+    Double(f64),
+}
+
+/// Types of the annotations the writer makes itself (built once).
+fn pid_type() -> &'static EventType {
+    static T: std::sync::OnceLock<EventType> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        EventType::new(
+            0,
+            "sched",
+            "running",
+            vec![Field::new("pid", FieldType::Int(8))],
+        )
+    })
+}
+
+fn value_type() -> &'static EventType {
+    static T: std::sync::OnceLock<EventType> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        EventType::new(
+            0,
+            "metric",
+            "value",
+            vec![Field::new("value", FieldType::String)],
+        )
+    })
+}
+
+fn annotation_type() -> &'static EventType {
+    static T: std::sync::OnceLock<EventType> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        EventType::new(
+            0,
+            "annotation",
+            "annotation",
+            vec![
+                Field::new("text", FieldType::String),
+                Field::new("ctid", FieldType::String),
+            ],
+        )
+    })
+}
+
+/// The fields of an event as typed debug annotations, names interned.
+fn annotations(
+    b: &mut Vec<u8>,
+    intern: &mut Interner,
+    text: &mut Vec<u8>,
+    pname: &mut String,
+    ty: &EventType,
+    values: &[Value],
+    prefix: &str,
+) -> Result<()> {
+    for (i, v) in values.iter().enumerate() {
+        let f = ty.fields.get(i);
+        let iid = match (f, prefix.is_empty()) {
+            (Some(f), true) => intern.get(2, &f.name),
+            _ => {
+                // Prefixed or unnamed: built once per field, rare.
+                pname.clear();
+                pname.push_str(prefix);
+                match f {
+                    Some(f) => pname.push_str(&f.name),
+                    None => {
+                        use std::fmt::Write as _;
+                        let _ = write!(pname, "field{i}");
+                    }
+                }
+                intern.get(2, pname)
+            }
+        };
+        wire::nested::<Error>(b, TE_DEBUG_ANNOTATIONS, |b| {
+            wire::varint_field(b, DA_NAME_IID, iid);
+            match v {
+                Value::I64(x) => wire::int_field(b, DA_INT, *x),
+                Value::U64(x) => wire::varint_field(b, DA_UINT, *x),
+                Value::F32(x) => wire::double_field(b, DA_DOUBLE, *x as f64),
+                Value::F64(x) => wire::double_field(b, DA_DOUBLE, *x),
+                Value::Str(s) => wire::str_field(b, DA_STRING, s),
+                Value::Enum(x) => {
+                    let label = match f.map(|f| &f.ty) {
+                        Some(FieldType::Enum { labels, .. }) => {
+                            labels.iter().find(|(n, _)| n == x).map(|(_, l)| l.as_str())
+                        }
+                        _ => None,
+                    };
+                    match label {
+                        // Labels repeat: interned, as names are.
+                        Some(l) => wire::varint_field(b, DA_STRING_IID, intern.get(3, l)),
+                        None => wire::int_field(b, DA_INT, *x),
+                    }
+                }
+                // Bytes and compound values: their JSON text, as the Chrome
+                // export shows them.
+                other => {
+                    text.clear();
+                    let _ = write_value(text, other, f.map(|f| &f.ty));
+                    wire::bytes_field(b, DA_STRING, text);
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// A log line's message: the field values as text, separated by spaces
+/// (as `dlt-convert -a` prints DLT arguments), strings as they are; a
+/// timeline message is its format with the `$name` placeholders filled in.
+fn log_message(out: &mut Vec<u8>, ty: &EventType, fields: &[Value], dlt: bool) {
+    let put = |out: &mut Vec<u8>, v: &Value| match v {
+        Value::Str(s) => out.extend_from_slice(s.as_bytes()),
+        other => {
+            let mut t = String::new();
+            other.push_text(&mut t);
+            out.extend_from_slice(t.as_bytes());
+        }
+    };
+    if !dlt && ty.name.contains('$') {
+        for (i, w) in ty.name.split(' ').enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            match w
+                .strip_prefix('$')
+                .and_then(|n| ty.fields.iter().position(|f| f.name == n))
+                .and_then(|k| fields.get(k))
+            {
+                Some(v) => put(out, v),
+                None => out.extend_from_slice(w.as_bytes()),
+            }
+        }
+        return;
+    }
+    if !dlt {
+        out.extend_from_slice(ty.name.as_bytes());
+    }
+    for v in fields {
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        put(out, v);
+    }
+}
+
+impl TraceWriter for PerfettoWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        if self.origin.is_none() && item.is_data() {
+            self.origin = item.time();
+            if let Some(t) = self.origin {
+                self.start(t)?;
+            }
+        }
+        match item {
+            Item::EventType(t) => {
+                self.define_type(t);
+                Ok(())
+            }
+            Item::Metric(m) => {
+                self.define_metric(m);
+                Ok(())
+            }
+            Item::Indom(u) => {
+                self.indom(u);
+                Ok(())
+            }
+            Item::Help(_) => {
+                self.loss
+                    .drop_item("help texts", "no place for them in a Perfetto trace");
+                Ok(())
+            }
+            Item::Labels(_) => {
+                self.loss
+                    .drop_item("label sets", "no place for them in a Perfetto trace");
+                Ok(())
+            }
+            Item::Event(e) => self.event(e),
+            Item::EventRun(r) => r.each_item(|it| self.write_item(it)),
+            Item::Sample(s) => self.sample(s),
+            Item::Mark(m) => self.mark(m),
+            Item::Annotation(a) => self.annotation(a),
+        }
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.close()?;
+        let c = &self.counts;
+        let mut loss = std::mem::take(&mut self.loss);
+        for (what, n) in [
+            ("slices (paired entry/exit)", c.slices),
+            ("running slices (from schedchange)", c.running),
+            ("instants", c.instants),
+            ("counter values", c.counters),
+            ("log lines (android_log)", c.logs),
+            ("track descriptors", c.descriptors),
+        ] {
+            if n > 0 {
+                loss.wrote(what, n);
+            }
+        }
+        if c.unmatched_open + c.unmatched_close > 0 {
+            loss.wrote(
+                "unmatched entries/exits (instants, category \"unmatched\")",
+                c.unmatched_open + c.unmatched_close,
+            );
+        }
+        Ok(loss)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_clears_when_the_tables_are_full() {
+        let mut i = Interner::new();
+        assert!(i.clear, "the first packet clears the state");
+        assert!(!i.begin());
+        let a = i.get(0, "syscall");
+        assert_eq!(i.get(0, "syscall"), a, "a name is interned once");
+        assert!(
+            !i.new_names.is_empty(),
+            "and defined in the packet that uses it"
+        );
+        let c = i.get(1, "core");
+        assert_ne!(a, c);
+        i.clear = false;
+        // One packet's worth of new names fills the tables.
+        let mut n = 0;
+        while i.len() < INTERN_LIMIT {
+            i.get(0, &format!("name {n}"));
+            n += 1;
+        }
+        // Full: the next packet drops the tables and clears the state.
+        assert!(i.begin());
+        assert!(i.clear);
+        assert_eq!(i.len(), 0);
+        assert!(i.new_names.is_empty());
+        let again = i.get(0, "syscall");
+        assert_eq!(again, 1, "ids start over");
+        assert!(!i.new_names.is_empty(), "redefined after the clear");
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(log_priority("fatal"), Some(PRIO_FATAL));
+        assert_eq!(log_priority("warn"), Some(PRIO_WARN));
+        assert_eq!(log_priority("warning"), Some(PRIO_WARN));
+        assert_eq!(log_priority("trace"), Some(PRIO_VERBOSE));
+        assert_eq!(log_priority("packet"), Some(PRIO_DEBUG));
+        assert_eq!(log_priority("off"), None);
+    }
+}
