@@ -185,8 +185,20 @@ fn main() {
         ("DLT -> PCP", "DLT->PCP", &dlt, FormatId::Pcp, "out-pcp"),
         ("PCP -> LTT", "PCP->LTT", &pcp, FormatId::Ltt, "out.ltt"),
         ("LTT -> timeline", "LTT->TL", &ltt, FormatId::Timeline, "tl"),
-        ("LTT -> Perfetto", "LTT->PF", &ltt, FormatId::Perfetto, "out.perfetto-trace"),
-        ("PCP -> Perfetto", "PCP->PF", &pcp, FormatId::Perfetto, "out-pcp.perfetto-trace"),
+        (
+            "LTT -> Perfetto",
+            "LTT->PF",
+            &ltt,
+            FormatId::Perfetto,
+            "out.perfetto-trace",
+        ),
+        (
+            "PCP -> Perfetto",
+            "PCP->PF",
+            &pcp,
+            FormatId::Perfetto,
+            "out-pcp.perfetto-trace",
+        ),
     ] {
         println!("{title}: {}", src.display());
         convert(what, src, to, &tmp.path().join(out));

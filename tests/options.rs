@@ -118,7 +118,8 @@ fn values(long: &str, src: &Source) -> Vec<Vec<String>> {
         "page-size" => with(&["8192"]),
         "tsc-hz" => with(&["2.4GHz"]),
         "style" => with(&["native", "common", "values"]),
-        "max" => with(&["3"]),
+        "max" | "top" => with(&["3"]),
+        "live" => with(&["polytrace-options-walk"]),
         _ => {
             let _ = one;
             flag()
@@ -194,6 +195,8 @@ fn suffix(to: FormatId) -> &'static str {
         FormatId::ChromeJson => "out.json",
         FormatId::Csv => "out.csv",
         FormatId::Ctf => "out.ctf",
+        FormatId::Parquet => "out.parquet",
+        FormatId::Perfetto => "out.perfetto-trace",
     }
 }
 

@@ -48,10 +48,9 @@ pub struct Cli {
 /// The command line as clap sees it, with the headings and requirements
 /// the option declaration ([`optspec`]) sets.
 pub fn cli_command() -> clap::Command {
-    optspec::apply_headings(Cli::command())
-        .mut_subcommand("record", |c| {
-            c.mut_arg("output", |a| a.required_unless_present("live"))
-        })
+    optspec::apply_headings(Cli::command()).mut_subcommand("record", |c| {
+        c.mut_arg("output", |a| a.required_unless_present("live"))
+    })
 }
 
 /// The declared options given on the command line of `cmd` (matched as `m`).

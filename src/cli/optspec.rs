@@ -92,7 +92,7 @@ pub struct OptSpec {
     pub rules: &'static [Rule],
 }
 
-use FormatId::{ChromeJson, Csv, Ctf, Dlt, Kpi, Ltt, Mmv, Pcp, Timeline};
+use FormatId::{ChromeJson, Csv, Ctf, Dlt, Kpi, Ltt, Mmv, Parquet, Pcp, Perfetto, Timeline};
 use Verb::{Convert, Dump, Info, Record};
 
 const RC: &[Verb] = &[Record, Convert];
@@ -141,6 +141,8 @@ const EVENT_TARGETS: Tgt = to(&[
     Target::To(Timeline),
     Target::To(ChromeJson),
     Target::To(Ctf),
+    Target::To(Parquet),
+    Target::To(Perfetto),
     Target::Native,
     Target::Common,
     Target::Summary,
@@ -178,6 +180,8 @@ const PLACED: Tgt = to(&[
     Target::To(ChromeJson),
     Target::To(Csv),
     Target::To(Ctf),
+    Target::To(Parquet),
+    Target::To(Perfetto),
     Target::Common,
     Target::Summary,
     Target::Stats,
@@ -192,6 +196,8 @@ const NOT_NATIVE: Tgt = to(&[
     Target::To(ChromeJson),
     Target::To(Csv),
     Target::To(Ctf),
+    Target::To(Parquet),
+    Target::To(Perfetto),
     Target::Common,
     Target::Summary,
     Target::Stats,
@@ -208,6 +214,8 @@ const fn target(f: FormatId) -> Tgt {
         ChromeJson => to(&[Target::To(ChromeJson)]),
         Csv => to(&[Target::To(Csv)]),
         Ctf => to(&[Target::To(Ctf)]),
+        Parquet => to(&[Target::To(Parquet)]),
+        Perfetto => to(&[Target::To(Perfetto)]),
     }
 }
 const fn write(f: FormatId) -> [Rule; 1] {
@@ -235,7 +243,12 @@ const RATE: &[Rule] = &[
     r(
         &[Convert],
         METRIC_SOURCES,
-        to(&[Target::To(Csv), Target::To(ChromeJson), Target::To(Ctf)]),
+        to(&[
+            Target::To(Csv),
+            Target::To(ChromeJson),
+            Target::To(Ctf),
+            Target::To(Perfetto),
+        ]),
     ),
     // A recording into CSV: the writer computes the rates.
     r(&[Record], Src::Any, target(Csv)),
@@ -289,7 +302,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "--to ltt from a stream that is not LTT (an LTT trace is written plain anyway)",
         &[r(RC, Src::Formats(&[Kpi, Dlt, Mmv, Pcp, Timeline]), target(Ltt))],
     ),
-    opt("rate", "Counters (--to csv, chrome-json, ctf)", "--to csv, --to chrome-json and --to ctf, from inputs with metrics", RATE),
+    opt("rate", "Counters (--to csv, chrome-json, ctf, perfetto)", "--to csv, chrome-json, ctf and perfetto, from inputs with metrics", RATE),
     opt("units-row", "CSV output (--to csv)", "--to csv", CSV_W),
     opt("delimiter", "CSV output (--to csv)", "--to csv", CSV_W),
     opt(
@@ -380,12 +393,14 @@ pub const OPTIONS: &[OptSpec] = &[
     ),
     opt("stats", "Options", "info", &[r(&[Info], Src::Any, Tgt::Any)]),
     opt("json", "Options", "info", &[r(&[Info], Src::Any, Tgt::Any)]),
+    opt("top", "Options", "info --stats", &[r(&[Info], Src::Any, to(&[Target::Stats]))]),
     opt("interval", "Recording", "record", ANY_RECORD),
     opt("duration", "Recording", "record", ANY_RECORD),
     opt("samples", "Recording", "record", ANY_RECORD),
     opt("check-interval", "Recording", "record", ANY_RECORD),
     opt("buffer", "Recording", "record", ANY_RECORD),
     opt("listing", "Recording", "record", ANY_RECORD),
+    opt("live", "Recording", "record --to mmv", &[r(&[Record], Src::Any, target(Mmv))]),
 ];
 
 pub fn spec(long: &str) -> Option<&'static OptSpec> {

@@ -36,7 +36,7 @@ static PARQUET: parquet::ParquetFormat = parquet::ParquetFormat;
 static PERFETTO: perfetto::PerfettoFormat = perfetto::PerfettoFormat;
 
 /// Every format, in `polytrace formats` order.
-pub fn all() -> [&'static dyn Format; 10] {
+pub fn all() -> [&'static dyn Format; 11] {
     [
         &KPI, &DLT, &MMV, &PCP, &LTT, &TIMELINE, &CHROME, &CSV, &CTF, &PARQUET, &PERFETTO,
     ]

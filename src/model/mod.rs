@@ -46,7 +46,7 @@ pub enum FormatId {
 }
 
 impl FormatId {
-    pub const ALL: [FormatId; 10] = [
+    pub const ALL: [FormatId; 11] = [
         FormatId::Kpi,
         FormatId::Dlt,
         FormatId::Mmv,
