@@ -429,8 +429,39 @@ pub fn convert(
                 out.loss = run(&mut reader, &OutTarget::Stdout)?;
             }
         }
+        Dest::Path { path, .. }
+            if caps.text_output && crate::output::is_stream_node(path) =>
+        {
+            // A FIFO or character device is written into, as a shell's `>`
+            // would, never replaced.
+            let dev = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
+            let _to = crate::output::StdoutTo::redirect(&dev).map_err(|e| Error::io(path, e))?;
+            let into_node = |reader: &mut Box<dyn TraceReader>| -> Result<LossReport> {
+                if !wopts.strict {
+                    return run(reader, &OutTarget::Stdout);
+                }
+                // As for stdout: held until the loss is known.
+                let tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io("<tmp>", e))?;
+                let loss = run(reader, &OutTarget::Path(tmp.path().to_path_buf()))?;
+                let mut f =
+                    std::fs::File::open(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
+                std::io::copy(&mut f, &mut std::io::stdout().lock())
+                    .map_err(|e| Error::io(path, e))?;
+                Ok(loss)
+            };
+            out.loss = into_node(&mut reader).map_err(|e| match e {
+                Error::Usage(m) => Error::Output {
+                    path: path.to_path_buf(),
+                    msg: format!("is a FIFO or device: {m}"),
+                },
+                e => e,
+            })?;
+        }
         Dest::Path { path, force } => {
-            let staged = Staged::new(path, inputs, force)?;
+            let staged = Staged::new(path, inputs, force, to.id().name())?;
             out.loss =
                 run(&mut reader, &OutTarget::Path(staged.path())).map_err(|e| staged.relabel(e))?;
             out.outputs = staged.commit()?;

@@ -139,7 +139,7 @@ pub fn convert_split(
     let mut done: Vec<Staged> = Vec::new();
     let mut defs = Defs::default();
     let open = |k: usize| -> Result<Piece> {
-        let staged = Staged::new(&piece_path(out, k), inputs, force)?;
+        let staged = Staged::new(&piece_path(out, k), inputs, force, to.id().name())?;
         let writer = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
         Ok(Piece { staged, writer })
     };

@@ -64,6 +64,9 @@ fn collect_inputs_skipping(root: &Path, skip: Option<&Path>) -> Vec<(PathBuf, u6
         if !entry.file_type().is_file() {
             continue;
         }
+        if crate::output::is_own_sidecar(entry.file_name()) {
+            continue;
+        }
         let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
         if let Some(base) = archive_base_of(path) {
             let members = crate::input::archive_members(&base);
