@@ -79,8 +79,7 @@ pub fn lock_name(name: &str) -> String {
 /// locks): never inputs of a batch.
 pub fn is_own_sidecar(name: &std::ffi::OsStr) -> bool {
     let n = name.as_encoded_bytes();
-    n.starts_with(b".")
-        && (n.ends_with(b".polytrace-manifest") || n.ends_with(b".polytrace-lock"))
+    n.starts_with(b".") && (n.ends_with(b".polytrace-manifest") || n.ends_with(b".polytrace-lock"))
 }
 
 fn file_id(p: &Path) -> Option<(u64, u64)> {
@@ -172,7 +171,10 @@ fn not_our_output(dir: &Path, name: &str, kind: &str) -> Option<String> {
         return Some(foreign());
     };
     let mut lines = text.lines();
-    let Some(k) = lines.next().and_then(|l| l.strip_prefix("polytrace output ")) else {
+    let Some(k) = lines
+        .next()
+        .and_then(|l| l.strip_prefix("polytrace output "))
+    else {
         return Some(foreign());
     };
     let md = std::fs::symlink_metadata(dir).ok()?;
@@ -225,9 +227,7 @@ fn check_dst(dst: &Path, protected: &[PathBuf], force: bool, kind: &str) -> Resu
             } else {
                 "a symbolic link"
             };
-            return refuse(format!(
-                "exists ({what}; use --force to replace the link)"
-            ));
+            return refuse(format!("exists ({what}; use --force to replace the link)"));
         }
         return Ok(());
     }
@@ -704,7 +704,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("a.meta");
         std::fs::write(&input, b"in").unwrap();
-        let s = Staged::new(&dir.path().join("a"), std::slice::from_ref(&input), true, "pcp").unwrap();
+        let s = Staged::new(
+            &dir.path().join("a"),
+            std::slice::from_ref(&input),
+            true,
+            "pcp",
+        )
+        .unwrap();
         std::fs::write(s.path().with_extension("meta"), b"out").unwrap();
         let err = s.commit().unwrap_err().to_string();
         assert!(err.contains("refusing to overwrite an input"), "{err}");

@@ -429,9 +429,7 @@ pub fn convert(
                 out.loss = run(&mut reader, &OutTarget::Stdout)?;
             }
         }
-        Dest::Path { path, .. }
-            if caps.text_output && crate::output::is_stream_node(path) =>
-        {
+        Dest::Path { path, .. } if caps.text_output && crate::output::is_stream_node(path) => {
             // A FIFO or character device is written into, as a shell's `>`
             // would, never replaced.
             let dev = std::fs::OpenOptions::new()

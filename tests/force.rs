@@ -206,19 +206,31 @@ fn run(path: Path_, kind: Kind, at: At, w: &Path, o: &Path) -> Output {
     let streams = matches!(path, Path_::Convert | Path_::Record);
     if kind == Kind::File && at == At::Fifo && streams {
         // Someone reads the FIFO, or the writer would wait for ever.
-        let fifo = o.to_path_buf();
-        let reader = std::thread::spawn(move || std::fs::read(fifo).unwrap().len());
+        let rx = read_fifo(o);
         let out = c.output().unwrap();
         if out.status.code() == Some(0) {
-            assert!(reader.join().unwrap() > 0, "nothing came through the FIFO");
+            match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+                Ok(n) => assert!(n > 0, "nothing came through the FIFO"),
+                Err(_) => panic!("nothing was written into the FIFO"),
+            }
         } else {
             // Unblock the reader.
             let _ = std::fs::OpenOptions::new().write(true).open(o);
-            let _ = reader.join();
         }
         return out;
     }
     c.output().unwrap()
+}
+
+/// Read a FIFO on another thread; its length comes back on the channel
+/// (never, if nothing opens the FIFO to write: the thread is then left).
+fn read_fifo(p: &Path) -> std::sync::mpsc::Receiver<usize> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = p.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read(p).map(|b| b.len()).unwrap_or(0));
+    });
+    rx
 }
 
 #[test]
@@ -374,16 +386,14 @@ fn text_output_streams_into_a_fifo() {
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid C path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-    let p = fifo.clone();
-    let reader = std::thread::spawn(move || std::fs::read(p).unwrap());
+    let rx = read_fifo(&fifo);
     let o = convert(&["--to", "chrome-json", "--force"], &src, &fifo);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(reader.join().unwrap() == std::fs::read(&f).unwrap());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let n = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("nothing was written into the FIFO");
+    assert_eq!(n as u64, std::fs::metadata(&f).unwrap().len());
     assert!(std::fs::symlink_metadata(&fifo)
         .unwrap()
         .file_type()
