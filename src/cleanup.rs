@@ -248,3 +248,64 @@ pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
     }
     removed
 }
+
+/// The allocator of every polytrace binary: the system's, except that an
+/// allocation that fails ends the run as an error (exit 2, staging
+/// removed) instead of Rust's abort (exit 134): out of memory is the
+/// machine's failure, not the input's, and leaves nothing under the
+/// output's name.
+pub struct Allocator;
+
+static OUT_OF_MEMORY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cold]
+fn out_of_memory(size: usize) -> ! {
+    // Nothing here allocates: the message is written from the stack.
+    if !OUT_OF_MEMORY.swap(true, Ordering::SeqCst) {
+        let mut num = itoa::Buffer::new();
+        let parts: [&[u8]; 3] = [
+            b"polytrace: error: out of memory (allocating ",
+            num.format(size).as_bytes(),
+            b" bytes)\n",
+        ];
+        for p in parts {
+            // SAFETY: write(2) of a live buffer to stderr.
+            unsafe {
+                libc::write(2, p.as_ptr() as *const libc::c_void, p.len());
+            }
+        }
+        exit_from_signal_handler(2);
+    }
+    // The cleanup itself ran out: a later run removes the staging.
+    // SAFETY: _exit does not return.
+    unsafe { libc::_exit(2) }
+}
+
+// SAFETY: every call goes to the system allocator with the same layout;
+// only a null result is acted on.
+unsafe impl std::alloc::GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        let p = std::alloc::System.alloc(l);
+        if p.is_null() {
+            out_of_memory(l.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        let p = std::alloc::System.alloc_zeroed(l);
+        if p.is_null() {
+            out_of_memory(l.size());
+        }
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        let p = std::alloc::System.realloc(ptr, l, new);
+        if p.is_null() {
+            out_of_memory(new);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, l: std::alloc::Layout) {
+        std::alloc::System.dealloc(ptr, l)
+    }
+}

@@ -32,7 +32,14 @@ pub struct Staged {
     /// Parent directories this output created (`-o new/sub/out`), deepest
     /// first: removed again, if still empty, when nothing is committed.
     created: Vec<PathBuf>,
+    /// Descriptors held for the removal of the staging: a run that fails
+    /// for want of descriptors (EMFILE) still has them to remove it with.
+    spare: Vec<std::fs::File>,
 }
+
+/// Descriptors [`Staged`] keeps aside: `remove_dir_all` needs one per
+/// level of the staged tree.
+const SPARE_FDS: usize = 4;
 
 /// Create `dir` and its missing ancestors; return the ones created, deepest first.
 fn create_parents(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -371,6 +378,20 @@ impl Staged {
                 bare_os_error(&e)
             ),
         })?;
+        let spare = (0..SPARE_FDS)
+            .map(|_| std::fs::File::open(&parent))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| {
+                remove_empty(&created);
+                Error::Output {
+                    path: target.to_path_buf(),
+                    msg: format!(
+                        "cannot write in {}: {}",
+                        parent.display(),
+                        bare_os_error(&e)
+                    ),
+                }
+            })?;
         for gone in crate::cleanup::remove_stale(&parent, &name) {
             eprintln!(
                 "polytrace: removed {}, left by a run that no longer exists",
@@ -405,6 +426,7 @@ impl Staged {
             protected,
             committed: false,
             created,
+            spare,
         })
     }
 
@@ -558,6 +580,7 @@ fn remove_empty(dirs: &[PathBuf]) {
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        self.spare.clear();
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.stage_dir);
             crate::cleanup::unregister(&self.stage_dir);

@@ -35,6 +35,18 @@ pub fn resolve_input(path: &Path, from: Option<FormatId>) -> Result<(Input, &'st
     Ok((input, fmt))
 }
 
+/// A resource error met while reading (out of file descriptors or
+/// memory, EIO) fails the run: the staged output is then dropped unseen.
+pub fn fatal(diags: &[Diagnostic]) -> Result<()> {
+    match diags.iter().find(|d| d.severity == Severity::Fatal) {
+        Some(d) => Err(Error::Io {
+            path: d.pos.file.clone(),
+            source: std::io::Error::other(d.msg.clone()),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What one conversion did.
 #[derive(Debug, Default)]
 pub struct ConvertOutcome {
@@ -399,7 +411,9 @@ pub fn convert(
     let header = reader.header().clone();
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;
-        nothing_check(feed(reader.as_mut(), w.as_mut())?)?;
+        let fed = feed(reader.as_mut(), w.as_mut())?;
+        fatal(reader.diagnostics())?;
+        nothing_check(fed)?;
         // A writer refuses (NothingToWrite) when none of the data suits
         // its format; the staged output is then dropped unseen.
         let mut loss = w.finish()?;

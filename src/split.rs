@@ -212,6 +212,7 @@ pub fn convert_split(
     close(cur, &mut result)?;
     result.loss.merge(&adapter_loss.borrow());
     crate::pipeline::refuse(&result.loss, source, to, wopts)?;
+    crate::pipeline::fatal(reader.diagnostics())?;
     for s in done {
         result.outputs.extend(s.commit()?);
     }

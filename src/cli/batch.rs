@@ -151,12 +151,15 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     // Independent inputs convert on every core; what each one reports is
     // printed in input order, as one worker would print it.
     let next = AtomicUsize::new(0);
+    let (mut started, mut spawn_err) = (0usize, None);
     std::thread::scope(|sc| {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome, Vec<Diagnostic>)>();
         for slot in 0..workers {
             let (tx, next, bar, inputs, names, out_root) =
                 (tx.clone(), &next, &bar, &inputs, &names, &out_root);
-            sc.spawn(move || loop {
+            // A worker that cannot be started (out of memory or threads)
+            // leaves the inputs to the others; with none, the run fails.
+            let spawned = std::thread::Builder::new().spawn_scoped(sc, move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(((path, size), name)) = inputs.get(i).zip(names.get(i)) else {
                     break;
@@ -169,6 +172,10 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
                     break;
                 }
             });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) => spawn_err = Some(e),
+            }
         }
         drop(tx);
         let mut pending = BTreeMap::new();
@@ -185,6 +192,9 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
         }
     });
     bar.bar.finish_and_clear();
+    if let (0, Some(e)) = (started, spawn_err) {
+        anyhow::bail!("cannot start a worker thread: {e}");
+    }
 
     let (mut ok, mut salv, mut failed, mut skipped) = (0, 0, 0, 0);
     eprintln!("{:<10} input", "result");

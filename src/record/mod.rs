@@ -40,7 +40,7 @@ pub enum Stop {
     Duration(u64),
     /// After this many intervals (N + 1 scans: the first is the baseline).
     Intervals(u64),
-    /// Only on SIGINT / SIGTERM.
+    /// Only on SIGINT / SIGTERM / SIGHUP.
     Signal,
 }
 
@@ -465,6 +465,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
         (Some(s), _) => s.to_string(),
         (None, libc::SIGINT) => "SIGINT".into(),
         (None, libc::SIGTERM) => "SIGTERM".into(),
+        (None, libc::SIGHUP) => "SIGHUP".into(),
         (None, n) => format!("signal {n}"),
     });
     cal.scans = sampler.stats.scans;
