@@ -9,6 +9,7 @@
 //! left as Rust sets it (ignored): a closed pipe then surfaces as an EPIPE
 //! error, which unwinds through `Staged`'s drop and removes the staging.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
@@ -196,20 +197,25 @@ fn terminate(sig: libc::c_int) {
 }
 
 /// The prefix of every staging directory of the output file `name`.
-pub fn stage_prefix(name: &str) -> String {
-    format!(".{name}.polytrace-")
+pub fn stage_prefix(name: &OsStr) -> OsString {
+    let mut s = OsString::from(".");
+    s.push(name);
+    s.push(".polytrace-");
+    s
 }
 
 /// The prefix of a new staging directory: it carries our process id, so a
 /// later run can tell a dead run's staging from a live one's.
-pub fn stage_prefix_for_us(name: &str) -> String {
-    format!("{}{}-", stage_prefix(name), std::process::id())
+pub fn stage_prefix_for_us(name: &OsStr) -> OsString {
+    let mut s = stage_prefix(name);
+    s.push(format!("{}-", std::process::id()));
+    s
 }
 
 /// Remove the staging directories of `name` in `parent` that a run which
 /// no longer exists left behind (killed with SIGKILL, power loss). Returns
 /// the paths removed.
-pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
+pub fn remove_stale(parent: &Path, name: &OsStr) -> Vec<PathBuf> {
     let prefix = stage_prefix(name);
     let Ok(rd) = std::fs::read_dir(parent) else {
         return Vec::new();
@@ -217,7 +223,11 @@ pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for e in rd.flatten() {
         let fname = e.file_name();
-        let Some(rest) = fname.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+        let Some(rest) = fname
+            .as_encoded_bytes()
+            .strip_prefix(prefix.as_encoded_bytes())
+            .and_then(|r| std::str::from_utf8(r).ok())
+        else {
             continue;
         };
         // Only directories we made: not symlinks, not files.

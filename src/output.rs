@@ -5,6 +5,7 @@
 //! no longer exists left it behind.
 
 use crate::error::{Error, Result};
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 /// Where a writer writes.
@@ -22,7 +23,7 @@ pub enum OutTarget {
 #[derive(Debug)]
 pub struct Staged {
     stage_dir: PathBuf,
-    name: String,
+    name: OsString,
     parent: PathBuf,
     force: bool,
     /// The output's format name, for the manifest of a directory output.
@@ -73,18 +74,25 @@ fn bare_os_error(e: &std::io::Error) -> String {
 /// the directory holds nothing the sidecar does not list. Beside the
 /// directory rather than in it, so the trace itself stays exactly what its
 /// format's readers expect.
-pub fn manifest_name(name: &str) -> String {
-    format!(".{name}.polytrace-manifest")
+pub fn manifest_name(name: &OsStr) -> OsString {
+    sidecar(name, ".polytrace-manifest")
+}
+
+fn sidecar(name: &OsStr, suffix: &str) -> OsString {
+    let mut s = OsString::from(".");
+    s.push(name);
+    s.push(suffix);
+    s
 }
 
 /// The lock file beside an output, held while a commit moves files in.
-pub fn lock_name(name: &str) -> String {
-    format!(".{name}.polytrace-lock")
+pub fn lock_name(name: &OsStr) -> OsString {
+    sidecar(name, ".polytrace-lock")
 }
 
 /// True for the files polytrace keeps beside its outputs (manifests,
 /// locks): never inputs of a batch.
-pub fn is_own_sidecar(name: &std::ffi::OsStr) -> bool {
+pub fn is_own_sidecar(name: &OsStr) -> bool {
     let n = name.as_encoded_bytes();
     n.starts_with(b".") && (n.ends_with(b".polytrace-manifest") || n.ends_with(b".polytrace-lock"))
 }
@@ -167,7 +175,7 @@ fn write_manifest(path: &Path, dir: &Path, kind: &str) -> std::io::Result<()> {
 
 /// Why the directory `dir` is not a previous `kind` output polytrace may
 /// replace, or None when it is one.
-fn not_our_output(dir: &Path, name: &str, kind: &str) -> Option<String> {
+fn not_our_output(dir: &Path, name: &OsStr, kind: &str) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
     let manifest = parent.unwrap_or(Path::new(".")).join(manifest_name(name));
@@ -255,11 +263,7 @@ fn check_dst(dst: &Path, protected: &[PathBuf], force: bool, kind: &str) -> Resu
             i.display()
         ));
     }
-    let name = dst
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match not_our_output(dst, &name, kind) {
+    match not_our_output(dst, dst.file_name().unwrap_or_default(), kind) {
         Some(why) => refuse(why),
         None => Ok(()),
     }
@@ -274,7 +278,7 @@ struct OutputLock {
 }
 
 impl OutputLock {
-    fn acquire(parent: &Path, name: &str, target: &Path) -> Result<OutputLock> {
+    fn acquire(parent: &Path, name: &OsStr, target: &Path) -> Result<OutputLock> {
         use std::io::{Read, Write};
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         use std::os::unix::io::AsRawFd;
@@ -348,14 +352,14 @@ impl Staged {
     /// refusing to ever replace any of `inputs` or what `--force` may not
     /// replace (see [`check_dst`]).
     pub fn new(target: &Path, inputs: &[PathBuf], force: bool, kind: &str) -> Result<Staged> {
+        // Kept as bytes: a name that is not UTF-8 is written as it is.
         let name = target
             .file_name()
-            .and_then(|n| n.to_str())
             .ok_or_else(|| Error::Output {
                 path: target.to_path_buf(),
                 msg: "output needs a file name".into(),
             })?
-            .to_string();
+            .to_os_string();
         let parent = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -485,8 +489,9 @@ impl Staged {
         let mut manifests = Vec::new();
         for src in &entries {
             if src.is_dir() {
-                let n = src.file_name().unwrap_or_default().to_string_lossy();
-                let m = self.stage_dir.join(manifest_name(&n));
+                let m = self
+                    .stage_dir
+                    .join(manifest_name(src.file_name().unwrap_or_default()));
                 write_manifest(&m, src, &self.kind).map_err(|e| Error::io(&m, e))?;
                 manifests.push(m);
             }
