@@ -75,7 +75,7 @@ fn bare_os_error(e: &std::io::Error) -> String {
 /// directory rather than in it, so the trace itself stays exactly what its
 /// format's readers expect.
 pub fn manifest_name(name: &OsStr) -> OsString {
-    sidecar(name, ".polytrace-manifest")
+    sidecar(name, ".manifest.polytrace")
 }
 
 fn sidecar(name: &OsStr, suffix: &str) -> OsString {
@@ -87,14 +87,14 @@ fn sidecar(name: &OsStr, suffix: &str) -> OsString {
 
 /// The lock file beside an output, held while a commit moves files in.
 pub fn lock_name(name: &OsStr) -> OsString {
-    sidecar(name, ".polytrace-lock")
+    sidecar(name, ".lock.polytrace")
 }
 
 /// True for the files polytrace keeps beside its outputs (manifests,
 /// locks): never inputs of a batch.
 pub fn is_own_sidecar(name: &OsStr) -> bool {
     let n = name.as_encoded_bytes();
-    n.starts_with(b".") && (n.ends_with(b".polytrace-manifest") || n.ends_with(b".polytrace-lock"))
+    n.starts_with(b".") && (n.ends_with(b".manifest.polytrace") || n.ends_with(b".lock.polytrace"))
 }
 
 fn file_id(p: &Path) -> Option<(u64, u64)> {
@@ -515,7 +515,7 @@ impl Staged {
         for (n, (src, dst)) in moves.into_iter().enumerate() {
             let is_own_manifest = src
                 .file_name()
-                .is_some_and(|f| f.to_string_lossy().ends_with(".polytrace-manifest"));
+                .is_some_and(|f| f.to_string_lossy().ends_with(".manifest.polytrace"));
             let there = std::fs::symlink_metadata(&dst).ok();
             if there.is_some_and(|m| m.is_dir() || src.is_dir()) {
                 // rename() cannot replace a non-empty directory, nor a

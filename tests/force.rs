@@ -298,7 +298,7 @@ fn force_never_removes_what_polytrace_did_not_write() {
                     .find(|p| {
                         p.to_string_lossy().contains(".polytrace-") && !before.contains_key(*p)
                     })
-                    .filter(|p| !p.to_string_lossy().ends_with(".polytrace-manifest"))
+                    .filter(|p| !p.to_string_lossy().ends_with(".manifest.polytrace"))
                 {
                     failures.push(format!("{case}: left {}", stray.display()));
                 }
