@@ -9,6 +9,7 @@
 //! left as Rust sets it (ignored): a closed pipe then surfaces as an EPIPE
 //! error, which unwinds through `Staged`'s drop and removes the staging.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
@@ -196,20 +197,25 @@ fn terminate(sig: libc::c_int) {
 }
 
 /// The prefix of every staging directory of the output file `name`.
-pub fn stage_prefix(name: &str) -> String {
-    format!(".{name}.polytrace-")
+pub fn stage_prefix(name: &OsStr) -> OsString {
+    let mut s = OsString::from(".");
+    s.push(name);
+    s.push(".polytrace-");
+    s
 }
 
 /// The prefix of a new staging directory: it carries our process id, so a
 /// later run can tell a dead run's staging from a live one's.
-pub fn stage_prefix_for_us(name: &str) -> String {
-    format!("{}{}-", stage_prefix(name), std::process::id())
+pub fn stage_prefix_for_us(name: &OsStr) -> OsString {
+    let mut s = stage_prefix(name);
+    s.push(format!("{}-", std::process::id()));
+    s
 }
 
 /// Remove the staging directories of `name` in `parent` that a run which
 /// no longer exists left behind (killed with SIGKILL, power loss). Returns
 /// the paths removed.
-pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
+pub fn remove_stale(parent: &Path, name: &OsStr) -> Vec<PathBuf> {
     let prefix = stage_prefix(name);
     let Ok(rd) = std::fs::read_dir(parent) else {
         return Vec::new();
@@ -217,7 +223,11 @@ pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for e in rd.flatten() {
         let fname = e.file_name();
-        let Some(rest) = fname.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+        let Some(rest) = fname
+            .as_encoded_bytes()
+            .strip_prefix(prefix.as_encoded_bytes())
+            .and_then(|r| std::str::from_utf8(r).ok())
+        else {
             continue;
         };
         // Only directories we made: not symlinks, not files.
@@ -247,4 +257,65 @@ pub fn remove_stale(parent: &Path, name: &str) -> Vec<PathBuf> {
         }
     }
     removed
+}
+
+/// The allocator of every polytrace binary: the system's, except that an
+/// allocation that fails ends the run as an error (exit 2, staging
+/// removed) instead of Rust's abort (exit 134): out of memory is the
+/// machine's failure, not the input's, and leaves nothing under the
+/// output's name.
+pub struct Allocator;
+
+static OUT_OF_MEMORY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cold]
+fn out_of_memory(size: usize) -> ! {
+    // Nothing here allocates: the message is written from the stack.
+    if !OUT_OF_MEMORY.swap(true, Ordering::SeqCst) {
+        let mut num = itoa::Buffer::new();
+        let parts: [&[u8]; 3] = [
+            b"polytrace: error: out of memory (allocating ",
+            num.format(size).as_bytes(),
+            b" bytes)\n",
+        ];
+        for p in parts {
+            // SAFETY: write(2) of a live buffer to stderr.
+            unsafe {
+                libc::write(2, p.as_ptr() as *const libc::c_void, p.len());
+            }
+        }
+        exit_from_signal_handler(2);
+    }
+    // The cleanup itself ran out: a later run removes the staging.
+    // SAFETY: _exit does not return.
+    unsafe { libc::_exit(2) }
+}
+
+// SAFETY: every call goes to the system allocator with the same layout;
+// only a null result is acted on.
+unsafe impl std::alloc::GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        let p = std::alloc::System.alloc(l);
+        if p.is_null() {
+            out_of_memory(l.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        let p = std::alloc::System.alloc_zeroed(l);
+        if p.is_null() {
+            out_of_memory(l.size());
+        }
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        let p = std::alloc::System.realloc(ptr, l, new);
+        if p.is_null() {
+            out_of_memory(new);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, l: std::alloc::Layout) {
+        std::alloc::System.dealloc(ptr, l)
+    }
 }

@@ -111,6 +111,18 @@ pub enum Severity {
     Warning,
     /// Data was skipped or the read stopped early (salvage): exit code 1.
     Salvaged,
+    /// The machine, not the input, failed the read (out of file
+    /// descriptors or memory, an I/O error): the run fails, exit code 2,
+    /// and nothing is written.
+    Fatal,
+}
+
+/// Errors of the machine rather than of the input: never damage.
+pub fn is_resource_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EIO)
+    ) || e.kind() == std::io::ErrorKind::OutOfMemory
 }
 
 /// A problem met while reading that did not stop the read.
@@ -129,6 +141,19 @@ impl Diagnostic {
             msg: msg.into(),
         }
     }
+    /// What an I/O error while reading is: [`Severity::Fatal`] when the
+    /// machine failed (see [`is_resource_error`]), else damage.
+    pub fn io(pos: Position, msg: impl Into<String>, e: &std::io::Error) -> Diagnostic {
+        Diagnostic {
+            severity: if is_resource_error(e) {
+                Severity::Fatal
+            } else {
+                Severity::Salvaged
+            },
+            pos,
+            msg: msg.into(),
+        }
+    }
     pub fn salvaged(pos: Position, msg: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Salvaged,
@@ -143,6 +168,7 @@ impl fmt::Display for Diagnostic {
         let tag = match self.severity {
             Severity::Warning => "warning",
             Severity::Salvaged => "salvaged",
+            Severity::Fatal => "error",
         };
         write!(f, "{tag}: {}: {}", self.pos, self.msg)
     }

@@ -59,6 +59,27 @@ impl Input {
                 probe: Vec::new(),
                 spool: None,
             }),
+            // A FIFO, `<(…)` or a device reads once: it is copied whole
+            // into a temporary file on that one read, and read from there
+            // as spooled stdin is (detection from the first bytes).
+            Ok(md) if !md.is_file() => {
+                let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+                let mut input = Input {
+                    path: path.to_path_buf(),
+                    kind: InputKind::Stdin,
+                    probe: Vec::new(),
+                    spool: None,
+                };
+                input.spool_from(&mut f)?;
+                let mut probe = Vec::with_capacity(PROBE_LEN);
+                input
+                    .open_stream()?
+                    .take(PROBE_LEN as u64)
+                    .read_to_end(&mut probe)
+                    .map_err(|e| Error::io(path, e))?;
+                input.probe = probe;
+                Ok(input)
+            }
             Ok(_) => {
                 let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
                 let mut probe = Vec::with_capacity(PROBE_LEN);
@@ -89,13 +110,33 @@ impl Input {
         }
     }
 
-    /// Display name for messages.
+    /// Display name for messages (`<stdin>` for `-`).
     pub fn name(&self) -> String {
-        if self.kind == InputKind::Stdin {
-            "<stdin>".into()
-        } else {
-            self.path.display().to_string()
+        self.path.display().to_string()
+    }
+
+    /// Copy a stream that can be read only once into a temporary file, the
+    /// probe first.
+    fn spool_from(&mut self, src: &mut dyn Read) -> Result<()> {
+        let name = self.name();
+        let fail = |e: std::io::Error| {
+            Error::io(
+                &name,
+                std::io::Error::new(e.kind(), format!("copying to a temporary file: {e}")),
+            )
+        };
+        let mut tmp = tempfile::Builder::new()
+            .prefix("polytrace-stdin-")
+            .tempfile()
+            .map_err(fail)?;
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
+            std::io::Write::write_all(&mut w, &self.probe).map_err(fail)?;
+            std::io::copy(src, &mut w).map_err(fail)?;
+            std::io::Write::flush(&mut w).map_err(fail)?;
         }
+        self.spool = Some(Arc::new(tmp));
+        Ok(())
     }
 
     /// Copy all of stdin (the probe, then the rest) into a temporary file in
@@ -106,24 +147,7 @@ impl Input {
         if self.kind != InputKind::Stdin || self.spool.is_some() {
             return Ok(());
         }
-        let fail = |e: std::io::Error| {
-            Error::io(
-                "<stdin>",
-                std::io::Error::new(e.kind(), format!("copying stdin to a temporary file: {e}")),
-            )
-        };
-        let mut tmp = tempfile::Builder::new()
-            .prefix("polytrace-stdin-")
-            .tempfile()
-            .map_err(fail)?;
-        {
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
-            std::io::Write::write_all(&mut w, &self.probe).map_err(fail)?;
-            std::io::copy(&mut std::io::stdin().lock(), &mut w).map_err(fail)?;
-            std::io::Write::flush(&mut w).map_err(fail)?;
-        }
-        self.spool = Some(Arc::new(tmp));
-        Ok(())
+        self.spool_from(&mut std::io::stdin().lock())
     }
 
     /// The file on disk that holds this input's bytes: the file itself, or

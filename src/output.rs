@@ -5,6 +5,7 @@
 //! no longer exists left it behind.
 
 use crate::error::{Error, Result};
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 /// Where a writer writes.
@@ -22,15 +23,24 @@ pub enum OutTarget {
 #[derive(Debug)]
 pub struct Staged {
     stage_dir: PathBuf,
-    name: String,
+    name: OsString,
     parent: PathBuf,
     force: bool,
+    /// The output's format name, for the manifest of a directory output.
+    kind: String,
     protected: Vec<PathBuf>,
     committed: bool,
     /// Parent directories this output created (`-o new/sub/out`), deepest
     /// first: removed again, if still empty, when nothing is committed.
     created: Vec<PathBuf>,
+    /// Descriptors held for the removal of the staging: a run that fails
+    /// for want of descriptors (EMFILE) still has them to remove it with.
+    spare: Vec<std::fs::File>,
 }
+
+/// Descriptors [`Staged`] keeps aside: `remove_dir_all` needs one per
+/// level of the staged tree.
+const SPARE_FDS: usize = 4;
 
 /// Create `dir` and its missing ancestors; return the ones created, deepest first.
 fn create_parents(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -59,24 +69,297 @@ fn bare_os_error(e: &std::io::Error) -> String {
     }
 }
 
+/// The sidecar beside a directory output that marks it as polytrace's own:
+/// `--force` replaces a directory only when this names the same format and
+/// the directory holds nothing the sidecar does not list. Beside the
+/// directory rather than in it, so the trace itself stays exactly what its
+/// format's readers expect.
+pub fn manifest_name(name: &OsStr) -> OsString {
+    sidecar(name, ".manifest.polytrace")
+}
+
+fn sidecar(name: &OsStr, suffix: &str) -> OsString {
+    let mut s = OsString::from(".");
+    s.push(name);
+    s.push(suffix);
+    s
+}
+
+/// The lock file beside an output, held while a commit moves files in.
+pub fn lock_name(name: &OsStr) -> OsString {
+    sidecar(name, ".lock.polytrace")
+}
+
+/// True for the files polytrace keeps beside its outputs (manifests,
+/// locks): never inputs of a batch.
+pub fn is_own_sidecar(name: &OsStr) -> bool {
+    let n = name.as_encoded_bytes();
+    n.starts_with(b".") && (n.ends_with(b".manifest.polytrace") || n.ends_with(b".lock.polytrace"))
+}
+
+fn file_id(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The same file: same device and inode (a hard link or a symlink to an
+/// input is that input).
 fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
+    match (file_id(a), file_id(b)) {
+        (Some(x), Some(y)) => x == y,
         _ => false,
     }
 }
 
+/// `dir` is `input` or one of its ancestors.
+fn holds(dir: &Path, input: &Path) -> bool {
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(input)) {
+        (Ok(d), Ok(i)) => i.starts_with(&d),
+        _ => false,
+    }
+}
+
+/// What a FIFO, character device, block device or socket is called, for
+/// the messages that refuse to replace it.
+fn node_kind(ft: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        Some("a FIFO")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
+/// A FIFO or character device at `path`: a single-file text output is
+/// written into it, as a shell's `>` would (see `pipeline::convert`).
+pub fn is_stream_node(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path)
+        .map(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
+        .unwrap_or(false)
+}
+
+/// Every entry under `dir`, relative, `/`-separated; None for a name that
+/// is not UTF-8 (polytrace never writes one).
+fn tree_listing(dir: &Path) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
+        let e = e.ok()?;
+        let rel = e.path().strip_prefix(dir).ok()?.to_str()?;
+        if rel.contains('\n') {
+            return None;
+        }
+        out.push(rel.to_string());
+    }
+    Some(out)
+}
+
+/// The manifest of a directory output polytrace wrote: its format, the
+/// directory's inode, and every entry in it.
+fn write_manifest(path: &Path, dir: &Path, kind: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(dir)?;
+    let mut text = format!("polytrace output {kind}\ninode {} {}\n", md.dev(), md.ino());
+    for rel in tree_listing(dir).unwrap_or_default() {
+        text.push_str(&rel);
+        text.push('\n');
+    }
+    std::fs::write(path, text)
+}
+
+/// Why the directory `dir` is not a previous `kind` output polytrace may
+/// replace, or None when it is one.
+fn not_our_output(dir: &Path, name: &OsStr, kind: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    let manifest = parent.unwrap_or(Path::new(".")).join(manifest_name(name));
+    let foreign = || {
+        format!("is a directory polytrace did not write (--force replaces only a previous {kind} output)")
+    };
+    let Ok(text) = std::fs::read_to_string(&manifest) else {
+        return Some(foreign());
+    };
+    let mut lines = text.lines();
+    let Some(k) = lines
+        .next()
+        .and_then(|l| l.strip_prefix("polytrace output "))
+    else {
+        return Some(foreign());
+    };
+    let md = std::fs::symlink_metadata(dir).ok()?;
+    let ino = format!("inode {} {}", md.dev(), md.ino());
+    if lines.next() != Some(ino.as_str()) {
+        return Some(foreign());
+    }
+    if k != kind {
+        return Some(format!(
+            "is a previous {k} output, not {kind}: --force replaces only an output of the same kind"
+        ));
+    }
+    let listed: std::collections::HashSet<&str> = lines.collect();
+    let Some(now) = tree_listing(dir) else {
+        return Some("holds a name polytrace never writes: not replaced".into());
+    };
+    if let Some(extra) = now.iter().find(|r| !listed.contains(r.as_str())) {
+        return Some(format!(
+            "holds {extra}, which polytrace did not write there: not replaced"
+        ));
+    }
+    None
+}
+
+/// May `dst` be replaced by an output of format `kind`? The rules of
+/// `--force`: a regular file or a symbolic link (the link, not what it
+/// points to), or a directory that is a previous output of the same kind
+/// holding only what polytrace wrote; never an input, a directory holding
+/// one, a FIFO or a device.
+fn check_dst(dst: &Path, protected: &[PathBuf], force: bool, kind: &str) -> Result<()> {
+    let refuse = |msg: String| {
+        Err(Error::Output {
+            path: dst.to_path_buf(),
+            msg,
+        })
+    };
+    let md = match std::fs::symlink_metadata(dst) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(dst, e)),
+    };
+    if protected.iter().any(|i| same_file(i, dst)) {
+        return refuse("refusing to overwrite an input".into());
+    }
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        if !force {
+            let what = if std::fs::metadata(dst).is_err() {
+                "a dangling symbolic link"
+            } else {
+                "a symbolic link"
+            };
+            return refuse(format!("exists ({what}; use --force to replace the link)"));
+        }
+        return Ok(());
+    }
+    if let Some(node) = node_kind(&ft) {
+        return refuse(format!(
+            "is {node}: polytrace writes into a FIFO or character device only a single-file text output, and never replaces one"
+        ));
+    }
+    if !force {
+        return refuse("exists (use --force to replace it)".into());
+    }
+    if ft.is_file() {
+        return Ok(());
+    }
+    if let Some(i) = protected.iter().find(|i| holds(dst, i)) {
+        return refuse(format!(
+            "holds the input {}: --force never replaces it",
+            i.display()
+        ));
+    }
+    match not_our_output(dst, dst.file_name().unwrap_or_default(), kind) {
+        Some(why) => refuse(why),
+        None => Ok(()),
+    }
+}
+
+/// An exclusive lock on an output name: a file beside it, locked with
+/// flock(2) and removed by its holder. Two runs that commit to one name
+/// take turns, so each run's members are moved in together.
+struct OutputLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl OutputLock {
+    fn acquire(parent: &Path, name: &OsStr, target: &Path) -> Result<OutputLock> {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        use std::os::unix::io::AsRawFd;
+        let path = parent.join(lock_name(name));
+        let err = |e: std::io::Error| Error::Output {
+            path: target.to_path_buf(),
+            msg: format!("cannot lock {}: {}", path.display(), e),
+        };
+        let mut told = false;
+        loop {
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .map_err(err)?;
+            let fd = f.as_raw_fd();
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                    return Err(err(e));
+                }
+                if !told {
+                    let mut pid = String::new();
+                    let _ = f.read_to_string(&mut pid);
+                    eprintln!(
+                        "polytrace: {} is being written by pid {}; waiting",
+                        target.display(),
+                        pid.trim()
+                    );
+                    told = true;
+                }
+                loop {
+                    // SAFETY: as above; blocks until the holder is done.
+                    if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
+                        break;
+                    }
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(err(e));
+                    }
+                }
+            }
+            // The holder before us removed the file it locked: ours is
+            // then a lock on a name nobody else sees. Try again.
+            let mine = f.metadata().map_err(err)?;
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.dev() == mine.dev() && m.ino() == mine.ino() => {
+                    let _ = f.set_len(0);
+                    let _ = write!(f, "{}", std::process::id());
+                    return Ok(OutputLock { path, _file: f });
+                }
+                _ => continue,
+            }
+        }
+    }
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        // Removed while still locked; the descriptor closes after.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Staged {
-    /// Prepare to write `target`, refusing to ever replace any of `inputs`.
-    pub fn new(target: &Path, inputs: &[PathBuf], force: bool) -> Result<Staged> {
+    /// Prepare to write `target`, an output of format `kind` (its name),
+    /// refusing to ever replace any of `inputs` or what `--force` may not
+    /// replace (see [`check_dst`]).
+    pub fn new(target: &Path, inputs: &[PathBuf], force: bool, kind: &str) -> Result<Staged> {
+        // Kept as bytes: a name that is not UTF-8 is written as it is.
         let name = target
             .file_name()
-            .and_then(|n| n.to_str())
             .ok_or_else(|| Error::Output {
                 path: target.to_path_buf(),
                 msg: "output needs a file name".into(),
             })?
-            .to_string();
+            .to_os_string();
         let parent = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -88,18 +371,7 @@ impl Staged {
             });
         }
         let protected: Vec<PathBuf> = inputs.to_vec();
-        if protected.iter().any(|i| same_file(i, target)) {
-            return Err(Error::Output {
-                path: target.to_path_buf(),
-                msg: "refusing to overwrite an input".into(),
-            });
-        }
-        if target.exists() && !force {
-            return Err(Error::Output {
-                path: target.to_path_buf(),
-                msg: "exists (use --force to replace it)".into(),
-            });
-        }
+        check_dst(target, &protected, force, kind)?;
         // Like `mkdir -p`: missing parents are created (and removed again
         // if this output is never committed).
         let created = create_parents(&parent).map_err(|e| Error::Output {
@@ -110,7 +382,26 @@ impl Staged {
                 bare_os_error(&e)
             ),
         })?;
-        crate::cleanup::remove_stale(&parent, &name);
+        let spare = (0..SPARE_FDS)
+            .map(|_| std::fs::File::open(&parent))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| {
+                remove_empty(&created);
+                Error::Output {
+                    path: target.to_path_buf(),
+                    msg: format!(
+                        "cannot write in {}: {}",
+                        parent.display(),
+                        bare_os_error(&e)
+                    ),
+                }
+            })?;
+        for gone in crate::cleanup::remove_stale(&parent, &name) {
+            eprintln!(
+                "polytrace: removed {}, left by a run that no longer exists",
+                gone.display()
+            );
+        }
         let stage_dir = match crate::cleanup::register_new(|| {
             tempfile::Builder::new()
                 .prefix(&crate::cleanup::stage_prefix_for_us(&name))
@@ -135,9 +426,11 @@ impl Staged {
             name,
             parent,
             force,
+            kind: kind.to_string(),
             protected,
             committed: false,
             created,
+            spare,
         })
     }
 
@@ -184,42 +477,57 @@ impl Staged {
         walk(&self.stage_dir)
     }
 
-    /// Move everything written into place. Returns the final paths.
+    /// Move everything written into place, under the output's lock.
+    /// Returns the final paths.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(&self.stage_dir)
             .map_err(|e| Error::io(&self.stage_dir, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();
+        // A directory output gets its manifest, moved in after it.
+        let mut manifests = Vec::new();
+        for src in &entries {
+            if src.is_dir() {
+                let m = self
+                    .stage_dir
+                    .join(manifest_name(src.file_name().unwrap_or_default()));
+                write_manifest(&m, src, &self.kind).map_err(|e| Error::io(&m, e))?;
+                manifests.push(m);
+            }
+        }
+        let target = self.parent.join(&self.name);
+        let _lock = OutputLock::acquire(&self.parent, &self.name, &target)?;
         // Check every destination first so a refusal leaves nothing half-moved.
         let mut moves = Vec::new();
         for src in entries {
             let dst = self.parent.join(src.file_name().unwrap_or_default());
-            if self.protected.iter().any(|i| same_file(i, &dst)) {
-                return Err(Error::Output {
-                    path: dst,
-                    msg: "refusing to overwrite an input".into(),
-                });
-            }
-            if dst.exists() && !self.force {
-                return Err(Error::Output {
-                    path: dst,
-                    msg: "exists (use --force to replace it)".into(),
-                });
-            }
+            check_dst(&dst, &self.protected, self.force, &self.kind)?;
             moves.push((src, dst));
+        }
+        for m in manifests {
+            let dst = self.parent.join(m.file_name().unwrap_or_default());
+            moves.push((m, dst));
         }
         let mut done = Vec::new();
         // A signal now waits until every file is in place.
         let mut live = crate::cleanup::hold();
-        for (src, dst) in moves {
-            if dst.is_dir() && !dst.is_symlink() {
-                // rename() cannot replace a non-empty directory: move it aside first.
-                let aside = self.stage_dir.join(".replaced");
+        for (n, (src, dst)) in moves.into_iter().enumerate() {
+            let is_own_manifest = src
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().ends_with(".manifest.polytrace"));
+            let there = std::fs::symlink_metadata(&dst).ok();
+            if there.is_some_and(|m| m.is_dir() || src.is_dir()) {
+                // rename() cannot replace a non-empty directory, nor a
+                // file or link by a directory: move it aside first (into
+                // the staging, removed below).
+                let aside = self.stage_dir.join(format!(".replaced-{n}"));
                 std::fs::rename(&dst, &aside).map_err(|e| Error::io(&dst, e))?;
             }
             std::fs::rename(&src, &dst).map_err(|e| Error::io(&dst, e))?;
-            done.push(dst);
+            if !is_own_manifest {
+                done.push(dst);
+            }
         }
         self.committed = true;
         let _ = std::fs::remove_dir_all(&self.stage_dir);
@@ -328,6 +636,46 @@ fn next_part_number(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Standard output sent into a file for as long as this lives: a text
+/// writer that streams to stdout streams into a FIFO or device the same way.
+pub struct StdoutTo {
+    saved: libc::c_int,
+}
+
+impl StdoutTo {
+    pub fn redirect(f: &std::fs::File) -> std::io::Result<StdoutTo> {
+        use std::io::Write;
+        use std::os::unix::io::AsRawFd;
+        std::io::stdout().flush()?;
+        // SAFETY: dup/dup2 on descriptors we hold; the saved one is
+        // restored and closed on drop.
+        unsafe {
+            let saved = libc::dup(1);
+            if saved < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::dup2(f.as_raw_fd(), 1) < 0 {
+                let e = std::io::Error::last_os_error();
+                libc::close(saved);
+                return Err(e);
+            }
+            Ok(StdoutTo { saved })
+        }
+    }
+}
+
+impl Drop for StdoutTo {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: puts back the descriptor saved in `redirect`.
+        unsafe {
+            libc::dup2(self.saved, 1);
+            libc::close(self.saved);
+        }
+    }
+}
+
 fn remove_empty(dirs: &[PathBuf]) {
     for d in dirs {
         // Fails, as wanted, once anything else is in there.
@@ -337,6 +685,7 @@ fn remove_empty(dirs: &[PathBuf]) {
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        self.spare.clear();
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.stage_dir);
             crate::cleanup::unregister(&self.stage_dir);
@@ -463,14 +812,14 @@ mod tests {
     fn staged_output_appears_only_on_commit() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("out.kpi");
-        let s = Staged::new(&target, &[], false).unwrap();
+        let s = Staged::new(&target, &[], false, "kpi").unwrap();
         std::fs::write(s.path(), b"x").unwrap();
         assert!(!target.exists());
         s.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"x");
         // Dropped without commit: nothing appears, nothing is left behind.
         let other = dir.path().join("other.kpi");
-        let s = Staged::new(&other, &[], false).unwrap();
+        let s = Staged::new(&other, &[], false, "kpi").unwrap();
         std::fs::write(s.path(), b"y").unwrap();
         drop(s);
         assert!(!other.exists());
@@ -483,7 +832,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("a.meta");
         std::fs::write(&input, b"in").unwrap();
-        let s = Staged::new(&dir.path().join("a"), std::slice::from_ref(&input), true).unwrap();
+        let s = Staged::new(
+            &dir.path().join("a"),
+            std::slice::from_ref(&input),
+            true,
+            "pcp",
+        )
+        .unwrap();
         std::fs::write(s.path().with_extension("meta"), b"out").unwrap();
         let err = s.commit().unwrap_err().to_string();
         assert!(err.contains("refusing to overwrite an input"), "{err}");

@@ -35,6 +35,18 @@ pub fn resolve_input(path: &Path, from: Option<FormatId>) -> Result<(Input, &'st
     Ok((input, fmt))
 }
 
+/// A resource error met while reading (out of file descriptors or
+/// memory, EIO) fails the run: the staged output is then dropped unseen.
+pub fn fatal(diags: &[Diagnostic]) -> Result<()> {
+    match diags.iter().find(|d| d.severity == Severity::Fatal) {
+        Some(d) => Err(Error::Io {
+            path: d.pos.file.clone(),
+            source: std::io::Error::other(d.msg.clone()),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What one conversion did.
 #[derive(Debug, Default)]
 pub struct ConvertOutcome {
@@ -420,6 +432,7 @@ pub fn convert(
     let run = |reader: &mut Box<dyn TraceReader>, target: &OutTarget| -> Result<LossReport> {
         let mut w = to.create(target, &header, wopts)?;
         let data = feed(reader.as_mut(), w.as_mut())?;
+        fatal(reader.diagnostics())?;
         if data == 0 && adapter_loss.borrow().has_drops() {
             // Everything the source held was left out: say what.
             return Err(Error::nothing_to_write(
@@ -461,8 +474,37 @@ pub fn convert(
                 out.loss = run(&mut reader, &OutTarget::Stdout)?;
             }
         }
+        Dest::Path { path, .. } if caps.text_output && crate::output::is_stream_node(path) => {
+            // A FIFO or character device is written into, as a shell's `>`
+            // would, never replaced.
+            let dev = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
+            let _to = crate::output::StdoutTo::redirect(&dev).map_err(|e| Error::io(path, e))?;
+            let into_node = |reader: &mut Box<dyn TraceReader>| -> Result<LossReport> {
+                if !wopts.strict {
+                    return run(reader, &OutTarget::Stdout);
+                }
+                // As for stdout: held until the loss is known.
+                let tmp = tempfile::NamedTempFile::new().map_err(|e| Error::io("<tmp>", e))?;
+                let loss = run(reader, &OutTarget::Path(tmp.path().to_path_buf()))?;
+                let mut f =
+                    std::fs::File::open(tmp.path()).map_err(|e| Error::io(tmp.path(), e))?;
+                std::io::copy(&mut f, &mut std::io::stdout().lock())
+                    .map_err(|e| Error::io(path, e))?;
+                Ok(loss)
+            };
+            out.loss = into_node(&mut reader).map_err(|e| match e {
+                Error::Usage(m) => Error::Output {
+                    path: path.to_path_buf(),
+                    msg: format!("is a FIFO or device: {m}"),
+                },
+                e => e,
+            })?;
+        }
         Dest::Path { path, force } => {
-            let staged = Staged::new(path, inputs, force)?;
+            let staged = Staged::new(path, inputs, force, to.id().name())?;
             out.loss =
                 run(&mut reader, &OutTarget::Path(staged.path())).map_err(|e| staged.relabel(e))?;
             out.outputs = staged.commit()?;

@@ -139,7 +139,7 @@ pub fn convert_split(
     let mut done: Vec<Staged> = Vec::new();
     let mut defs = Defs::default();
     let open = |k: usize| -> Result<Piece> {
-        let staged = Staged::new(&piece_path(out, k), inputs, force)?;
+        let staged = Staged::new(&piece_path(out, k), inputs, force, to.id().name())?;
         let writer = to.create(&OutTarget::Path(staged.path()), &header, wopts)?;
         Ok(Piece { staged, writer })
     };
@@ -212,6 +212,7 @@ pub fn convert_split(
     close(cur, &mut result)?;
     result.loss.merge(&adapter_loss.borrow());
     crate::pipeline::refuse(&result.loss, source, to, wopts)?;
+    crate::pipeline::fatal(reader.diagnostics())?;
     for s in done {
         result.outputs.extend(s.commit()?);
     }

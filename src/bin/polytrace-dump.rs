@@ -1,4 +1,6 @@
 //! `polytrace-dump`: the same code as `polytrace dump`.
+#[global_allocator]
+static ALLOC: polytrace::cleanup::Allocator = polytrace::cleanup::Allocator;
 fn main() -> std::process::ExitCode {
     polytrace::cli::main_verb("dump")
 }

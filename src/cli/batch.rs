@@ -28,11 +28,17 @@ enum Outcome {
 /// Collect the inputs of a tree: files, LTT trace directories, and PCP
 /// archives (all members grouped under their base name).
 pub(super) fn collect_inputs(root: &Path) -> Vec<(PathBuf, u64)> {
-    collect_inputs_skipping(root, None)
+    collect_inputs_skipping(root, None, &mut Vec::new())
 }
 
 /// [`collect_inputs`], never entering the folder `skip` (canonical path).
-fn collect_inputs_skipping(root: &Path, skip: Option<&Path>) -> Vec<(PathBuf, u64)> {
+/// What the walk meets and does not take (an unreadable folder, a link, a
+/// FIFO) goes to `passed`, with its outcome, for the listing.
+fn collect_inputs_skipping(
+    root: &Path,
+    skip: Option<&Path>,
+    passed: &mut Vec<(PathBuf, Outcome)>,
+) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     let mut seen_bases = BTreeSet::new();
     let mut it = walkdir::WalkDir::new(root)
@@ -40,7 +46,18 @@ fn collect_inputs_skipping(root: &Path, skip: Option<&Path>) -> Vec<(PathBuf, u6
         .sort_by_file_name()
         .into_iter();
     while let Some(entry) = it.next() {
-        let Ok(entry) = entry else { continue };
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let path = e.path().unwrap_or(root).to_path_buf();
+                let why = match e.io_error() {
+                    Some(io) => format!("cannot read: {io}"),
+                    None => e.to_string(),
+                };
+                passed.push((path, Outcome::Failed(why)));
+                continue;
+            }
+        };
         let path = entry.path();
         if entry.file_type().is_dir() {
             // The output tree inside the input tree: never re-read what this
@@ -61,7 +78,16 @@ fn collect_inputs_skipping(root: &Path, skip: Option<&Path>) -> Vec<(PathBuf, u6
             }
             continue;
         }
+        if crate::output::is_own_sidecar(entry.file_name()) {
+            continue;
+        }
         if !entry.file_type().is_file() {
+            let why = if entry.file_type().is_symlink() {
+                "symbolic link (not followed)"
+            } else {
+                "not a regular file"
+            };
+            passed.push((path.to_path_buf(), Outcome::Skipped(why.into())));
             continue;
         }
         let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
@@ -131,7 +157,8 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     std::fs::create_dir_all(&out_root)
         .with_context(|| format!("creating {}", out_root.display()))?;
     let canon_out = std::fs::canonicalize(&out_root)?;
-    let inputs = collect_inputs_skipping(root, Some(&canon_out));
+    let mut passed = Vec::new();
+    let inputs = collect_inputs_skipping(root, Some(&canon_out), &mut passed);
     let names = output_names(root, &inputs, to.id());
     let total_bytes: u64 = inputs.iter().map(|(_, s)| *s).sum();
     let workers = jobs(inputs.len());
@@ -148,12 +175,15 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
     // Independent inputs convert on every core; what each one reports is
     // printed in input order, as one worker would print it.
     let next = AtomicUsize::new(0);
+    let (mut started, mut spawn_err) = (0usize, None);
     std::thread::scope(|sc| {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome, Vec<Diagnostic>)>();
         for slot in 0..workers {
             let (tx, next, bar, inputs, names, out_root) =
                 (tx.clone(), &next, &bar, &inputs, &names, &out_root);
-            sc.spawn(move || loop {
+            // A worker that cannot be started (out of memory or threads)
+            // leaves the inputs to the others; with none, the run fails.
+            let spawned = std::thread::Builder::new().spawn_scoped(sc, move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(((path, size), name)) = inputs.get(i).zip(names.get(i)) else {
                     break;
@@ -168,6 +198,10 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
                     break;
                 }
             });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(e) => spawn_err = Some(e),
+            }
         }
         drop(tx);
         let mut pending = BTreeMap::new();
@@ -184,6 +218,14 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
         }
     });
     bar.bar.finish_and_clear();
+    if let (0, Some(e)) = (started, spawn_err) {
+        anyhow::bail!("cannot start a worker thread: {e}");
+    }
+    // What the walk met and did not take is listed in its place.
+    for (path, o) in passed {
+        results.push((path.strip_prefix(root).unwrap_or(&path).to_path_buf(), o));
+    }
+    results.sort_by(|a, b| a.0.cmp(&b.0));
 
     let (mut ok, mut salv, mut failed, mut skipped) = (0, 0, 0, 0);
     eprintln!("{:<10} input", "result");
@@ -206,10 +248,11 @@ pub fn convert_tree(a: &ConvertArgs, to: &'static dyn Format, quiet: bool) -> Re
                 ("skipped", w.clone())
             }
         };
+        let name = shell_quote(rel.as_os_str());
         if why.is_empty() {
-            eprintln!("{tag:<10} {}", rel.display());
+            eprintln!("{tag:<10} {name}");
         } else {
-            eprintln!("{tag:<10} {}: {why}", rel.display());
+            eprintln!("{tag:<10} {name}: {why}");
         }
     }
     eprintln!("{ok} ok, {salv} salvaged, {failed} failed, {skipped} skipped (not a trace, or nothing to write)");
@@ -313,5 +356,73 @@ fn convert_one(
             outcome(Outcome::Skipped(format!("{e:#}")))
         }
         Err(e) => outcome(Outcome::Failed(format!("{e:#}"))),
+    }
+}
+
+/// A name as `ls --quoting-style=shell-escape` prints it: as it is when it
+/// holds only characters safe in a shell word, else in single quotes, with
+/// control characters and bytes that are not UTF-8 as `'$'\n''`,
+/// `'$'\377''`: one entry per line whatever the name holds.
+fn shell_quote(name: &std::ffi::OsStr) -> String {
+    let b = name.as_encoded_bytes();
+    let safe = |c: u8| c.is_ascii_alphanumeric() || b"%+,-./:=@_^".contains(&c);
+    if !b.is_empty() && b.iter().all(|&c| safe(c)) {
+        return String::from_utf8_lossy(b).into_owned();
+    }
+    let mut out = String::from("'");
+    let mut rest = b;
+    // Valid UTF-8 runs are kept; everything else is escaped byte by byte.
+    while !rest.is_empty() {
+        let (good, bad) = match std::str::from_utf8(rest) {
+            Ok(s) => (s, &rest[rest.len()..]),
+            Err(e) => {
+                let (g, b) = rest.split_at(e.valid_up_to());
+                (std::str::from_utf8(g).unwrap_or_default(), b)
+            }
+        };
+        for ch in good.chars() {
+            match ch {
+                '\'' => out.push_str("'\\''"),
+                c if c.is_control() => {
+                    let mut buf = [0u8; 4];
+                    out.push_str("'$'");
+                    for byte in c.encode_utf8(&mut buf).bytes() {
+                        match byte {
+                            b'\n' => out.push_str("\\n"),
+                            b'\t' => out.push_str("\\t"),
+                            b'\r' => out.push_str("\\r"),
+                            x => out.push_str(&format!("\\{x:03o}")),
+                        }
+                    }
+                    out.push_str("''");
+                }
+                c => out.push(c),
+            }
+        }
+        match bad.split_first() {
+            Some((&byte, tail)) => {
+                out.push_str(&format!("'$'\\{byte:03o}''"));
+                rest = tail;
+            }
+            None => rest = bad,
+        }
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn names_are_quoted_as_ls_shell_escape_does() {
+        assert_eq!(shell_quote(OsStr::new("a/b.dlt")), "a/b.dlt");
+        assert_eq!(shell_quote(OsStr::new("a b")), "'a b'");
+        assert_eq!(shell_quote(OsStr::new("a\nb")), "'a'$'\\n''b'");
+        assert_eq!(shell_quote(OsStr::new("it's")), "'it'\\''s'");
+        assert_eq!(shell_quote(OsStr::from_bytes(b"x\xffy")), "'x'$'\\377''y'");
     }
 }

@@ -123,10 +123,15 @@ fn known_extension_len(name: &str) -> usize {
 /// names that would otherwise collide within one batch.
 pub fn batch_output_name(rel: &Path, to: FormatId, keep_extension: bool) -> OsString {
     let suffix = output_suffix(to);
-    let file = rel.file_name().and_then(|n| n.to_str());
+    let file = rel.file_name();
     let mut out = match (keep_extension, file) {
         (false, Some(name)) => {
-            let stem = &name[..name.len() - known_extension_len(name)];
+            // On the bytes: a name that is not UTF-8 keeps them (the known
+            // extensions are ASCII, so the lossy text ends as the name does).
+            use std::os::unix::ffi::OsStrExt;
+            let b = name.as_bytes();
+            let ext = known_extension_len(&name.to_string_lossy());
+            let stem = std::ffi::OsStr::from_bytes(&b[..b.len().saturating_sub(ext)]);
             rel.with_file_name(stem).into_os_string()
         }
         _ => rel.as_os_str().to_owned(),

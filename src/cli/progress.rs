@@ -174,10 +174,11 @@ struct Ticker {
 }
 
 impl Ticker {
-    fn start(target: Target, span: u64, counter: Arc<AtomicU64>, total: u64) -> Ticker {
+    /// None when no thread can be started: the bar then stands still.
+    fn start(target: Target, span: u64, counter: Arc<AtomicU64>, total: u64) -> Option<Ticker> {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let halt = stop.clone();
-        let thread = std::thread::spawn(move || {
+        let thread = std::thread::Builder::new().spawn(move || {
             while !halt.load(Ordering::Relaxed) {
                 // Nothing copied yet (or no copy after all): leave the bar.
                 let done = counter.load(Ordering::Relaxed);
@@ -187,7 +188,10 @@ impl Ticker {
                 std::thread::park_timeout(std::time::Duration::from_millis(100));
             }
         });
-        Ticker { stop, thread }
+        Some(Ticker {
+            stop,
+            thread: thread.ok()?,
+        })
     }
 }
 
@@ -229,12 +233,7 @@ impl TraceReader for ProgressReader {
         let shared = self.inner.progress_shared();
         let v = self.inner.verbatim();
         if let (true, Some((counter, total)), None) = (v.is_some(), shared, &self.ticker) {
-            self.ticker = Some(Ticker::start(
-                self.target.clone(),
-                self.span,
-                counter,
-                total,
-            ));
+            self.ticker = Ticker::start(self.target.clone(), self.span, counter, total);
         }
         v
     }

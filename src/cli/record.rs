@@ -67,6 +67,7 @@ pub fn run(a: &RecordArgs, given: &[&str], quiet: bool) -> anyhow::Result<u8> {
             match outcome.signal {
                 Some(libc::SIGINT) => ", stopped by SIGINT",
                 Some(libc::SIGTERM) => ", stopped by SIGTERM",
+                Some(libc::SIGHUP) => ", stopped by SIGHUP",
                 _ => "",
             }
         );

@@ -41,7 +41,7 @@ pub enum Stop {
     Duration(u64),
     /// After this many intervals (N + 1 scans: the first is the baseline).
     Intervals(u64),
-    /// Only on SIGINT / SIGTERM.
+    /// Only on SIGINT / SIGTERM / SIGHUP.
     Signal,
 }
 
@@ -364,7 +364,19 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
     if opts.interval_ns < 1_000_000 {
         return Err(Error::Usage("--interval must be at least 1ms".into()));
     }
-    let to_stdout = opts.output.as_os_str() == "-";
+    // A FIFO or character device is written into as stdout would be
+    // (text formats), never replaced; `Staged` refuses it for the others.
+    let into_node = caps.text_output && crate::output::is_stream_node(&opts.output);
+    let _redirect = if into_node {
+        let dev = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&opts.output)
+            .map_err(|e| Error::io(&opts.output, e))?;
+        Some(crate::output::StdoutTo::redirect(&dev).map_err(|e| Error::io(&opts.output, e))?)
+    } else {
+        None
+    };
+    let to_stdout = opts.output.as_os_str() == "-" || into_node;
     let (staged, target) = if to_stdout {
         if !caps.text_output {
             return Err(Error::Usage(format!(
@@ -374,7 +386,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
         }
         (None, OutTarget::Stdout)
     } else {
-        let s = Staged::new(&opts.output, &[], opts.force)?;
+        let s = Staged::new(&opts.output, &[], opts.force, opts.to.name())?;
         let p = s.path();
         (Some(s), OutTarget::Path(p))
     };
@@ -454,6 +466,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
         (Some(s), _) => s.to_string(),
         (None, libc::SIGINT) => "SIGINT".into(),
         (None, libc::SIGTERM) => "SIGTERM".into(),
+        (None, libc::SIGHUP) => "SIGHUP".into(),
         (None, n) => format!("signal {n}"),
     });
     cal.scans = sampler.stats.scans;

@@ -1,4 +1,4 @@
-//! SIGINT / SIGTERM: set a flag; the recording loop finishes the current
+//! SIGINT / SIGTERM / SIGHUP: set a flag; the recording loop finishes the current
 //! interval and closes the output. A second signal ends the process at
 //! once, through the staging cleanup (`crate::cleanup`), so an impatient
 //! second Ctrl-C leaves no staging behind either.
@@ -18,12 +18,19 @@ extern "C" fn on_signal(sig: libc::c_int) {
     SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-/// Install the handlers for SIGINT and SIGTERM.
+/// Install the handlers for SIGINT, SIGTERM and SIGHUP: a closed terminal
+/// saves the recording as Ctrl-C does. A signal the parent told us to
+/// ignore (nohup) stays ignored.
 pub fn install() -> std::io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: a zeroed sigaction is valid; we set the handler, an empty
         // mask and flags, then pass pointers to live locals.
         unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut old);
+            if sig == libc::SIGHUP && old.sa_sigaction == libc::SIG_IGN {
+                continue;
+            }
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
             libc::sigemptyset(&mut sa.sa_mask);

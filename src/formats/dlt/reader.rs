@@ -298,11 +298,15 @@ fn prescan_halves(
     second.seek(SeekFrom::Start(at)).ok()?;
     drop(window);
     std::thread::scope(|sc| {
-        let later = sc.spawn(move || {
-            let mut b = Prescanning::new(kpi);
-            let whole = walk_heads(second, |h| b.record(h));
-            (whole, b)
-        });
+        // No second thread (out of memory or threads): None, and the
+        // caller walks on one.
+        let later = std::thread::Builder::new()
+            .spawn_scoped(sc, move || {
+                let mut b = Prescanning::new(kpi);
+                let whole = walk_heads(second, |h| b.record(h));
+                (whole, b)
+            })
+            .ok()?;
         let mut a = Prescanning::new(kpi);
         let walk = walk_heads_until(&mut first, Some(at), |h| a.record(h));
         let (whole_b, b) = later.join().ok()?;

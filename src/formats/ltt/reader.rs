@@ -914,9 +914,10 @@ impl Cursor {
                     self.file = Some(f);
                 }
                 Err(e) => {
-                    diags.push(Diagnostic::salvaged(
+                    diags.push(Diagnostic::io(
                         Position::new(&tf.path),
                         format!("cannot open: {e}"),
+                        &e,
                     ));
                     self.nblocks = 0;
                     return false;
@@ -947,9 +948,10 @@ impl Cursor {
             }
         };
         if let Err(e) = rd {
-            diags.push(Diagnostic::salvaged(
+            diags.push(Diagnostic::io(
                 Position::at(&tf.path, off, Some(k)),
                 format!("cannot read block: {e}"),
+                &e,
             ));
             self.nblocks = 0;
             return false;

@@ -396,7 +396,8 @@ impl Spool {
         // it stops instead of decoding for nobody.
         let w = std::sync::Arc::downgrade(&sp);
         let path = path.to_path_buf();
-        std::thread::spawn(move || match open_member(&path) {
+        let w2 = w.clone();
+        let spawned = std::thread::Builder::new().spawn(move || match open_member(&path) {
             Ok(src) => Spool::fill(w, src),
             Err(e) => {
                 if let Some(sp) = w.upgrade() {
@@ -404,6 +405,20 @@ impl Spool {
                 }
             }
         });
+        // No thread to decode with (out of memory or threads): an error
+        // of the machine, reported as the read's error, never a panic.
+        if let Err(e) = spawned {
+            if let Some(sp) = w2.upgrade() {
+                sp.publish(
+                    0,
+                    Some((
+                        std::io::ErrorKind::OutOfMemory,
+                        format!("cannot start a thread: {e}"),
+                    )),
+                    true,
+                );
+            }
+        }
         sp
     }
 
