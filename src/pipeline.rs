@@ -523,7 +523,12 @@ pub fn convert(
                 .and_then(|p| p.file_name())
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "input".into());
-            let staged = Staged::new(&root.join(format!(".{name}.part")), inputs, true)?;
+            let staged = Staged::new(
+                &root.join(format!(".{name}.part")),
+                inputs,
+                true,
+                to.id().name(),
+            )?;
             let mut dwopts = wopts.clone();
             dwopts.dataset = true;
             let run = |reader: &mut Box<dyn TraceReader>| -> Result<LossReport> {
