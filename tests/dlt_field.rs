@@ -602,8 +602,8 @@ fn an_ecu_without_a_clock_is_never_placed_before_the_epoch() {
     let first: f64 = info
         .lines()
         .find_map(|l| l.strip_prefix("first:"))
+        .and_then(|v| v.split_whitespace().next())
         .unwrap()
-        .trim()
         .parse()
         .unwrap();
     assert!(first >= 0.0, "{info}");
@@ -611,8 +611,8 @@ fn an_ecu_without_a_clock_is_never_placed_before_the_epoch() {
     let last: f64 = info
         .lines()
         .find_map(|l| l.strip_prefix("last:"))
+        .and_then(|v| v.split_whitespace().next())
         .unwrap()
-        .trim()
         .parse()
         .unwrap();
     assert!(last > 1.3e9, "{info}");

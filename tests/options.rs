@@ -479,7 +479,7 @@ fn help_headings_come_from_the_declaration() {
     let help = String::from_utf8_lossy(&o.stdout);
     for h in [
         "CSV output (--to csv):",
-        "Counters (--to csv, chrome-json, ctf):",
+        "Counters (--to csv, chrome-json, ctf, perfetto):",
         "Timeline input:",
     ] {
         assert!(help.contains(h), "{h} missing:\n{help}");

@@ -620,7 +620,7 @@ fn dataset_is_hive_partitioned_and_only_added_to() {
             && n.ends_with("/part-0.parquet")),
         "{names:?}"
     );
-    // The third host in a second run, into the same dataset.
+    // The third host in a later run, into the same dataset.
     let d2 = tempfile::tempdir().unwrap();
     let Some(second) = three_hosts(d2.path(), &["dm-io"]) else {
         return;
