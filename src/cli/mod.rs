@@ -50,6 +50,10 @@ pub struct Cli {
 pub fn cli_command() -> clap::Command {
     optspec::apply_headings(Cli::command()).mut_subcommand("record", |c| {
         c.mut_arg("output", |a| a.required_unless_present("live"))
+            .override_usage(
+                "polytrace record [OPTIONS] --output <OUT>\n       \
+                 polytrace record [OPTIONS] --to mmv --live <NAME>",
+            )
     })
 }
 
