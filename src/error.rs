@@ -1,7 +1,33 @@
 //! Library errors: small, positioned. `anyhow` is used only in the binaries.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Temporary directories shown under another name in messages (an
+/// unpacked archive's directory is shown as `archive.tar.gz`, its members
+/// as `archive.tar.gz:cpu/1`).
+static ALIASES: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Show paths under `dir` as `shown:REL` from now on (for the process's
+/// life: an error naming a member may be printed after the directory went).
+pub fn alias_path(dir: &Path, shown: &str) {
+    let mut a = ALIASES.lock().unwrap_or_else(|e| e.into_inner());
+    a.push((dir.to_path_buf(), shown.to_string()));
+}
+
+/// `p` as messages show it.
+pub fn shown(p: &Path) -> String {
+    let a = ALIASES.lock().unwrap_or_else(|e| e.into_inner());
+    for (dir, name) in a.iter() {
+        if let Ok(rest) = p.strip_prefix(dir) {
+            if rest.as_os_str().is_empty() {
+                return name.clone();
+            }
+            return format!("{name}:{}", rest.display());
+        }
+    }
+    p.display().to_string()
+}
 
 /// Where in an input a problem sits.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -32,7 +58,7 @@ impl Position {
 
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        write!(f, "{}", shown(&self.file))?;
         if let Some(o) = self.offset {
             write!(f, ": byte {o}")?;
         }
@@ -49,7 +75,7 @@ pub enum Error {
     #[error("{pos}: {msg}")]
     Format { pos: Position, msg: String },
     /// An I/O error on a named file.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", shown(path))]
     Io {
         path: PathBuf,
         #[source]

@@ -47,7 +47,7 @@ pub struct LttFormat;
 /// An opened trace directory (a .tar.gz is unpacked into `_tmp` first).
 pub struct Opened {
     pub trace: Trace,
-    _tmp: Option<tempfile::TempDir>,
+    _tmp: Option<writer::Unpacked>,
 }
 
 /// Open strictly (a cut tracefile is an error).
@@ -63,30 +63,38 @@ pub fn open_trace_with(input: &Input, salvage: bool) -> Result<Opened> {
             _tmp: None,
         }),
         InputKind::File if writer::is_tar_gz_name(&input.path) => {
-            let tmp = writer::unpack_tar_gz(&input.path)?;
-            let root = writer::tar_root(tmp.path());
-            Ok(Opened {
-                trace: Trace::open_with(&root, salvage)?,
-                _tmp: Some(tmp),
-            })
+            let shown = input.path.display().to_string();
+            open_unpacked(
+                writer::unpack_tar_gz(&input.path, &shown, salvage)?,
+                salvage,
+            )
         }
         // stdin, copied to a file: a .tar.gz is the one way a trace fits a pipe.
         InputKind::Stdin if input.probe.starts_with(&[0x1f, 0x8b]) => {
             let file = input.file().ok_or_else(|| {
                 Error::Usage("<stdin>: an LTT .tar.gz on stdin must be spooled first".into())
             })?;
-            let tmp = writer::unpack_tar_gz(file)?;
-            let root = writer::tar_root(tmp.path());
-            Ok(Opened {
-                trace: Trace::open(&root)?,
-                _tmp: Some(tmp),
-            })
+            open_unpacked(writer::unpack_tar_gz(file, "<stdin>", salvage)?, salvage)
         }
         _ => Err(Error::Usage(format!(
             "{}: an LTT trace is a directory (or a .tar.gz of one)",
             input.name()
         ))),
     }
+}
+
+/// Open the trace in an unpacked archive; the unpacking's diagnostics come
+/// first.
+fn open_unpacked(mut tmp: writer::Unpacked, salvage: bool) -> Result<Opened> {
+    let root = writer::tar_root(tmp.path());
+    let mut trace = Trace::open_with(&root, salvage)?;
+    let mut diags = std::mem::take(&mut tmp.diags);
+    diags.append(&mut trace.diags);
+    trace.diags = diags;
+    Ok(Opened {
+        trace,
+        _tmp: Some(tmp),
+    })
 }
 
 /// What this format is and can do (`polytrace formats`).

@@ -86,47 +86,185 @@ pub fn is_tar_gz_name(p: &Path) -> bool {
     n.ends_with(".tar.gz") || n.ends_with(".tgz")
 }
 
-/// Unpack a .tar.gz into a temporary directory, refusing entries that
-/// would land outside it and anything but plain files and directories.
-pub fn unpack_tar_gz(path: &Path) -> Result<tempfile::TempDir> {
+/// Unpacked bytes allowed per byte of archive (plus [`UNPACK_SLACK`]): LTT
+/// tracefiles compress well, but not by more than this; a gzip bomb stops
+/// here instead of filling the temporary directory.
+pub const UNPACK_RATIO: u64 = 256;
+/// Unpacked bytes allowed on top of [`UNPACK_RATIO`] times the archive.
+pub const UNPACK_SLACK: u64 = 64 << 20;
+
+/// The top-level trace directories the reader opens; members elsewhere are
+/// not unpacked.
+const USED_DIRS: [&str; 4] = ["info", "eventdefs", "control", "cpu"];
+
+/// Whether the LTT reader would read the member at `rel`: a file directly
+/// in one of [`USED_DIRS`], at the archive's top level or under one
+/// top directory (see [`tar_root`]).
+fn used_member(rel: &Path) -> bool {
+    let c: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+    let at = |i: usize| c.len() == i + 2 && USED_DIRS.iter().any(|d| c[i] == *d);
+    at(0) || at(1)
+}
+
+/// An unpacked archive: a 0700 temporary directory, registered with the
+/// signal cleanup and removed on drop.
+pub struct Unpacked {
+    dir: PathBuf,
+    /// Warnings and damage found while unpacking, named `archive:member`.
+    pub diags: Vec<crate::error::Diagnostic>,
+}
+
+impl Unpacked {
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Unpacked {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::cleanup::unregister(&self.dir);
+    }
+}
+
+/// Unpack the members the LTT reader uses from a .tar.gz (concatenated
+/// gzip members are read as one stream, as GNU tar does) into a private
+/// temporary directory. Plain files, GNU sparse files and hard links to an
+/// earlier unpacked member are unpacked; entries that would land outside
+/// the directory are an error; symlinks, devices and FIFOs among the used
+/// members are damage (`salvage`: a salvaged diagnostic, else an error).
+/// Messages name `shown:member`, never the temporary path.
+pub fn unpack_tar_gz(path: &Path, shown: &str, salvage: bool) -> Result<Unpacked> {
+    use crate::error::Diagnostic;
     let f = File::open(path).map_err(|e| Error::io(path, e))?;
-    let tmp = tempfile::tempdir().map_err(|e| Error::io(path, e))?;
-    let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
-    let entries = ar.entries().map_err(|e| Error::io(path, e))?;
+    let archive_len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let cap = archive_len
+        .saturating_mul(UNPACK_RATIO)
+        .saturating_add(UNPACK_SLACK);
+    let dir = crate::cleanup::register_new(|| {
+        let t = tempfile::Builder::new()
+            .prefix(".polytrace-tar-")
+            .tempdir()
+            .map_err(|e| Error::io(path, e))?;
+        let d = t.keep();
+        std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .map_err(|e| Error::io(&d, e))?;
+        Ok::<_, Error>(d)
+    })?;
+    crate::error::alias_path(&dir, shown);
+    let mut un = Unpacked {
+        dir,
+        diags: Vec::new(),
+    };
+    let member = |rel: &Path| PathBuf::from(format!("{shown}:{}", rel.display()));
+    let mut ar = tar::Archive::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
+        f,
+    )));
+    let entries = ar.entries().map_err(|e| Error::io(shown, e))?;
+    let mut unpacked: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    let mut written = 0u64;
     for (i, ent) in entries.enumerate() {
-        let mut ent = ent.map_err(|e| Error::io(path, e))?;
-        let rel = ent.path().map_err(|e| Error::io(path, e))?.into_owned();
+        let mut ent = ent.map_err(|e| Error::io(shown, e))?;
+        let rel = ent.path().map_err(|e| Error::io(shown, e))?.into_owned();
         let pos = Position {
-            file: path.to_path_buf(),
+            file: member(&rel),
             offset: None,
             record: Some(i as u64),
         };
         if !paths::is_safe_relative(&rel) {
             return Err(Error::format(
                 pos,
-                format!(
-                    "archive member {} escapes the trace directory",
-                    rel.display()
-                ),
+                "archive member escapes the trace directory",
             ));
         }
-        let dst = tmp.path().join(&rel);
-        match ent.header().entry_type() {
-            tar::EntryType::Directory => {
-                std::fs::create_dir_all(&dst).map_err(|e| Error::io(&dst, e))?;
+        let dst = un.dir.join(&rel);
+        let kind = ent.header().entry_type();
+        if kind.is_dir() {
+            std::fs::create_dir_all(&dst).map_err(|e| Error::io(&dst, e))?;
+            continue;
+        }
+        if !used_member(&rel) {
+            // pax/GNU extension headers are consumed by the tar crate; what
+            // reaches here is an entry the reader would not open.
+            un.diags.push(Diagnostic::warning(
+                pos,
+                "not part of an LTT trace; not unpacked",
+            ));
+            continue;
+        }
+        let refuse = |un: &mut Unpacked, pos: Position, what: String| -> Result<()> {
+            if !salvage {
+                return Err(Error::format(
+                    pos,
+                    format!("{what}; --salvage reads the trace without it"),
+                ));
             }
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if let Some(p) = dst.parent() {
-                    std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
-                }
+            un.diags
+                .push(Diagnostic::salvaged(pos, format!("{what}; not read")));
+            Ok(())
+        };
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+        }
+        match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
                 let mut out = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
-                std::io::copy(&mut ent, &mut out).map_err(|e| Error::io(&dst, e))?;
+                let n = std::io::copy(
+                    &mut std::io::Read::take(&mut ent, cap - written + 1),
+                    &mut out,
+                )
+                .map_err(|e| Error::io(&dst, e))?;
+                written += n;
+                if written > cap {
+                    return Err(Error::format(
+                        pos,
+                        format!(
+                            "unpacking exceeds {cap} bytes ({UNPACK_RATIO} times the archive's \
+                             size plus {} MiB); unpack it and give the directory",
+                            UNPACK_SLACK >> 20
+                        ),
+                    ));
+                }
+                unpacked.insert(rel);
             }
-            // Symlinks, hard links, devices: never created.
-            _ => {}
+            tar::EntryType::Link => {
+                let target = ent
+                    .link_name()
+                    .map_err(|e| Error::io(shown, e))?
+                    .map(|t| t.into_owned());
+                match target {
+                    Some(t) if paths::is_safe_relative(&t) && unpacked.contains(&t) => {
+                        std::fs::hard_link(un.dir.join(&t), &dst)
+                            .map_err(|e| Error::io(&dst, e))?;
+                        unpacked.insert(rel);
+                    }
+                    t => {
+                        let t = t.map(|t| t.display().to_string()).unwrap_or_default();
+                        refuse(
+                            &mut un,
+                            pos,
+                            format!("hard link to {t}, which is not an earlier unpacked member"),
+                        )?
+                    }
+                }
+            }
+            other => {
+                let what = match other {
+                    tar::EntryType::Symlink => "a symlink",
+                    tar::EntryType::Char => "a character device",
+                    tar::EntryType::Block => "a block device",
+                    tar::EntryType::Fifo => "a FIFO",
+                    _ => "not a regular file",
+                };
+                refuse(
+                    &mut un,
+                    pos,
+                    format!("{what}; only regular files, sparse files and hard links are read"),
+                )?
+            }
         }
     }
-    Ok(tmp)
+    Ok(un)
 }
 
 /// The trace root inside an unpacked archive: the directory holding
