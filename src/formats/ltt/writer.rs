@@ -208,6 +208,10 @@ pub fn unpack_tar_gz(path: &Path, shown: &str, salvage: bool) -> Result<Unpacked
         }
         match kind {
             tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
+                // A hard link to an earlier member must not be written through.
+                if unpacked.contains(&rel) {
+                    std::fs::remove_file(&dst).map_err(|e| Error::io(&dst, e))?;
+                }
                 let mut out = File::create(&dst).map_err(|e| Error::io(&dst, e))?;
                 let n = std::io::copy(
                     &mut std::io::Read::take(&mut ent, cap - written + 1),
@@ -233,7 +237,13 @@ pub fn unpack_tar_gz(path: &Path, shown: &str, salvage: bool) -> Result<Unpacked
                     .map_err(|e| Error::io(shown, e))?
                     .map(|t| t.into_owned());
                 match target {
+                    // A file archived twice: the second is a link to itself.
+                    Some(t) if t == rel && unpacked.contains(&t) => {}
                     Some(t) if paths::is_safe_relative(&t) && unpacked.contains(&t) => {
+                        // A later member replaces an earlier one, as tar does.
+                        if unpacked.contains(&rel) {
+                            std::fs::remove_file(&dst).map_err(|e| Error::io(&dst, e))?;
+                        }
                         std::fs::hard_link(un.dir.join(&t), &dst)
                             .map_err(|e| Error::io(&dst, e))?;
                         unpacked.insert(rel);
