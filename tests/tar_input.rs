@@ -243,3 +243,21 @@ fn unpacking_directory_is_private_and_removed_on_sigterm() {
         tmp_is_empty(&s);
     }
 }
+
+#[test]
+fn fifo_member_is_damage() {
+    let s = scratch();
+    sh(
+        &s.root,
+        "mkfifo smp_example/cpu/3 && tar -czf f.tar.gz smp_example",
+    );
+    let (c, _, e) = run(&s, &["info", "f.tar.gz"]);
+    assert_eq!(c, 2, "{e}");
+    common::assert_has(&e, "f.tar.gz:smp_example/cpu/3");
+    common::assert_has(&e, "FIFO");
+    let (c, out, e) = run(&s, &["info", "--salvage", "f.tar.gz"]);
+    assert_eq!(c, 1, "{e}");
+    assert_eq!(events(&out), 173_151);
+    assert_eq!(e.matches("f.tar.gz:smp_example/cpu/3").count(), 1, "{e}");
+    tmp_is_empty(&s);
+}
