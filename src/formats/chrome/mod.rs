@@ -3,11 +3,9 @@
 //! See docs/chrome.md.
 //!
 //! - `json`: timestamps, strings and typed values as JSON text.
-//! - `pairs`: which event types open and close a duration.
 //! - `writer`: tracks, pairing, counters and the streamed output.
 
 pub mod json;
-pub mod pairs;
 pub mod writer;
 
 use crate::error::Result;
