@@ -9,6 +9,7 @@ use crate::model::{FormatId, Header, LossReport, Timestamp, TraceReader, TraceWr
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
 use std::io::Write;
+use std::path::PathBuf;
 
 /// What a format implementation can do in this build.
 #[derive(Debug, Clone, Copy, Default)]
@@ -390,8 +391,12 @@ pub trait Format: Sync {
     fn dataset(&self) -> bool {
         false
     }
-    /// How sure we are that `input` is this format: 0 = no, 100 = magic matched.
-    fn detect(&self, input: &Input) -> u8;
+    /// How sure we are that `input` is this format: 0 = no, 100 = magic
+    /// matched. The default (0) is an export's: it has no reader.
+    fn detect(&self, input: &Input) -> u8 {
+        let _ = input;
+        0
+    }
     /// When no format detects `input`: does it nearly look like this one
     /// (a cut or damaged header)? The byte offset and what is wrong there.
     fn near_miss(&self, input: &Input) -> Option<(u64, String)> {
@@ -456,6 +461,15 @@ pub trait Format: Sync {
         let mut r = self.open(input, opts)?;
         while r.next_item()?.is_some() {}
         Ok(r.diagnostics().to_vec())
+    }
+}
+
+/// The file or directory a writer that cannot write to stdout goes to;
+/// stdout is refused with `refusal` (a usage error, nothing written).
+pub fn path_target<'a>(out: &'a OutTarget, refusal: &str) -> Result<&'a PathBuf> {
+    match out {
+        OutTarget::Path(p) => Ok(p),
+        OutTarget::Stdout => Err(Error::Usage(refusal.into())),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod format;
 pub mod kpi;
 pub mod ltt;
 pub mod mmv;
+pub mod pairs;
 pub mod parquet;
 pub mod pcp;
 pub mod perfetto;

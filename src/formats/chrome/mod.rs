@@ -3,16 +3,13 @@
 //! See docs/chrome.md.
 //!
 //! - `json`: timestamps, strings and typed values as JSON text.
-//! - `pairs`: which event types open and close a duration.
 //! - `writer`: tracks, pairing, counters and the streamed output.
 
 pub mod json;
-pub mod pairs;
 pub mod writer;
 
 use crate::error::Result;
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::Input;
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -86,9 +83,6 @@ pub const WRITES: &[Rule] = &[
 impl Format for ChromeFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
-    }
-    fn detect(&self, _: &Input) -> u8 {
-        0
     }
     fn create(
         &self,

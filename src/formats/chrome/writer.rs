@@ -3,12 +3,12 @@
 //! in docs/chrome.md.
 
 use super::json::{write_f64, write_int, write_str, write_us, write_value};
-use super::pairs::{self, Open, Side, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
+use crate::formats::pairs::{Open, Pairing, Slices, TrackKey, TypeInfo};
 use crate::model::*;
 use crate::output::{ChunkedWriter, OutTarget};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,56 +22,6 @@ const SYNTHETIC_BASE: i64 = 1 << 30;
 struct Track {
     pid: i64,
     tid: i64,
-}
-
-/// Tracks with a small key; name-keyed ones (ECU/APID, streams,
-/// categories) live in `Tracks::by_name`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum TrackKey {
-    /// Events on a CPU (or timeline core).
-    Cpu(u32),
-    /// Who runs on a CPU (slices from schedchange).
-    CpuRun(u32),
-    /// Durations of the process that runs on a CPU before its first
-    /// schedchange says which one it is.
-    CpuUnknown(u32),
-    /// The idle task (pid 0), one per CPU.
-    Idle(u32),
-    Process(i64),
-    Metric(MetricId),
-    Marks,
-    Notes,
-}
-
-/// Where a pair is matched: per track, or per process for stems that
-/// follow the process (system calls, traps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum PairKey {
-    Track(usize),
-    Process(i64),
-    Idle(u32),
-    Unknown(u32),
-}
-
-#[derive(Clone)]
-struct TypeInfo {
-    ty: Arc<EventType>,
-    role: Option<(u32, Side)>,
-    /// Field `pid`: the event belongs to that process's track.
-    pid_field: Option<usize>,
-    /// Field naming the process (`cmdline`), with `pid_field`.
-    name_field: Option<usize>,
-    /// Field `<stem>_id` of an opening type: names the duration.
-    id_field: Option<usize>,
-    /// A scheduler switch: fields (outgoing pid, incoming pid).
-    sched: Option<(usize, usize)>,
-}
-
-struct Stem {
-    name: String,
-    open: bool,
-    close: bool,
-    per_process: bool,
 }
 
 struct MetricInfo {
@@ -88,16 +38,6 @@ struct Series {
     last_str: Option<String>,
 }
 
-/// Per-CPU scheduling state (from schedchange events).
-#[derive(Default)]
-struct CpuRun {
-    first: Timestamp,
-    last: Timestamp,
-    current: Option<i64>,
-    /// Name of the running slice open on this CPU.
-    label: String,
-}
-
 #[derive(Default)]
 struct Counts {
     durations: u64,
@@ -105,8 +45,6 @@ struct Counts {
     instants: u64,
     counters: u64,
     metadata: u64,
-    unmatched_open: u64,
-    unmatched_close: u64,
 }
 
 pub struct ChromeWriter {
@@ -116,10 +54,7 @@ pub struct ChromeWriter {
     header: Header,
     first_line: bool,
     origin: Option<Timestamp>,
-    types: HashMap<EventTypeId, TypeInfo>,
-    stems: Vec<Stem>,
-    stem_ids: HashMap<(String, String), u32>,
-    has_sched: bool,
+    p: Pairing<()>,
     tracks: Vec<Track>,
     by_key: HashMap<TrackKey, usize>,
     by_name: HashMap<String, usize>,
@@ -128,9 +63,6 @@ pub struct ChromeWriter {
     next_syn: i64,
     keybuf: String,
     namebuf: String,
-    cpus: BTreeMap<u32, CpuRun>,
-    stacks: BTreeMap<PairKey, Vec<Open>>,
-    spare: Vec<Vec<Value>>,
     metrics: HashMap<MetricId, MetricInfo>,
     indoms: HashMap<IndomId, HashMap<InstId, String>>,
     series: HashMap<(MetricId, InstId), Series>,
@@ -218,10 +150,7 @@ impl ChromeWriter {
             header: header.clone(),
             first_line: true,
             origin: None,
-            types: HashMap::new(),
-            stems: Vec::new(),
-            stem_ids: HashMap::new(),
-            has_sched: false,
+            p: Pairing::default(),
             tracks: Vec::new(),
             by_key: HashMap::new(),
             by_name: HashMap::new(),
@@ -230,9 +159,6 @@ impl ChromeWriter {
             next_syn: SYNTHETIC_BASE,
             keybuf: String::new(),
             namebuf: String::new(),
-            cpus: BTreeMap::new(),
-            stacks: BTreeMap::new(),
-            spare: Vec::new(),
             metrics: HashMap::new(),
             indoms: HashMap::new(),
             series: HashMap::new(),
@@ -458,7 +384,7 @@ impl ChromeWriter {
     }
 
     /// Where an event belongs when it is not part of a duration.
-    fn home(&mut self, e: &Event, ti: &TypeInfo) -> Result<usize> {
+    fn home(&mut self, e: &Event, ti: &TypeInfo<()>) -> Result<usize> {
         if let Some(p) = ti
             .pid_field
             .and_then(|i| e.fields.get(i))
@@ -488,308 +414,14 @@ impl ChromeWriter {
 
     // ------------------------------------------------------------ events
 
-    fn define_type(&mut self, t: &Arc<EventType>) {
-        let field = |n: &str| t.fields.iter().position(|f| f.name == n);
-        let is_int = |i: usize| {
-            matches!(
-                t.fields[i].ty,
-                FieldType::Int(_) | FieldType::Uint(_) | FieldType::Enum { .. }
-            )
-        };
-        let role = pairs::classify(&t.name).map(|(stem, side)| {
-            let key = (t.category.clone(), stem.clone());
-            let next = self.stems.len() as u32;
-            let id = *self.stem_ids.entry(key).or_insert(next);
-            if id == next {
-                self.stems.push(Stem {
-                    per_process: pairs::per_process(&stem),
-                    name: stem,
-                    open: false,
-                    close: false,
-                });
-            }
-            let s = &mut self.stems[id as usize];
-            match side {
-                Side::Open => s.open = true,
-                Side::Close => s.close = true,
-            }
-            (id, side)
-        });
-        let id_field = role.and_then(|(id, side)| {
-            (side == Side::Open)
-                .then(|| field(&format!("{}_id", self.stems[id as usize].name)))
-                .flatten()
-        });
-        let pid_field = field("pid").filter(|&i| is_int(i));
-        let name_field = pid_field.and(field("cmdline").or_else(|| field("comm")));
-        let sched = match t.name.as_str() {
-            "schedchange" => field("out").zip(field("in")),
-            "sched_switch" => field("prev_pid").zip(field("next_pid")),
-            _ => None,
-        }
-        .filter(|&(o, i)| is_int(o) && is_int(i));
-        self.has_sched |= sched.is_some();
-        self.types.insert(
-            t.id,
-            TypeInfo {
-                ty: t.clone(),
-                role,
-                pid_field,
-                name_field,
-                id_field,
-                sched,
-            },
-        );
-    }
-
     fn event(&mut self, e: &Event) -> Result<()> {
-        let Some(ti) = self.types.get(&e.type_id).cloned() else {
+        let Some(ti) = self.p.begin_event(e) else {
             self.loss
                 .drop_item("events", "event of an undefined type (no name to show)");
             return Ok(());
         };
-        if let Some(c) = e.cpu {
-            let r = self.cpus.entry(c).or_insert_with(|| CpuRun {
-                first: e.time,
-                ..CpuRun::default()
-            });
-            r.last = r.last.max(e.time);
-        }
         let home = self.home(e, &ti)?;
-        if let Some(sw) = ti.sched {
-            self.sched_switch(e, sw)?;
-        }
-        if let Some((stem, side)) = ti.role {
-            let s = &self.stems[stem as usize];
-            if s.open && s.close {
-                return self.pair(e, &ti, stem, side, home);
-            }
-        }
-        self.instant(e.time, &ti.ty, &e.fields, home, false)
-    }
-
-    /// An instant event on `track`, its fields as args.
-    fn instant(
-        &mut self,
-        time: Timestamp,
-        ty: &EventType,
-        fields: &[Value],
-        track: usize,
-        unmatched: bool,
-    ) -> Result<()> {
-        let cat = if unmatched {
-            format!("{},unmatched", ty.category).into()
-        } else {
-            std::borrow::Cow::Borrowed(ty.category.as_str())
-        };
-        let at = At::new(&cat, self.rel(time), self.tracks[track]);
-        self.emit(|w| {
-            write_head(w, INSTANT, Name::Text(&ty.name), &at)?;
-            write_fields(w, ty, fields, "")?;
-            w.write_all(b"}}")
-        })?;
-        self.counts.instants += 1;
-        Ok(())
-    }
-
-    fn pair_key(&mut self, e: &Event, stem: u32, home: usize) -> PairKey {
-        if !(self.stems[stem as usize].per_process && self.has_sched) {
-            return PairKey::Track(home);
-        }
-        let Some(c) = e.cpu else {
-            return PairKey::Track(home);
-        };
-        match self.cpus.get(&c).and_then(|r| r.current) {
-            Some(0) => PairKey::Idle(c),
-            Some(p) => PairKey::Process(p),
-            None => PairKey::Unknown(c),
-        }
-    }
-
-    fn key_track(&mut self, key: PairKey) -> Result<usize> {
-        match key {
-            PairKey::Track(t) => Ok(t),
-            PairKey::Process(p) => self.track(TrackKey::Process(p)),
-            PairKey::Idle(c) => self.track(TrackKey::Idle(c)),
-            PairKey::Unknown(c) => self.track(TrackKey::CpuUnknown(c)),
-        }
-    }
-
-    fn pair(&mut self, e: &Event, ti: &TypeInfo, stem: u32, side: Side, home: usize) -> Result<()> {
-        let key = self.pair_key(e, stem, home);
-        match side {
-            Side::Open => {
-                let mut fields = self.spare.pop().unwrap_or_default();
-                fields.clone_from(&e.fields);
-                let stack = self.stacks.entry(key).or_default();
-                stack.push(Open {
-                    type_id: e.type_id,
-                    stem,
-                    time: e.time,
-                    fields,
-                    home,
-                });
-                if stack.len() > MAX_DEPTH {
-                    let oldest = stack.remove(0);
-                    self.unmatched_open(oldest)?;
-                }
-                Ok(())
-            }
-            Side::Close => {
-                let found = self
-                    .stacks
-                    .get(&key)
-                    .and_then(|s| s.iter().rposition(|o| o.stem == stem));
-                let Some(i) = found else {
-                    self.counts.unmatched_close += 1;
-                    return self.instant(e.time, &ti.ty, &e.fields, home, true);
-                };
-                let stack = self.stacks.get_mut(&key).expect("found above");
-                // Entries above the match never closed: nesting is kept by
-                // writing them as unmatched, not by guessing their end.
-                let above: Vec<Open> = stack.drain(i + 1..).collect();
-                let open = stack.pop().expect("index i exists");
-                if stack.is_empty() {
-                    self.stacks.remove(&key);
-                }
-                for o in above {
-                    self.unmatched_open(o)?;
-                }
-                let track = self.key_track(key)?;
-                self.duration(&open, e, ti, track)?;
-                self.spare.push(open.fields);
-                Ok(())
-            }
-        }
-    }
-
-    fn unmatched_open(&mut self, o: Open) -> Result<()> {
-        self.counts.unmatched_open += 1;
-        if let Some(ti) = self.types.get(&o.type_id).cloned() {
-            self.instant(o.time, &ti.ty, &o.fields, o.home, true)?;
-        }
-        self.spare.push(o.fields);
-        Ok(())
-    }
-
-    /// An `X` event from an entry and its exit.
-    fn duration(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo,
-        track: usize,
-    ) -> Result<()> {
-        let Some(oti) = self.types.get(&open.type_id).cloned() else {
-            return Ok(());
-        };
-        self.namebuf.clear();
-        self.namebuf.push_str(&self.stems[open.stem as usize].name);
-        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
-            self.namebuf.push(' ');
-            v.push_text(&mut self.namebuf);
-        }
-        let name = std::mem::take(&mut self.namebuf);
-        let ts = self.rel(open.time);
-        let mut dur = close.time.0.saturating_sub(open.time.0);
-        if dur < 0 {
-            self.loss
-                .degrade("durations", "exit earlier than its entry: duration 0");
-            dur = 0;
-        }
-        let at = At {
-            dur: Some(dur),
-            ..At::new(&oti.ty.category, ts, self.tracks[track])
-        };
-        let r = self.emit(|w| {
-            write_head(w, b"\"X\"", Name::Text(&name), &at)?;
-            let n = write_fields(w, &oti.ty, &open.fields, "")?;
-            if !close.fields.is_empty() {
-                if n > 0 {
-                    w.write_all(b",")?;
-                }
-                write_fields(w, &close_ti.ty, &close.fields, "exit.")?;
-            }
-            w.write_all(b"}}")
-        });
-        self.namebuf = name;
-        r?;
-        self.counts.durations += 1;
-        Ok(())
-    }
-
-    /// schedchange: close the outgoing process's running slice on this CPU
-    /// and open the incoming one's.
-    fn sched_switch(&mut self, e: &Event, (o, i): (usize, usize)) -> Result<()> {
-        let Some(c) = e.cpu else {
-            return Ok(());
-        };
-        let get = |k: usize| {
-            e.fields
-                .get(k)
-                .and_then(Value::as_i128)
-                .and_then(|v| i64::try_from(v).ok())
-        };
-        let (Some(out), Some(inn)) = (get(o), get(i)) else {
-            return Ok(());
-        };
-        let r = self.cpus.get(&c).expect("cpu entry made by event()");
-        let (cur, first) = (r.current, r.first);
-        if cur.is_none() {
-            // Until now the process on this CPU was unknown: it was `out`,
-            // running since the CPU's first event.
-            self.run_edge(c, out, first, true)?;
-            if let Some(mut opens) = self.stacks.remove(&PairKey::Unknown(c)) {
-                let key = if out == 0 {
-                    PairKey::Idle(c)
-                } else {
-                    PairKey::Process(out)
-                };
-                let dest = self.stacks.entry(key).or_default();
-                opens.append(dest);
-                *dest = opens;
-            }
-        }
-        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
-        self.run_edge(c, inn, e.time, true)?;
-        let r = self.cpus.get_mut(&c).expect("cpu entry made by event()");
-        r.current = Some(inn);
-        Ok(())
-    }
-
-    /// One edge of a running slice on the CPU's "running" track: `B` when a
-    /// process is switched in, `E` when it is switched out. Begin/end pairs
-    /// (not `X`) because slices touch: an `E` and the next `B` carry the
-    /// same timestamp text, so no viewer's float `ts + dur` can make them
-    /// overlap.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
-        let track = self.track(TrackKey::CpuRun(c))?;
-        let tr = self.tracks[track];
-        let label = if begin {
-            let l = self.process_label(pid);
-            if let Some(r) = self.cpus.get_mut(&c) {
-                r.label.clone_from(&l);
-            }
-            l
-        } else {
-            // The end names the slice as its begin did.
-            self.cpus
-                .get(&c)
-                .map(|r| r.label.clone())
-                .unwrap_or_else(|| self.process_label(pid))
-        };
-        let at = At::new("sched", self.rel(at), tr);
-        self.emit(|w| {
-            let ph: &[u8] = if begin { b"\"B\"" } else { b"\"E\"" };
-            write_head(w, ph, Name::Text(&label), &at)?;
-            w.write_all(b"\"pid\":")?;
-            write_int(w, pid)?;
-            w.write_all(b"}}")
-        })?;
-        if begin {
-            self.counts.running += 1;
-        }
-        Ok(())
+        self.paired_event(e, &ti, home)
     }
 
     // ------------------------------------------------------------ samples
@@ -1048,22 +680,7 @@ impl ChromeWriter {
                 "the input has no events, samples, marks or annotations",
             ));
         }
-        // Processes still running at the end ran until the CPU's last event.
-        let open: Vec<(u32, i64, Timestamp)> = self
-            .cpus
-            .iter()
-            .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
-            .collect();
-        for (c, p, last) in open {
-            self.run_edge(c, p, last, false)?;
-        }
-        // Entries never exited (still in a system call when tracing stopped).
-        let stacks = std::mem::take(&mut self.stacks);
-        for (_, opens) in stacks {
-            for o in opens {
-                self.unmatched_open(o)?;
-            }
-        }
+        self.close_pairs()?;
         let mut other: Vec<(String, String)> = vec![
             (
                 "generator".into(),
@@ -1085,12 +702,9 @@ impl ChromeWriter {
         }
         other.push((
             "unmatched_entries".into(),
-            self.counts.unmatched_open.to_string(),
+            self.p.unmatched_open.to_string(),
         ));
-        other.push((
-            "unmatched_exits".into(),
-            self.counts.unmatched_close.to_string(),
-        ));
+        other.push(("unmatched_exits".into(), self.p.unmatched_close.to_string()));
         for (k, v) in &self.header.system {
             other.push((format!("system.{k}"), v.clone()));
         }
@@ -1138,6 +752,125 @@ fn write_fields<W: Write + ?Sized>(
     Ok(n)
 }
 
+impl Slices for ChromeWriter {
+    type Extra = ();
+
+    fn pairing(&mut self) -> &mut Pairing<()> {
+        &mut self.p
+    }
+
+    fn track(&mut self, key: TrackKey) -> Result<usize> {
+        ChromeWriter::track(self, key)
+    }
+
+    /// An instant event on `track`, its fields as args.
+    fn instant(
+        &mut self,
+        time: Timestamp,
+        ty: &EventType,
+        fields: &[Value],
+        track: usize,
+        unmatched: bool,
+    ) -> Result<()> {
+        let cat = if unmatched {
+            format!("{},unmatched", ty.category).into()
+        } else {
+            std::borrow::Cow::Borrowed(ty.category.as_str())
+        };
+        let at = At::new(&cat, self.rel(time), self.tracks[track]);
+        self.emit(|w| {
+            write_head(w, INSTANT, Name::Text(&ty.name), &at)?;
+            write_fields(w, ty, fields, "")?;
+            w.write_all(b"}}")
+        })?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    /// An `X` event from an entry and its exit.
+    fn slice(
+        &mut self,
+        open: &Open,
+        close: &Event,
+        close_ti: &TypeInfo<()>,
+        track: usize,
+    ) -> Result<()> {
+        let Some(oti) = self.p.types.get(&open.type_id).cloned() else {
+            return Ok(());
+        };
+        self.namebuf.clear();
+        self.namebuf
+            .push_str(&self.p.stems[open.stem as usize].name);
+        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
+            self.namebuf.push(' ');
+            v.push_text(&mut self.namebuf);
+        }
+        let name = std::mem::take(&mut self.namebuf);
+        let ts = self.rel(open.time);
+        let mut dur = close.time.0.saturating_sub(open.time.0);
+        if dur < 0 {
+            self.loss
+                .degrade("durations", "exit earlier than its entry: duration 0");
+            dur = 0;
+        }
+        let at = At {
+            dur: Some(dur),
+            ..At::new(&oti.ty.category, ts, self.tracks[track])
+        };
+        let r = self.emit(|w| {
+            write_head(w, b"\"X\"", Name::Text(&name), &at)?;
+            let n = write_fields(w, &oti.ty, &open.fields, "")?;
+            if !close.fields.is_empty() {
+                if n > 0 {
+                    w.write_all(b",")?;
+                }
+                write_fields(w, &close_ti.ty, &close.fields, "exit.")?;
+            }
+            w.write_all(b"}}")
+        });
+        self.namebuf = name;
+        r?;
+        self.counts.durations += 1;
+        Ok(())
+    }
+
+    /// One edge of a running slice on the CPU's "running" track: `B` when a
+    /// process is switched in, `E` when it is switched out. Begin/end pairs
+    /// (not `X`) because slices touch: an `E` and the next `B` carry the
+    /// same timestamp text, so no viewer's float `ts + dur` can make them
+    /// overlap.
+    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+        let track = self.track(TrackKey::CpuRun(c))?;
+        let tr = self.tracks[track];
+        let label = if begin {
+            let l = self.process_label(pid);
+            if let Some(r) = self.p.cpus.get_mut(&c) {
+                r.label.clone_from(&l);
+            }
+            l
+        } else {
+            // The end names the slice as its begin did.
+            self.p
+                .cpus
+                .get(&c)
+                .map(|r| r.label.clone())
+                .unwrap_or_else(|| self.process_label(pid))
+        };
+        let at = At::new("sched", self.rel(at), tr);
+        self.emit(|w| {
+            let ph: &[u8] = if begin { b"\"B\"" } else { b"\"E\"" };
+            write_head(w, ph, Name::Text(&label), &at)?;
+            w.write_all(b"\"pid\":")?;
+            write_int(w, pid)?;
+            w.write_all(b"}}")
+        })?;
+        if begin {
+            self.counts.running += 1;
+        }
+        Ok(())
+    }
+}
+
 impl TraceWriter for ChromeWriter {
     fn write_item(&mut self, item: &Item) -> Result<()> {
         if self.origin.is_none() && item.is_data() {
@@ -1145,7 +878,7 @@ impl TraceWriter for ChromeWriter {
         }
         match item {
             Item::EventType(t) => {
-                self.define_type(t);
+                self.p.define_type(t, ());
                 Ok(())
             }
             Item::Metric(m) => {
@@ -1177,6 +910,7 @@ impl TraceWriter for ChromeWriter {
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.close()?;
         let c = &self.counts;
+        let unmatched = self.p.unmatched_open + self.p.unmatched_close;
         let mut loss = std::mem::take(&mut self.loss);
         for (what, n) in [
             ("durations (X, paired entry/exit)", c.durations),
@@ -1189,10 +923,10 @@ impl TraceWriter for ChromeWriter {
                 loss.wrote(what, n);
             }
         }
-        if c.unmatched_open + c.unmatched_close > 0 {
+        if unmatched > 0 {
             loss.wrote(
                 "unmatched entries/exits (instants, category \"unmatched\")",
-                c.unmatched_open + c.unmatched_close,
+                unmatched,
             );
         }
         Ok(loss)

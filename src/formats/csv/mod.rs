@@ -12,7 +12,6 @@ pub mod writer;
 
 use crate::error::Result;
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::Input;
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -74,9 +73,6 @@ pub const WRITES: &[Rule] = &[
 impl Format for CsvFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
-    }
-    fn detect(&self, _: &Input) -> u8 {
-        0
     }
     fn create(
         &self,

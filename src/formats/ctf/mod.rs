@@ -8,9 +8,10 @@ pub mod packet;
 pub mod types;
 pub mod writer;
 
-use crate::error::{Error, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::Input;
+use crate::error::Result;
+use crate::formats::format::{
+    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -60,25 +61,15 @@ impl Format for CtfFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
     }
-    fn detect(&self, _: &Input) -> u8 {
-        0
-    }
     fn create(
         &self,
         out: &OutTarget,
         header: &Header,
         _opts: &WriteOptions,
     ) -> Result<Box<dyn TraceWriter>> {
-        let path = match out {
-            OutTarget::Path(p) => p.clone(),
-            OutTarget::Stdout => {
-                return Err(Error::Usage(
-                    "a CTF trace is a directory: give -o DIR".into(),
-                ))
-            }
-        };
+        let path = path_target(out, "a CTF trace is a directory: give -o DIR")?;
         Ok(Box::new(writer::CtfWriter::create(
-            &path,
+            path,
             header,
             writer::Config::default(),
         )?))

@@ -19,7 +19,9 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::input::Input;
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -187,20 +189,14 @@ impl Format for DltFormat {
         header: &Header,
         opts: &WriteOptions,
     ) -> Result<Box<dyn TraceWriter>> {
-        match out {
-            OutTarget::Stdout => Err(Error::Usage(
-                "the dlt format is binary: give -o FILE, not stdout".into(),
-            )),
-            OutTarget::Path(p) => {
-                let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
-                Ok(Box::new(writer::DltWriter::new(
-                    std::io::BufWriter::with_capacity(1 << 16, f),
-                    p.clone(),
-                    header,
-                    opts,
-                )))
-            }
-        }
+        let p = path_target(out, "the dlt format is binary: give -o FILE, not stdout")?;
+        let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
+        Ok(Box::new(writer::DltWriter::new(
+            std::io::BufWriter::with_capacity(1 << 16, f),
+            p.clone(),
+            header,
+            opts,
+        )))
     }
     fn dump(
         &self,

@@ -13,7 +13,9 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::input::{Input, InputKind};
 use crate::model::{Event, FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -195,16 +197,12 @@ impl Format for LttFormat {
         header: &Header,
         opts: &WriteOptions,
     ) -> Result<Box<dyn TraceWriter>> {
-        let path = match out {
-            OutTarget::Path(p) => p.clone(),
-            OutTarget::Stdout => {
-                return Err(Error::Usage(
-                    "an LTT trace is a directory: give -o DIR (or DIR.tar.gz)".into(),
-                ))
-            }
-        };
+        let path = path_target(
+            out,
+            "an LTT trace is a directory: give -o DIR (or DIR.tar.gz)",
+        )?;
         let cfg = writer::Config::from_options(header, opts);
-        let w = writer::LttWriter::create(&path, header, cfg)?;
+        let w = writer::LttWriter::create(path, header, cfg)?;
         Ok(Box::new(if opts.ltt_plain { w } else { w.describing()? }))
     }
     fn dump(

@@ -16,7 +16,6 @@ pub mod writer;
 
 use crate::error::Result;
 use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::Input;
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -86,9 +85,6 @@ pub const WRITES: &[Rule] = &[
 impl Format for ParquetFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
-    }
-    fn detect(&self, _: &Input) -> u8 {
-        0
     }
     fn dataset(&self) -> bool {
         true

@@ -16,7 +16,9 @@ pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -146,12 +148,11 @@ impl Format for PcpFormat {
         header: &Header,
         opts: &WriteOptions,
     ) -> Result<Box<dyn TraceWriter>> {
-        match out {
-            OutTarget::Path(p) => Ok(Box::new(writer::PcpWriter::create(p, header, opts)?)),
-            OutTarget::Stdout => Err(crate::Error::Usage(
-                "a PCP archive cannot be written to stdout: give -o BASENAME".into(),
-            )),
-        }
+        let p = path_target(
+            out,
+            "a PCP archive cannot be written to stdout: give -o BASENAME",
+        )?;
+        Ok(Box::new(writer::PcpWriter::create(p, header, opts)?))
     }
     /// The label's start and the last record's time (from the last index
     /// entry on): no pass over the data.

@@ -9,9 +9,10 @@ pub mod layout;
 pub mod wire;
 pub mod writer;
 
-use crate::error::{Error, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::input::Input;
+use crate::error::Result;
+use crate::formats::format::{
+    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::model::{FormatId, Header, TraceWriter};
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -107,20 +108,16 @@ impl Format for PerfettoFormat {
     fn info(&self) -> &'static FormatInfo {
         &INFO
     }
-    fn detect(&self, _: &Input) -> u8 {
-        0
-    }
     fn create(
         &self,
         out: &OutTarget,
         header: &Header,
         opts: &WriteOptions,
     ) -> Result<Box<dyn TraceWriter>> {
-        match out {
-            OutTarget::Path(p) => Ok(Box::new(writer::PerfettoWriter::new(p, header, opts)?)),
-            OutTarget::Stdout => Err(Error::Usage(
-                "a Perfetto trace is binary: give -o FILE.perfetto-trace".into(),
-            )),
-        }
+        let p = path_target(
+            out,
+            "a Perfetto trace is binary: give -o FILE.perfetto-trace",
+        )?;
+        Ok(Box::new(writer::PerfettoWriter::new(p, header, opts)?))
     }
 }

@@ -1,20 +1,20 @@
 //! The Perfetto writer: one `TracePacket` at a time, each encoded into one
 //! reused scratch buffer and appended to the output as field 1 of `Trace`.
 //! Tracks, pairing and counters follow the Chrome JSON export (the same
-//! rules, `chrome::pairs`), so both show the same slices; decisions are in
+//! rules, `formats::pairs`), so both show the same slices; decisions are in
 //! docs/perfetto.md.
 
 use super::layout::*;
 use super::wire::{self, Oversize};
 use crate::error::{Error, Result};
 use crate::formats::chrome::json::write_value;
-use crate::formats::chrome::pairs::{self, Open, Side, MAX_DEPTH};
 use crate::formats::dlt::reader::X_RAW;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
+use crate::formats::pairs::{Open, Pairing, Slices, TrackKey};
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::ChunkedWriter;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,44 +42,9 @@ struct Track {
     tid: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum TrackKey {
-    Cpu(u32),
-    CpuRun(u32),
-    CpuUnknown(u32),
-    Idle(u32),
-    Process(i64),
-    Metric(MetricId),
-    Marks,
-    Notes,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum PairKey {
-    Track(usize),
-    Process(i64),
-    Idle(u32),
-    Unknown(u32),
-}
-
-#[derive(Clone)]
-struct TypeInfo {
-    ty: Arc<EventType>,
-    role: Option<(u32, Side)>,
-    pid_field: Option<usize>,
-    name_field: Option<usize>,
-    id_field: Option<usize>,
-    sched: Option<(usize, usize)>,
-    /// Android log priority of a type with a log level or timeline priority.
-    log_prio: Option<u64>,
-}
-
-struct Stem {
-    name: String,
-    open: bool,
-    close: bool,
-    per_process: bool,
-}
+/// The type facts only Perfetto uses: the Android log priority of a type
+/// with a log level or timeline priority.
+type TypeInfo = crate::formats::pairs::TypeInfo<Option<u64>>;
 
 struct MetricInfo {
     name: String,
@@ -101,14 +66,6 @@ struct Series {
 }
 
 #[derive(Default)]
-struct CpuRun {
-    first: Timestamp,
-    last: Timestamp,
-    current: Option<i64>,
-    label: String,
-}
-
-#[derive(Default)]
 struct Counts {
     slices: u64,
     running: u64,
@@ -116,8 +73,6 @@ struct Counts {
     counters: u64,
     logs: u64,
     descriptors: u64,
-    unmatched_open: u64,
-    unmatched_close: u64,
     resets: u64,
 }
 
@@ -239,10 +194,7 @@ pub struct PerfettoWriter {
     boot_zero: i64,
     origin: Option<Timestamp>,
     next_uuid: u64,
-    types: HashMap<EventTypeId, TypeInfo>,
-    stems: Vec<Stem>,
-    stem_ids: HashMap<(String, String), u32>,
-    has_sched: bool,
+    p: Pairing<Option<u64>>,
     tracks: Vec<Track>,
     by_key: HashMap<TrackKey, usize>,
     by_name: HashMap<String, usize>,
@@ -253,9 +205,6 @@ pub struct PerfettoWriter {
     next_syn: i64,
     keybuf: String,
     namebuf: String,
-    cpus: BTreeMap<u32, CpuRun>,
-    stacks: BTreeMap<PairKey, Vec<Open>>,
-    spare: Vec<Vec<Value>>,
     metrics: HashMap<MetricId, MetricInfo>,
     indoms: HashMap<IndomId, HashMap<InstId, String>>,
     series: HashMap<(MetricId, InstId), Series>,
@@ -314,10 +263,7 @@ impl PerfettoWriter {
             boot_zero: 0,
             origin: None,
             next_uuid: 0,
-            types: HashMap::new(),
-            stems: Vec::new(),
-            stem_ids: HashMap::new(),
-            has_sched: false,
+            p: Pairing::default(),
             tracks: Vec::new(),
             by_key: HashMap::new(),
             by_name: HashMap::new(),
@@ -327,9 +273,6 @@ impl PerfettoWriter {
             next_syn: SYNTHETIC_BASE,
             keybuf: String::new(),
             namebuf: String::new(),
-            cpus: BTreeMap::new(),
-            stacks: BTreeMap::new(),
-            spare: Vec::new(),
             metrics: HashMap::new(),
             indoms: HashMap::new(),
             series: HashMap::new(),
@@ -805,89 +748,17 @@ impl PerfettoWriter {
 
     // ------------------------------------------------------------ events
 
-    fn define_type(&mut self, t: &Arc<EventType>) {
-        let field = |n: &str| t.fields.iter().position(|f| f.name == n);
-        let is_int = |i: usize| {
-            matches!(
-                t.fields[i].ty,
-                FieldType::Int(_) | FieldType::Uint(_) | FieldType::Enum { .. }
-            )
-        };
-        let role = pairs::classify(&t.name).map(|(stem, side)| {
-            let key = (t.category.clone(), stem.clone());
-            let next = self.stems.len() as u32;
-            let id = *self.stem_ids.entry(key).or_insert(next);
-            if id == next {
-                self.stems.push(Stem {
-                    per_process: pairs::per_process(&stem),
-                    name: stem,
-                    open: false,
-                    close: false,
-                });
-            }
-            let s = &mut self.stems[id as usize];
-            match side {
-                Side::Open => s.open = true,
-                Side::Close => s.close = true,
-            }
-            (id, side)
-        });
-        let id_field = role.and_then(|(id, side)| {
-            (side == Side::Open)
-                .then(|| field(&format!("{}_id", self.stems[id as usize].name)))
-                .flatten()
-        });
-        let pid_field = field("pid").filter(|&i| is_int(i));
-        let name_field = pid_field.and(field("cmdline").or_else(|| field("comm")));
-        let sched = match t.name.as_str() {
-            "schedchange" => field("out").zip(field("in")),
-            "sched_switch" => field("prev_pid").zip(field("next_pid")),
-            _ => None,
-        }
-        .filter(|&(o, i)| is_int(o) && is_int(i));
-        self.has_sched |= sched.is_some();
-        let log_prio = t.priority.as_deref().and_then(log_priority);
-        self.types.insert(
-            t.id,
-            TypeInfo {
-                ty: t.clone(),
-                role,
-                pid_field,
-                name_field,
-                id_field,
-                sched,
-                log_prio,
-            },
-        );
-    }
-
     fn event(&mut self, e: &Event) -> Result<()> {
-        let Some(ti) = self.types.get(&e.type_id).cloned() else {
+        let Some(ti) = self.p.begin_event(e) else {
             self.loss
                 .drop_item("events", "event of an undefined type (no name to show)");
             return Ok(());
         };
-        if let Some(c) = e.cpu {
-            let r = self.cpus.entry(c).or_insert_with(|| CpuRun {
-                first: e.time,
-                ..CpuRun::default()
-            });
-            r.last = r.last.max(e.time);
-        }
         let home = self.home(e, &ti)?;
-        if let Some(p) = ti.log_prio {
+        if let Some(p) = ti.extra {
             self.log_line(e, &ti, home, p)?;
         }
-        if let Some(sw) = ti.sched {
-            self.sched_switch(e, sw)?;
-        }
-        if let Some((stem, side)) = ti.role {
-            let s = &self.stems[stem as usize];
-            if s.open && s.close {
-                return self.pair(e, &ti, stem, side, home);
-            }
-        }
-        self.instant(e.time, &ti.ty, &e.fields, home, false)
+        self.paired_event(e, &ti, home)
     }
 
     /// An event with a log level or priority as a log line: tag `APID:CTID`
@@ -920,220 +791,6 @@ impl PerfettoWriter {
         self.logbuf = msg;
         r
     }
-
-    fn instant(
-        &mut self,
-        time: Timestamp,
-        ty: &EventType,
-        fields: &[Value],
-        track: usize,
-        unmatched: bool,
-    ) -> Result<()> {
-        let uuid = self.tracks[track].uuid;
-        self.track_event(
-            Kind::Instant,
-            time,
-            uuid,
-            &ty.name,
-            (&ty.category, unmatched),
-            (ty, fields),
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
-    }
-
-    fn pair_key(&mut self, e: &Event, stem: u32, home: usize) -> PairKey {
-        if !(self.stems[stem as usize].per_process && self.has_sched) {
-            return PairKey::Track(home);
-        }
-        let Some(c) = e.cpu else {
-            return PairKey::Track(home);
-        };
-        match self.cpus.get(&c).and_then(|r| r.current) {
-            Some(0) => PairKey::Idle(c),
-            Some(p) => PairKey::Process(p),
-            None => PairKey::Unknown(c),
-        }
-    }
-
-    fn key_track(&mut self, key: PairKey) -> Result<usize> {
-        match key {
-            PairKey::Track(t) => Ok(t),
-            PairKey::Process(p) => self.track(TrackKey::Process(p)),
-            PairKey::Idle(c) => self.track(TrackKey::Idle(c)),
-            PairKey::Unknown(c) => self.track(TrackKey::CpuUnknown(c)),
-        }
-    }
-
-    fn pair(&mut self, e: &Event, ti: &TypeInfo, stem: u32, side: Side, home: usize) -> Result<()> {
-        let key = self.pair_key(e, stem, home);
-        match side {
-            Side::Open => {
-                let mut fields = self.spare.pop().unwrap_or_default();
-                fields.clone_from(&e.fields);
-                let stack = self.stacks.entry(key).or_default();
-                stack.push(Open {
-                    type_id: e.type_id,
-                    stem,
-                    time: e.time,
-                    fields,
-                    home,
-                });
-                if stack.len() > MAX_DEPTH {
-                    let oldest = stack.remove(0);
-                    self.unmatched_open(oldest)?;
-                }
-                Ok(())
-            }
-            Side::Close => {
-                let found = self
-                    .stacks
-                    .get(&key)
-                    .and_then(|s| s.iter().rposition(|o| o.stem == stem));
-                let Some(i) = found else {
-                    self.counts.unmatched_close += 1;
-                    return self.instant(e.time, &ti.ty, &e.fields, home, true);
-                };
-                let stack = self.stacks.get_mut(&key).expect("found above");
-                let above: Vec<Open> = stack.drain(i + 1..).collect();
-                // An emptied stack is kept for the key's next entry: no
-                // allocation per slice (keys are tracks and processes).
-                let open = stack.pop().expect("index i exists");
-                for o in above {
-                    self.unmatched_open(o)?;
-                }
-                let track = self.key_track(key)?;
-                self.slice(&open, e, ti, track)?;
-                self.spare.push(open.fields);
-                Ok(())
-            }
-        }
-    }
-
-    fn unmatched_open(&mut self, o: Open) -> Result<()> {
-        self.counts.unmatched_open += 1;
-        if let Some(ti) = self.types.get(&o.type_id).cloned() {
-            self.instant(o.time, &ti.ty, &o.fields, o.home, true)?;
-        }
-        self.spare.push(o.fields);
-        Ok(())
-    }
-
-    /// A slice from an entry and its exit: its begin and end, written when
-    /// the exit is read (the trace processor sorts by time).
-    fn slice(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo,
-        track: usize,
-    ) -> Result<()> {
-        let Some(oti) = self.types.get(&open.type_id).cloned() else {
-            return Ok(());
-        };
-        self.namebuf.clear();
-        self.namebuf.push_str(&self.stems[open.stem as usize].name);
-        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
-            self.namebuf.push(' ');
-            v.push_text(&mut self.namebuf);
-        }
-        let name = std::mem::take(&mut self.namebuf);
-        let mut end = close.time;
-        if end < open.time {
-            self.loss
-                .degrade("durations", "exit earlier than its entry: duration 0");
-            end = open.time;
-        }
-        let uuid = self.tracks[track].uuid;
-        let exit = (!close.fields.is_empty()).then_some((&*close_ti.ty, &close.fields[..]));
-        let r = self
-            .track_event(
-                Kind::Begin,
-                open.time,
-                uuid,
-                &name,
-                (&oti.ty.category, false),
-                (&oti.ty, &open.fields),
-                exit,
-            )
-            .and_then(|()| {
-                self.track_event(Kind::End, end, uuid, "", ("", false), (&oti.ty, &[]), None)
-            });
-        self.namebuf = name;
-        r?;
-        self.counts.slices += 1;
-        Ok(())
-    }
-
-    fn sched_switch(&mut self, e: &Event, (o, i): (usize, usize)) -> Result<()> {
-        let Some(c) = e.cpu else {
-            return Ok(());
-        };
-        let get = |k: usize| {
-            e.fields
-                .get(k)
-                .and_then(Value::as_i128)
-                .and_then(|v| i64::try_from(v).ok())
-        };
-        let (Some(out), Some(inn)) = (get(o), get(i)) else {
-            return Ok(());
-        };
-        let r = self.cpus.get(&c).expect("cpu entry made by event()");
-        let (cur, first) = (r.current, r.first);
-        if cur.is_none() {
-            self.run_edge(c, out, first, true)?;
-            if let Some(mut opens) = self.stacks.remove(&PairKey::Unknown(c)) {
-                let key = if out == 0 {
-                    PairKey::Idle(c)
-                } else {
-                    PairKey::Process(out)
-                };
-                let dest = self.stacks.entry(key).or_default();
-                opens.append(dest);
-                *dest = opens;
-            }
-        }
-        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
-        self.run_edge(c, inn, e.time, true)?;
-        let r = self.cpus.get_mut(&c).expect("cpu entry made by event()");
-        r.current = Some(inn);
-        Ok(())
-    }
-
-    /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
-        let track = self.track(TrackKey::CpuRun(c))?;
-        let uuid = self.tracks[track].uuid;
-        let label = if begin {
-            let l = self.process_label(pid);
-            if let Some(r) = self.cpus.get_mut(&c) {
-                r.label.clone_from(&l);
-            }
-            l
-        } else {
-            String::new()
-        };
-        let pid_ty = pid_type();
-        let pid_val = [Value::I64(pid)];
-        if begin {
-            self.track_event(
-                Kind::Begin,
-                at,
-                uuid,
-                &label,
-                ("sched", false),
-                (pid_ty, &pid_val),
-                None,
-            )?;
-            self.counts.running += 1;
-        } else {
-            self.track_event(Kind::End, at, uuid, "", ("", false), (pid_ty, &[]), None)?;
-        }
-        Ok(())
-    }
-
-    // ------------------------------------------------------------ samples
 
     fn define_metric(&mut self, m: &MetricDesc) {
         let name = m.name().to_string();
@@ -1409,20 +1066,7 @@ impl PerfettoWriter {
                 "the input has no events, samples, marks or annotations",
             ));
         }
-        let open: Vec<(u32, i64, Timestamp)> = self
-            .cpus
-            .iter()
-            .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
-            .collect();
-        for (c, p, last) in open {
-            self.run_edge(c, p, last, false)?;
-        }
-        let stacks = std::mem::take(&mut self.stacks);
-        for (_, opens) in stacks {
-            for o in opens {
-                self.unmatched_open(o)?;
-            }
-        }
+        self.close_pairs()?;
         let p = self.path.clone();
         self.out.flush().map_err(io_err(&p))
     }
@@ -1577,6 +1221,121 @@ fn log_message(out: &mut Vec<u8>, ty: &EventType, fields: &[Value], dlt: bool) {
     }
 }
 
+impl Slices for PerfettoWriter {
+    type Extra = Option<u64>;
+
+    fn pairing(&mut self) -> &mut Pairing<Option<u64>> {
+        &mut self.p
+    }
+
+    fn track(&mut self, key: TrackKey) -> Result<usize> {
+        PerfettoWriter::track(self, key)
+    }
+
+    fn instant(
+        &mut self,
+        time: Timestamp,
+        ty: &EventType,
+        fields: &[Value],
+        track: usize,
+        unmatched: bool,
+    ) -> Result<()> {
+        let uuid = self.tracks[track].uuid;
+        self.track_event(
+            Kind::Instant,
+            time,
+            uuid,
+            &ty.name,
+            (&ty.category, unmatched),
+            (ty, fields),
+            None,
+        )?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
+    /// A slice from an entry and its exit: its begin and end, written when
+    /// the exit is read (the trace processor sorts by time).
+    fn slice(
+        &mut self,
+        open: &Open,
+        close: &Event,
+        close_ti: &TypeInfo,
+        track: usize,
+    ) -> Result<()> {
+        let Some(oti) = self.p.types.get(&open.type_id).cloned() else {
+            return Ok(());
+        };
+        self.namebuf.clear();
+        self.namebuf
+            .push_str(&self.p.stems[open.stem as usize].name);
+        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
+            self.namebuf.push(' ');
+            v.push_text(&mut self.namebuf);
+        }
+        let name = std::mem::take(&mut self.namebuf);
+        let mut end = close.time;
+        if end < open.time {
+            self.loss
+                .degrade("durations", "exit earlier than its entry: duration 0");
+            end = open.time;
+        }
+        let uuid = self.tracks[track].uuid;
+        let exit = (!close.fields.is_empty()).then_some((&*close_ti.ty, &close.fields[..]));
+        let r = self
+            .track_event(
+                Kind::Begin,
+                open.time,
+                uuid,
+                &name,
+                (&oti.ty.category, false),
+                (&oti.ty, &open.fields),
+                exit,
+            )
+            .and_then(|()| {
+                self.track_event(Kind::End, end, uuid, "", ("", false), (&oti.ty, &[]), None)
+            });
+        self.namebuf = name;
+        r?;
+        self.counts.slices += 1;
+        Ok(())
+    }
+
+    /// One edge of a running slice on the CPU's "running" track.
+    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+        let track = self.track(TrackKey::CpuRun(c))?;
+        let uuid = self.tracks[track].uuid;
+        let label = if begin {
+            let l = self.process_label(pid);
+            if let Some(r) = self.p.cpus.get_mut(&c) {
+                r.label.clone_from(&l);
+            }
+            l
+        } else {
+            String::new()
+        };
+        let pid_ty = pid_type();
+        let pid_val = [Value::I64(pid)];
+        if begin {
+            self.track_event(
+                Kind::Begin,
+                at,
+                uuid,
+                &label,
+                ("sched", false),
+                (pid_ty, &pid_val),
+                None,
+            )?;
+            self.counts.running += 1;
+        } else {
+            self.track_event(Kind::End, at, uuid, "", ("", false), (pid_ty, &[]), None)?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ samples
+}
+
 impl TraceWriter for PerfettoWriter {
     fn write_item(&mut self, item: &Item) -> Result<()> {
         if self.origin.is_none() && item.is_data() {
@@ -1587,7 +1346,8 @@ impl TraceWriter for PerfettoWriter {
         }
         match item {
             Item::EventType(t) => {
-                self.define_type(t);
+                let log_prio = t.priority.as_deref().and_then(log_priority);
+                self.p.define_type(t, log_prio);
                 Ok(())
             }
             Item::Metric(m) => {
@@ -1619,6 +1379,7 @@ impl TraceWriter for PerfettoWriter {
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.close()?;
         let c = &self.counts;
+        let unmatched = self.p.unmatched_open + self.p.unmatched_close;
         let mut loss = std::mem::take(&mut self.loss);
         for (what, n) in [
             ("slices (paired entry/exit)", c.slices),
@@ -1632,10 +1393,10 @@ impl TraceWriter for PerfettoWriter {
                 loss.wrote(what, n);
             }
         }
-        if c.unmatched_open + c.unmatched_close > 0 {
+        if unmatched > 0 {
             loss.wrote(
                 "unmatched entries/exits (instants, category \"unmatched\")",
-                c.unmatched_open + c.unmatched_close,
+                unmatched,
             );
         }
         Ok(loss)
