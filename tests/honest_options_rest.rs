@@ -84,3 +84,78 @@ fn a_relative_empty_window_names_the_nearest_data() {
         "{err}"
     );
 }
+
+// 11 ------------------------------------------------------------------
+
+/// The CSV header's columns, named as pmrep names them (`name-instance`).
+fn our_header(archive: &str, metric: &str) -> Vec<String> {
+    let (code, out, err) = pt(&[
+        "convert", archive, "--metric", metric, "--to", "csv", "-o", "-",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let head = out.lines().next().unwrap_or_default();
+    head.split(',')
+        .skip(1)
+        .map(
+            |c| match c.strip_suffix(']').and_then(|c| c.split_once('[')) {
+                Some((m, i)) => format!("{m}-{i}"),
+                None => c.to_string(),
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn csv_columns_within_a_metric_come_in_pmrep_order() {
+    // pmrep -u -r -o csv -a testdata/pcp/live_v3 kernel.all.cpu prints
+    // user before idle (the archive defines idle first).
+    let v3 = td("pcp/live_v3");
+    assert_eq!(
+        our_header(&v3, "kernel.all.cpu"),
+        ["kernel.all.cpu.user", "kernel.all.cpu.idle"]
+    );
+    let Some(pmrep) = common::peer("pmrep") else {
+        return;
+    };
+    let mut cases = vec![(v3, "kernel.all.cpu")];
+    if let Some(ts) = common::pcp_testsuite() {
+        let a = |n: &str| s(&ts.join("archives").join(n));
+        cases.extend([
+            (a("bozo-20170904"), "kernel.all.cpu"),
+            (a("20180127.08.40"), "kernel.all.cpu"),
+            (a("archive-goodred-20150417"), "kernel.all.cpu"),
+            (a("naslog"), "network.interface.in"),
+            (a("all-irix-6.5.25"), "kernel.percpu.cpu"),
+            (a("bozo-20170904"), "mem.util"),
+        ]);
+    }
+    // pmpython runs the first python3 on PATH; pmrep needs the system one.
+    let path = format!(
+        "/usr/bin:/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (archive, metric) in cases {
+        let o = Command::new(&pmrep)
+            .env("PATH", &path)
+            .args(["-u", "-r", "-o", "csv", "-a", &archive, metric])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "pmrep {archive} {metric}");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let theirs: Vec<String> = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split(',')
+            .skip(1)
+            .map(|c| c.trim_matches('"').to_string())
+            .collect();
+        let ours = our_header(&archive, metric);
+        // pmrep also lists metrics that never had a value; compare the
+        // order of the columns both show.
+        let both: Vec<&String> = theirs.iter().filter(|c| ours.contains(c)).collect();
+        let ours: Vec<&String> = ours.iter().filter(|c| theirs.contains(c)).collect();
+        assert!(!both.is_empty(), "{archive} {metric}: no column in common");
+        assert_eq!(ours, both, "{archive} {metric}");
+    }
+}
