@@ -277,25 +277,26 @@ fn columns_units_and_delimiter() {
     let (rc, out, err) = convert(&a, dir.path(), "sel.csv", &args);
     assert_eq!(rc, 0, "{err}");
     let (hdr, rows) = read_csv(&std::fs::read(&out).unwrap(), b';');
-    // Pattern order first, then the metrics' definition order.
+    // Pattern order first, then the metrics in the order pmrep prints
+    // them (`pmrep -a live_v3 mmv.live`).
     assert_eq!(
         hdr,
         [
             "time",
             "mem.util.free",
             "kernel.all.load[1 minute]",
-            "mmv.live.delta",
-            "mmv.live.small",
-            "mmv.live.gauge",
-            "mmv.live.phase",
-            "mmv.live.busy",
             "mmv.live.ops[w0]",
             "mmv.live.ops[worker-with-a-rather-long-name-that-exceeds-the-sixty-four-byte-limit]",
+            "mmv.live.busy",
+            "mmv.live.phase",
+            "mmv.live.gauge",
+            "mmv.live.small",
+            "mmv.live.delta",
         ]
     );
     assert_eq!(
         rows[0],
-        ["UTC", "Kbyte", "", "", "", "", "", "microsec", "count", "count"]
+        ["UTC", "Kbyte", "", "count", "count", "microsec", "", "", "", ""]
     );
     // The two pmcd-only records have none of these columns: no row.
     assert_eq!(rows.len(), 1 + 7);

@@ -22,9 +22,21 @@ fn testsuite_sources() -> Vec<(&'static str, PathBuf)> {
     ]
 }
 
+/// What a cycles-only input needs to reach CTF's nanosecond clock: a rate
+/// of 1 GHz keeps its cycle counts as the clock values.
+fn rate_of(input: &Path) -> &'static [&'static str] {
+    if input.to_string_lossy().contains("/timeline/") {
+        &["--tsc-hz", "1e9"]
+    } else {
+        &[]
+    }
+}
+
 fn to_ctf(input: &Path, out: &Path) -> String {
     let o = Command::new(common::bin())
-        .args(["convert", "--to", "ctf", "-o"])
+        .args(["convert", "--to", "ctf"])
+        .args(rate_of(input))
+        .arg("-o")
         .arg(out)
         .arg(input)
         .output()
@@ -650,10 +662,13 @@ fn babeltrace2_reads_every_corpus_input_as_polytrace_does() {
         let got = bt_records(&text, host_of(&input).as_deref());
         // The stream as the CTF writer sees it: without framing, where the
         // input has any (elsewhere --no-framing is refused as a no-op).
-        let (mut code, mut dump, mut derr) =
-            pt(&["dump", "--style", "common", "--no-framing"], &[&input]);
+        let rate = rate_of(&input);
+        let (mut code, mut dump, mut derr) = pt(
+            &[&["dump", "--style", "common", "--no-framing"], rate].concat(),
+            &[&input],
+        );
         if code == 2 && derr.contains("--no-framing changes nothing") {
-            (code, dump, derr) = pt(&["dump", "--style", "common"], &[&input]);
+            (code, dump, derr) = pt(&[&["dump", "--style", "common"], rate].concat(), &[&input]);
         }
         assert_eq!(code, 0, "{derr}");
         let want = common_records(&dump);
@@ -697,10 +712,12 @@ fn smp_example_gives_173151_events_at_their_absolute_times() {
 fn cycle_and_relative_sources_are_not_given_a_date() {
     let dir = tempfile::tempdir().unwrap();
     let c = common::corpus();
+    // Cycles need a rate (CTF's clock counts nanoseconds; without one the
+    // conversion is refused: tests/honest_options_rest.rs).
     for (input, words) in [
         (
             c.join("timeline/a2-small-wrapped.dat"),
-            "cycle counter of unknown rate",
+            "cycle counter, converted to nanoseconds at",
         ),
         (c.join("kpi/kpi-capture.convert-a.txt"), "Unix epoch"),
     ] {
@@ -971,7 +988,7 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("empty.ctf");
     let o = Command::new(common::bin())
-        .args(["convert", "--to", "ctf", "-o"])
+        .args(["convert", "--tsc-hz", "1e9", "--to", "ctf", "-o"])
         .arg(&out)
         .arg(common::corpus().join("timeline/a2-empty.dat"))
         .output()
@@ -982,7 +999,7 @@ fn nothing_to_write_is_an_error_and_leaves_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // A directory format never goes to stdout.
     let o = Command::new(common::bin())
-        .args(["convert", "--to", "ctf", "-o", "-"])
+        .args(["convert", "--tsc-hz", "1e9", "--to", "ctf", "-o", "-"])
         .arg(common::corpus().join("timeline/a2-small-wrapped.dat"))
         .output()
         .unwrap();

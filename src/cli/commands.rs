@@ -690,7 +690,8 @@ pub fn show_time(t: crate::model::Timestamp, tb: &crate::model::TimeBase) -> Str
 }
 
 /// Targets that show seconds refuse cycles without their rate instead of
-/// reading cycles as nanoseconds.
+/// reading cycles as nanoseconds. CTF is among them: its clock class is
+/// declared in nanoseconds. (Perfetto and Parquet refuse in their writers.)
 fn needs_seconds(
     h: &crate::model::Header,
     to: crate::model::FormatId,
@@ -698,7 +699,7 @@ fn needs_seconds(
     names: &str,
 ) -> Result<()> {
     use crate::model::{FormatId, TimeBase};
-    let seconds = matches!(to, FormatId::ChromeJson | FormatId::Csv);
+    let seconds = matches!(to, FormatId::ChromeJson | FormatId::Csv | FormatId::Ctf);
     if seconds
         && ia.fmt.tsc_hz.is_none()
         && matches!(h.time_base, TimeBase::Cycles { hz: None, .. })
@@ -744,17 +745,24 @@ fn empty_window(
             "{e}; nothing inside {window}: the trace runs from {} to {}{} (widen the window or move it there)",
             f.rfc3339(),
             l.rfc3339(),
-            nearest(sources, ia)
+            nearest(sources, ia, f, l)
         ),
         _ => e.context(format!("nothing inside {window}")),
     }
 }
 
 /// A window between two data items (a 30 s window between 60 s samples):
-/// the nearest items before and after it. Read only on this error path.
-fn nearest(sources: &[stream::Source], ia: &super::args::InputArgs) -> String {
-    use crate::model::TimeSpec;
-    let (Some(TimeSpec::At(b)), Some(TimeSpec::At(e))) = (ia.begin, ia.end) else {
+/// the nearest items before and after it. Relative bounds (`+1s`, `-2s`,
+/// `@HH:MM`) are resolved against the trace's `first` and `last`, as the
+/// window itself was. Read only on this error path.
+fn nearest(
+    sources: &[stream::Source],
+    ia: &super::args::InputArgs,
+    first: crate::model::Timestamp,
+    last: crate::model::Timestamp,
+) -> String {
+    let at = |s: Option<crate::model::TimeSpec>| s.and_then(|s| s.resolve(Some(first), Some(last)));
+    let (Some(b), Some(e)) = (at(ia.begin), at(ia.end)) else {
         return String::new();
     };
     let mut before: Option<crate::model::Timestamp> = None;

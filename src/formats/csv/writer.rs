@@ -32,8 +32,9 @@ struct Column {
     name: String,
     metric: MetricId,
     /// (first matching --columns pattern, first matching --metric filter,
-    /// metric order, first appearance).
-    order: (usize, usize, u32, u32),
+    /// instance key, first appearance); the metric's rank comes between
+    /// the filter and the instance (see `metric_ranks`).
+    order: (usize, usize, i64, u32),
 }
 
 /// A counter's previous raw value, for `--rate`.
@@ -162,6 +163,46 @@ impl CsvWriter {
         self.by_key.retain(|(id, _), _| *id != m.id);
     }
 
+    /// Each metric's place among the columns. Definition order, except for
+    /// PCP sources: there the order pmrep prints, which walks the archive's
+    /// name tree built in definition order with each new child put first
+    /// (so siblings come newest first, and a subtree stays together).
+    fn metric_ranks(&self) -> HashMap<MetricId, u32> {
+        let mut defs: Vec<(&MetricId, &MetricInfo)> = self.metrics.iter().collect();
+        defs.sort_by_key(|(_, mi)| mi.seq);
+        if self.header.source != FormatId::Pcp {
+            return defs.iter().map(|(id, mi)| (**id, mi.seq)).collect();
+        }
+        // Arena of name-tree nodes: (component, children, metric).
+        let mut nodes: Vec<(&str, Vec<usize>, Option<MetricId>)> = vec![("", Vec::new(), None)];
+        for (id, mi) in &defs {
+            let mut at = 0;
+            for part in mi.name.split('.') {
+                let found = nodes[at].1.iter().copied().find(|&c| nodes[c].0 == part);
+                at = match found {
+                    Some(c) => c,
+                    None => {
+                        nodes.push((part, Vec::new(), None));
+                        let c = nodes.len() - 1;
+                        nodes[at].1.insert(0, c);
+                        c
+                    }
+                };
+            }
+            nodes[at].2 = Some(**id);
+        }
+        let mut rank = HashMap::with_capacity(defs.len());
+        let mut stack = vec![0usize];
+        while let Some(n) = stack.pop() {
+            if let Some(id) = nodes[n].2 {
+                let r = rank.len() as u32;
+                rank.insert(id, r);
+            }
+            stack.extend(nodes[n].1.iter().rev());
+        }
+        rank
+    }
+
     fn indom(&mut self, u: &IndomUpdate) {
         let names = self.indoms.entry(u.id).or_default();
         let mut changed: Vec<InstId> = match u.kind {
@@ -222,7 +263,13 @@ impl CsvWriter {
                         .ok()
                         .filter(|&c| c < u32::MAX)
                         .ok_or_else(|| Error::Unsupported("more than 2^32 CSV columns".into()))?;
-                    let seq = mi.seq;
+                    // PCP: instances by number, as pmrep lists them;
+                    // elsewhere in order of appearance.
+                    let iseq = if self.header.source == FormatId::Pcp {
+                        i64::from(inst)
+                    } else {
+                        0
+                    };
                     // --metric filters in the order given; a name selects
                     // everything below it, as the filter does.
                     let fi = self
@@ -240,7 +287,7 @@ impl CsvWriter {
                     self.cols.push(Column {
                         name: name.clone(),
                         metric: m,
-                        order: (pi, fi, seq, id),
+                        order: (pi, fi, iseq, id),
                     });
                     self.seen.push(0);
                     self.by_name.insert(name, id);
@@ -442,8 +489,14 @@ impl CsvWriter {
         let cerr = |e: ::csv::Error| Error::io(&shown, csv_io(e));
         // Final column order: --columns patterns, then metric definition
         // order, then first appearance.
+        let rank = self.metric_ranks();
         let mut order: Vec<u32> = (0..self.cols.len() as u32).collect();
-        order.sort_by_key(|&c| self.cols[c as usize].order);
+        order.sort_by_key(|&c| {
+            let col = &self.cols[c as usize];
+            let (pi, fi, iseq, id) = col.order;
+            let r = rank.get(&col.metric).copied().unwrap_or(u32::MAX);
+            (pi, fi, r, iseq, id)
+        });
         let mut pos = vec![0u32; self.cols.len()];
         for (i, &c) in order.iter().enumerate() {
             pos[c as usize] = i as u32;
