@@ -1043,17 +1043,17 @@ fn eight_mistakes_get_messages_that_point_to_the_fix() {
     let adir = out("adir");
     std::fs::create_dir(&adir).unwrap();
     let cases: Vec<(Vec<std::ffi::OsString>, &[&str])> = vec![
-        // 1. A name another tool uses for Chrome JSON.
+        // 1. A format name mistyped.
         (
             vec![
                 "convert".into(),
                 pcp.clone().into(),
                 "--to".into(),
-                "perfetto".into(),
+                "perfeto".into(),
                 "-o".into(),
                 out("x").into(),
             ],
-            &["perfetto", "did you mean", "chrome-json"],
+            &["perfeto", "did you mean perfetto"],
         ),
         // 2. Half of the name.
         (
