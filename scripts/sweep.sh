@@ -3,8 +3,10 @@
 # and hostile length fields over every corpus input, through dump, info and
 # convert --to ltt/pcp, each run limited to 10 s and judged on panics, hangs,
 # peak RSS over 256 MB, outputs over 4x and exit 0 on a detectable cut.
-# First the hostile LTT archives (tests/tar_input.rs): sparse members, hard
-# and symbolic links, FIFO members, gzip bombs, multi-member gzip, signals.
+# First the hostile LTT archives (tests/tar_input.rs: sparse members, hard
+# and symbolic links, FIFO members, gzip bombs, multi-member gzip, signals)
+# and the inputs that can be read only once (tests/fifo_input.rs: FIFOs and
+# process substitution).
 #
 #   scripts/sweep.sh            the short sampled form (also in cargo test)
 #   scripts/sweep.sh --full     the long run (about 8,000 variants)
@@ -25,5 +27,5 @@ while [ $# -gt 0 ]; do
 done
 export POLYTRACE_SWEEP_SEED=$seed POLYTRACE_SWEEP_JOBS=$jobs
 if [ -n "$full" ]; then export POLYTRACE_FULL=1; fi
-cargo test --release --test tar_input
+cargo test --release --test tar_input --test fifo_input
 exec cargo test --release --test sweep -- --nocapture
