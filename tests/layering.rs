@@ -16,6 +16,8 @@ const FORMAT_MAY_USE: &[&str] = &[
     "error",
     "input",
     "output",
+    // The registry of paths removed on a signal (std only; staging uses it).
+    "cleanup",
     "options",
     "cfmt",
     "formats/format",
