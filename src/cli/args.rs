@@ -204,7 +204,8 @@ pub struct InputArgs {
     /// Keep only data at or before this time (same forms as --begin).
     #[arg(long, value_parser = parse_time, allow_hyphen_values = true, value_name = "TIME")]
     pub end: Option<TimeSpec>,
-    /// On damaged input keep everything before the damage and exit 1.
+    /// On damaged input keep what can be read (the records before the damage;
+    /// DLT: also those after it, from the next storage header) and exit 1.
     #[arg(long)]
     pub salvage: bool,
     /// Place the first data item at this time (RFC 3339 or epoch seconds):
