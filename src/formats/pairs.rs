@@ -438,6 +438,32 @@ pub trait Slices {
     }
 }
 
+/// Apply an instance-domain update to the instance names both slice exports
+/// keep per domain; the instances that left, whose series end.
+pub fn update_instance_names(
+    indoms: &mut HashMap<crate::model::IndomId, HashMap<crate::model::InstId, String>>,
+    u: &crate::model::IndomUpdate,
+) -> Vec<crate::model::InstId> {
+    use crate::model::IndomKind;
+    let names = indoms.entry(u.id).or_default();
+    let mut gone = Vec::new();
+    match u.kind {
+        IndomKind::Full => {
+            let keep: std::collections::HashSet<_> = u.instances.iter().map(|i| i.id).collect();
+            gone.extend(names.keys().filter(|k| !keep.contains(k)));
+            names.clear();
+        }
+        IndomKind::Delta => gone.extend(&u.removed),
+    }
+    for g in &gone {
+        names.remove(g);
+    }
+    for i in &u.instances {
+        names.insert(i.id, i.name.clone());
+    }
+    gone
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -443,23 +443,7 @@ impl ChromeWriter {
     }
 
     fn indom(&mut self, u: &IndomUpdate) {
-        let names = self.indoms.entry(u.id).or_default();
-        let mut gone: Vec<InstId> = Vec::new();
-        match u.kind {
-            IndomKind::Full => {
-                let keep: std::collections::HashSet<InstId> =
-                    u.instances.iter().map(|i| i.id).collect();
-                gone.extend(names.keys().filter(|k| !keep.contains(k)));
-                names.clear();
-            }
-            IndomKind::Delta => gone.extend(&u.removed),
-        }
-        for g in &gone {
-            names.remove(g);
-        }
-        for i in &u.instances {
-            names.insert(i.id, i.name.clone());
-        }
+        let gone = crate::formats::pairs::update_instance_names(&mut self.indoms, u);
         // Instances that left: their series end (memory follows the live set).
         if !gone.is_empty() {
             let metrics = &self.metrics;
