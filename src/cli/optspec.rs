@@ -148,27 +148,24 @@ const EVENT_TARGETS: Tgt = to(&[
     Target::Summary,
     Target::Stats,
 ]);
-const EVENT_FILTER: &[Rule] = &[
-    r(CDI, EVENT_SOURCES, EVENT_TARGETS),
-    Rule {
-        verbs: &[Convert],
-        sources: EVENT_SOURCES,
-        targets: to(&[Target::To(Csv)]),
-        with: Some("events"),
-    },
-];
+/// An event filter's rules: targets that keep events, and CSV's events
+/// table (with --events).
+const fn event_filter(sources: Src) -> [Rule; 2] {
+    [
+        r(CDI, sources, EVENT_TARGETS),
+        Rule {
+            verbs: &[Convert],
+            sources,
+            targets: to(&[Target::To(Csv)]),
+            with: Some("events"),
+        },
+    ]
+}
+const EVENT_FILTER: &[Rule] = &event_filter(EVENT_SOURCES);
 const METRIC_FILTER: &[Rule] = &[r(CDI, METRIC_SOURCES, Tgt::Any)];
 /// Events with a CPU: LTT tracefiles and timeline cores.
 const CPU_SOURCES: Src = Src::Formats(&[Ltt, Timeline]);
-const CPU_FILTER: &[Rule] = &[
-    r(CDI, CPU_SOURCES, EVENT_TARGETS),
-    Rule {
-        verbs: &[Convert],
-        sources: CPU_SOURCES,
-        targets: to(&[Target::To(Csv)]),
-        with: Some("events"),
-    },
-];
+const CPU_FILTER: &[Rule] = &event_filter(CPU_SOURCES);
 /// Every target and listing but the native one (which shows the file as
 /// it is) and a timeline (which keeps cycles as cycles).
 const PLACED: Tgt = to(&[
