@@ -1061,20 +1061,22 @@ impl<T: Kind> Value<T> {
     }
 }
 
-macro_rules! int64 {
-    ($t:ident, $v:ty) => {
+/// The integer values: `$word` is the value slot's 64- or 32-bit word
+/// (`$bits` its unsigned type).
+macro_rules! int_value {
+    ($t:ident, $v:ty, $word:ident, $bits:ty) => {
         impl Value<$t> {
             /// One store.
             #[inline(always)]
             pub fn set(&self, v: $v) {
-                self.w64().store(v as u64, Ordering::Relaxed);
+                self.$word().store(v as $bits, Ordering::Relaxed);
             }
             /// A load and a store (one writer per value).
             #[inline(always)]
             pub fn add(&self, v: $v) {
-                let w = self.w64();
+                let w = self.$word();
                 w.store(
-                    (w.load(Ordering::Relaxed) as $v).wrapping_add(v) as u64,
+                    (w.load(Ordering::Relaxed) as $v).wrapping_add(v) as $bits,
                     Ordering::Relaxed,
                 );
             }
@@ -1085,47 +1087,18 @@ macro_rules! int64 {
             /// An atomic add, for values several threads update.
             #[inline(always)]
             pub fn add_shared(&self, v: $v) {
-                self.w64().fetch_add(v as u64, Ordering::Relaxed);
+                self.$word().fetch_add(v as $bits, Ordering::Relaxed);
             }
             pub fn get(&self) -> $v {
-                self.w64().load(Ordering::Relaxed) as $v
+                self.$word().load(Ordering::Relaxed) as $v
             }
         }
     };
 }
-macro_rules! int32 {
-    ($t:ident, $v:ty) => {
-        impl Value<$t> {
-            #[inline(always)]
-            pub fn set(&self, v: $v) {
-                self.w32().store(v as u32, Ordering::Relaxed);
-            }
-            #[inline(always)]
-            pub fn add(&self, v: $v) {
-                let w = self.w32();
-                w.store(
-                    (w.load(Ordering::Relaxed) as $v).wrapping_add(v) as u32,
-                    Ordering::Relaxed,
-                );
-            }
-            #[inline(always)]
-            pub fn inc(&self) {
-                self.add(1)
-            }
-            #[inline(always)]
-            pub fn add_shared(&self, v: $v) {
-                self.w32().fetch_add(v as u32, Ordering::Relaxed);
-            }
-            pub fn get(&self) -> $v {
-                self.w32().load(Ordering::Relaxed) as $v
-            }
-        }
-    };
-}
-int64!(U64, u64);
-int64!(I64, i64);
-int32!(U32, u32);
-int32!(I32, i32);
+int_value!(U64, u64, w64, u64);
+int_value!(I64, i64, w64, u64);
+int_value!(U32, u32, w32, u32);
+int_value!(I32, i32, w32, u32);
 
 impl Value<F64> {
     #[inline(always)]
