@@ -225,9 +225,25 @@ fn cycles_are_not_shown_as_seconds() {
 // 7 -------------------------------------------------------------------
 
 #[test]
-fn a_recorded_timeline_keeps_its_clock() {
+fn a_recorded_timeline_keeps_its_clock_and_command_lines() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.timeline");
+    // A process whose command line (dlt-kpi keeps argv[0]) is unlike any other.
+    let name = format!("polytrace-cmdline-{}", std::process::id());
+    let mut child = Command::new("bash")
+        .args(["-c", &format!("exec -a {name} sleep 30")])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read(format!("/proc/{}/cmdline", child.id()))
+        .map_or(true, |c| !c.starts_with(name.as_bytes()))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "exec -a did not happen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let (code, _, err) = pt(&[
         "record",
         "--duration",
@@ -250,6 +266,21 @@ fn a_recorded_timeline_keeps_its_clock() {
     // A 1 s recording: its samples span 1 s within one interval.
     assert!((0.75..=1.25).contains(&span), "span {span} s:\n{info}");
     assert!(info.contains(" Hz"), "{info}");
+    // The command line comes back as text in the process events.
+    let (code, listing, err) = pt(&["dump", "--style", "common", &s(&out)]);
+    child.kill().ok();
+    child.wait().ok();
+    assert_eq!(code, 0, "{err}");
+    let (pid, cmd) = (
+        format!(" pid={} ", child.id()),
+        format!(" cmdline=\"{name}\""),
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("kpi.NEW") && l.contains(&pid) && l.ends_with(&cmd)),
+        "no kpi.NEW with{pid}and{cmd}"
+    );
 }
 
 // 8 -------------------------------------------------------------------

@@ -138,7 +138,8 @@ pub const INFO: FormatInfo = FormatInfo {
     undated: true,
 };
 
-/// A timeline holds messages with up to 4 (A2) or 6 (M3) numeric args.
+/// A timeline holds messages with up to 4 (A2) or 6 (M3) args: numbers, or
+/// text as string-table offsets.
 pub const WRITES: &[Rule] = &[
     Rule::kept(
         Kind::Events,
@@ -147,8 +148,8 @@ pub const WRITES: &[Rule] = &[
     Rule::some_degraded(
         Kind::Events,
         "events",
-        "fields that are not numbers or past the arg count",
-        "fields that are not numeric or beyond the timeline's arg count dropped",
+        "fields past the arg count, or neither numbers nor text",
+        "fields beyond the timeline's arg count, or neither numbers nor text, dropped",
     ),
     Rule::some_dropped(
         Kind::Events,

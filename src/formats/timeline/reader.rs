@@ -155,6 +155,21 @@ fn arg_as(v: &Value, t: &FieldType) -> Value {
     }
 }
 
+/// A string arg: the text at the offset the arg holds (the writer's
+/// `NO_STRING`, or an offset outside the table, reads as "").
+fn string_arg(snap: &Snapshot<'_>, v: &Value) -> Value {
+    let off = match *v {
+        Value::U64(b) => b,
+        Value::F64(x) => x as u64,
+        _ => return v.clone(),
+    };
+    let text = usize::try_from(off)
+        .ok()
+        .and_then(|o| snap.cstr(o))
+        .unwrap_or_default();
+    Value::Str(String::from_utf8_lossy(text).into_owned())
+}
+
 fn metric_kind(vt: ValueType) -> FieldType {
     match vt {
         ValueType::I32 | ValueType::I64 => FieldType::Int(8),
@@ -428,11 +443,15 @@ impl TimelineReader {
         }
         self.flush_sample();
         if let Some(t) = self.restored.get(&ev.type_id) {
+            let snap = self.snap();
             ev.fields = ev
                 .fields
                 .iter()
                 .zip(&t.fields)
-                .map(|(v, f)| arg_as(v, &f.ty))
+                .map(|(v, f)| match f.ty {
+                    FieldType::String => string_arg(&snap, v),
+                    _ => arg_as(v, &f.ty),
+                })
                 .collect();
         }
         self.pending.push_back(Item::Event(ev));

@@ -19,8 +19,8 @@ use super::layout::{
 };
 use crate::error::{Error, Result};
 use crate::model::{
-    Event, EventType, EventTypeId, ExtraValue, FormatId, Header, IndomId, InstId, Item, LossReport,
-    MetricDesc, MetricId, Sample, TraceWriter, Value,
+    Event, EventType, EventTypeId, ExtraValue, FieldType, FormatId, Header, IndomId, InstId, Item,
+    LossReport, MetricDesc, MetricId, Sample, TraceWriter, Value,
 };
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -38,6 +38,9 @@ const I64_RANGE: f64 = 9_223_372_036_854_775_808.0;
 const AUTO_MIN_ENTRIES: u64 = 1024;
 /// Default priority of events that have none: `trace` (occasional events).
 const DEFAULT_PRIORITY: usize = 4;
+
+/// A string arg the string table had no room for (read back as "").
+pub(super) const NO_STRING: u64 = u64::MAX;
 
 /// How the events of one source type are written.
 #[derive(Clone)]
@@ -419,16 +422,24 @@ impl TimelineWriter {
         }
     }
 
+    /// The fields written as args: the numeric ones in order, then the
+    /// strings (each stored as its string-table offset, so a command line
+    /// or a message text survives; the format shows only the numbers, so
+    /// Snabb's dump prints what it always printed).
     fn numeric_fields(t: &EventType, max: usize) -> (Vec<usize>, usize) {
-        let num: Vec<usize> = t
-            .fields
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.ty.is_numeric())
-            .map(|(i, _)| i)
+        let pick = |want: fn(&FieldType) -> bool| {
+            t.fields
+                .iter()
+                .enumerate()
+                .filter(move |(_, f)| want(&f.ty))
+                .map(|(i, _)| i)
+        };
+        let args: Vec<usize> = pick(FieldType::is_numeric)
+            .chain(pick(|ty| matches!(ty, FieldType::String)))
+            .take(max)
             .collect();
-        let lost = t.fields.len() - num.len().min(max);
-        (num.into_iter().take(max).collect(), lost)
+        let lost = t.fields.len() - args.len();
+        (args, lost)
     }
 
     fn map_type(&mut self, t: &EventType) -> TypeMap {
@@ -454,7 +465,11 @@ impl TimelineWriter {
             Some(f) => f.clone().into_bytes(),
             None => {
                 let mut f = t.name.clone();
-                for &i in &tm.arg_fields {
+                for &i in tm
+                    .arg_fields
+                    .iter()
+                    .filter(|&&i| t.fields[i].ty.is_numeric())
+                {
                     let w = sanitize_word(&t.fields[i].name);
                     f.push_str(" $");
                     f.push_str(if w.is_empty() { "arg" } else { &w });
@@ -541,7 +556,11 @@ impl TimelineWriter {
                     }
                 }
                 s.push(':');
-                for (k, &i) in tm.arg_fields.iter().enumerate() {
+                let numeric = tm
+                    .arg_fields
+                    .iter()
+                    .filter(|&&i| t.fields[i].ty.is_numeric());
+                for (k, &i) in numeric.enumerate() {
                     let w = sanitize_word(&t.fields[i].name);
                     s.push(' ');
                     if w.is_empty() {
@@ -687,11 +706,29 @@ impl TimelineWriter {
                 // Signed, so a reader that knows the type gets negatives back.
                 (f as i64) as u64
             }
+            Value::Str(ref t) => self.string_arg(t),
             _ => 0,
         }
     }
 
+    /// A string arg: its offset in the string table (each text stored
+    /// once); `NO_STRING` when the table is full.
+    fn string_arg(&mut self, t: &str) -> u64 {
+        match self.intern(t.as_bytes()) {
+            Some(off) => off as u64,
+            None => {
+                self.loss
+                    .degrade("event args", "string table full: string args left empty");
+                NO_STRING
+            }
+        }
+    }
+
     fn arg_f64(&mut self, v: &Value) -> f64 {
+        if let Value::Str(t) = v {
+            // Offsets are far below 2^53: exact as a double.
+            return self.string_arg(t) as f64;
+        }
         let f = v.as_f64().unwrap_or(0.0);
         let exact = match *v {
             Value::U64(x) => f as u64 == x && f < 18446744073709551616.0,
@@ -1141,7 +1178,8 @@ impl TraceWriter for TimelineWriter {
                 .degraded
                 .entry((
                     "events".into(),
-                    "fields that are not numeric or beyond the timeline's arg count dropped".into(),
+                    "fields beyond the timeline's arg count, or neither numbers nor text, dropped"
+                        .into(),
                 ))
                 .or_default() += self.lost_field_events;
         }
