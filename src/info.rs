@@ -75,6 +75,9 @@ pub struct Stats {
     /// Epoch time of the first and last data item (`SECONDS.NNNNNNNNN`).
     pub first: Option<String>,
     pub last: Option<String>,
+    /// The same as times, for a listing in the source's time base.
+    #[serde(skip)]
+    pub first_last: Option<(Timestamp, Timestamp)>,
     /// Seconds from the first to the last data item.
     pub span_s: f64,
     pub metrics: Vec<MetricStats>,
@@ -571,6 +574,7 @@ pub fn stats(reader: &mut dyn TraceReader, top: usize) -> Result<Stats> {
     let mut st = Stats {
         first: first.map(|t| t.to_string()),
         last: last.map(|t| t.to_string()),
+        first_last: first.zip(last),
         span_s: secs(span),
         ..Default::default()
     };

@@ -329,14 +329,18 @@ fn an_empty_window_says_where_the_data_is() {
 
 #[test]
 fn info_shows_dates_in_iso_8601_beside_the_epoch() {
-    let (code, out, err) = pt(&["info", &td("pcp/live_v2")]);
-    assert_eq!(code, 0, "{err}");
-    let first = out.lines().find(|l| l.starts_with("first:")).unwrap();
-    assert!(first.contains("1795319114.675209000"), "{first}");
-    assert!(
-        first.contains("2026-11-22T") && first.ends_with('Z'),
-        "{first}"
-    );
+    for stats in [&[][..], &["--stats"][..]] {
+        let pcp = td("pcp/live_v2");
+        let args = [&["info"][..], stats, &[pcp.as_str()][..]].concat();
+        let (code, out, err) = pt(&args);
+        assert_eq!(code, 0, "{err}");
+        let first = out.lines().find(|l| l.starts_with("first:")).unwrap();
+        assert!(first.contains("1795319114.675209000"), "{first}");
+        assert!(
+            first.contains("2026-11-22T03:45:14.675209") && first.ends_with('Z'),
+            "{stats:?}: {first}"
+        );
+    }
     // A DLT file says which of its times it shows.
     let (_, out, _) = pt(&["info", &td("dlt/testfile.dlt")]);
     assert!(out.contains("storage time"), "{out}");

@@ -485,9 +485,9 @@ fn write_stats(
     let num = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.6}"));
     writeln!(out, "file:      {file}")?;
     writeln!(out, "format:    {} (version {})", h.source, h.version)?;
-    if let (Some(f), Some(l)) = (&s.first, &s.last) {
-        writeln!(out, "first:     {f}")?;
-        writeln!(out, "last:      {l}")?;
+    if let Some((f, l)) = s.first_last {
+        writeln!(out, "first:     {}", show_time(f, &h.time_base))?;
+        writeln!(out, "last:      {}", show_time(l, &h.time_base))?;
     }
     writeln!(out, "span:      {:.9} s", s.span_s)?;
     if !s.metrics.is_empty() {
