@@ -40,9 +40,13 @@ fn venv_python() -> Option<PathBuf> {
 /// separated so that values with commas stay whole.
 fn duckdb(py: &Path, sql: &str) -> Vec<Vec<String>> {
     let script = r#"
-import sys, duckdb
-for row in duckdb.sql(sys.argv[1]).fetchall():
-    print("\t".join("" if v is None else repr(v) if isinstance(v, float) else str(v) for v in row))
+import sys, json, duckdb
+con = duckdb.connect()
+# A slow query (a loaded machine) must not draw a progress bar into the rows.
+con.execute("SET enable_progress_bar = false")
+for row in con.sql(sys.argv[1]).fetchall():
+    # One JSON array a row: strings holding tabs or newlines stay whole.
+    print(json.dumps(["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in row]))
 "#;
     let o = Command::new(py).args(["-c", script, sql]).output().unwrap();
     assert!(
@@ -53,7 +57,7 @@ for row in duckdb.sql(sys.argv[1]).fetchall():
     String::from_utf8(o.stdout)
         .unwrap()
         .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: not a row: {l}")))
         .collect()
 }
 
