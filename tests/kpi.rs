@@ -920,12 +920,7 @@ fn dlt_writer_tails_are_where_libdlt_put_them() {
         if tails {
             c.arg("--dlt-truncated-tails");
         }
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = common::output_ok(&mut c);
         let ours = payloads(&dlt_convert_listing(&dc, &out_path));
         assert_eq!(ours.len(), reference.len());
         let diff: Vec<(&String, &String)> = ours

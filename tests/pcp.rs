@@ -17,12 +17,7 @@ fn polytrace() -> Command {
 }
 
 fn run_ok(args: &[&str]) -> Vec<u8> {
-    let out = polytrace().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "polytrace {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::output_ok(polytrace().args(args));
     out.stdout
 }
 

@@ -9,12 +9,7 @@ use std::process::Command;
 
 fn pmdumplog(args: &[&str], base: &Path) -> Option<String> {
     let tool = common::peer("pmdumplog")?;
-    let o = Command::new(tool).args(args).arg(base).output().unwrap();
-    assert!(
-        o.status.success(),
-        "pmdumplog: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = common::output_ok(Command::new(tool).args(args).arg(base));
     Some(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
