@@ -406,7 +406,18 @@ fn synthetic_argument_types_match_live_dlt_convert() {
             let Some(want) = dlt_convert(&p, flag, tz) else {
                 return;
             };
-            let out = common::output_ok(polytrace().env("TZ", tz).arg("dump").args(extra).arg(&p));
+            let out = polytrace()
+                .env("TZ", tz)
+                .arg("dump")
+                .args(extra)
+                .arg(&p)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_same(&format!("synthetic {flag} TZ={tz}"), &out.stdout, &want);
         }
     }

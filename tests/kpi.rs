@@ -920,7 +920,12 @@ fn dlt_writer_tails_are_where_libdlt_put_them() {
         if tails {
             c.arg("--dlt-truncated-tails");
         }
-        let out = common::output_ok(&mut c);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let ours = payloads(&dlt_convert_listing(&dc, &out_path));
         assert_eq!(ours.len(), reference.len());
         let diff: Vec<(&String, &String)> = ours

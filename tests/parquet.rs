@@ -258,8 +258,7 @@ fn testsuite_bozo_five_metrics_equal_pmrep() {
 /// block_start/block_end/time_heartbeat, left out as the export leaves it).
 fn lttv_counts() -> BTreeMap<String, u64> {
     let xz = common::corpus().join("ltt/smp_example.lttv2004.txt.xz");
-    let o = Command::new("xz").arg("-dc").arg(&xz).output().unwrap();
-    assert!(o.status.success());
+    let o = common::output_ok(Command::new("xz").arg("-dc").arg(&xz));
     let mut m = BTreeMap::new();
     for line in String::from_utf8_lossy(&o.stdout).lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -342,8 +341,7 @@ fn smp_example_events_one_row_per_event_with_typed_fields() {
 /// `dlt-convert -a`: one line per message, the header then the payload.
 fn dlt_convert_lines(dlt: &Path) -> Option<Vec<String>> {
     let tool = common::peer("dlt-convert")?;
-    let o = Command::new(tool).arg("-a").arg(dlt).output().unwrap();
-    assert!(o.status.success());
+    let o = common::output_ok(Command::new(tool).arg("-a").arg(dlt));
     Some(
         String::from_utf8_lossy(&o.stdout)
             .lines()

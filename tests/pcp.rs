@@ -17,7 +17,12 @@ fn polytrace() -> Command {
 }
 
 fn run_ok(args: &[&str]) -> Vec<u8> {
-    let out = common::output_ok(polytrace().args(args));
+    let out = polytrace().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "polytrace {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out.stdout
 }
 
