@@ -247,3 +247,26 @@ pub fn same_as_pmrep(ours: &str, theirs: &str) -> bool {
     }
     ours.replace(',', "_") == theirs
 }
+
+/// The binary under test: POLYTRACE_TEST_BIN runs a test against another
+/// build (e.g. to see it fail on an older one).
+pub fn bin_under_test() -> PathBuf {
+    std::env::var_os("POLYTRACE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(bin)
+}
+
+/// `ARGS…` run by [`bin_under_test`]: exit code, stdout and stderr.
+pub fn pt_under_test(args: &[&str]) -> (i32, String, String) {
+    outcome(Command::new(bin_under_test()).args(args))
+}
+
+/// The testdata file `rel` as an argument.
+pub fn td(rel: &str) -> String {
+    testdata().join(rel).to_string_lossy().into_owned()
+}
+
+/// A path as an argument.
+pub fn path_arg(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
