@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{bin_under_test as bin, path_arg as s, pt_under_test as pt, td};
+use common::{path_arg as s, pt_under_test as pt, td};
 
 // 6 -------------------------------------------------------------------
 

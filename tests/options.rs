@@ -24,7 +24,7 @@ fn sources(tmp: &Path) -> Vec<Source> {
     let abs = || TimeBase::Absolute;
     // A short LTT trace: the first 50 ms of the real one.
     let ltt = tmp.join("small.ltt");
-    let o = common::output_ok(
+    common::output_ok(
         Command::new(common::bin())
             .args(["convert", "--quiet", "--end", "+50ms", "--to", "ltt", "-o"])
             .arg(&ltt)

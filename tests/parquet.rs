@@ -573,7 +573,7 @@ fn dataset_is_hive_partitioned_and_only_added_to() {
     };
     let ds = dir.path().join("ds");
     let run = |input: &Path| {
-        let o = common::output_ok(
+        common::output_ok(
             Command::new(common::bin())
                 .arg("convert")
                 .arg(input)
