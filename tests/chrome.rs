@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn inputs() -> Vec<PathBuf> {
-    let c = common::corpus();
-    let mut v: Vec<PathBuf> = [
+    let mut v = common::corpus_files(&[
         "kpi/kpi-capture.convert-a.txt",
         "kpi/B-buf400.convert-a.txt",
         "kpi/kpi-capture.dlt",
@@ -22,17 +21,8 @@ fn inputs() -> Vec<PathBuf> {
         "pcp/live_v2",
         "pcp/live_v3",
         "ltt/smp_example",
-    ]
-    .iter()
-    .map(|p| c.join(p))
-    .collect();
-    let mut tl: Vec<PathBuf> = std::fs::read_dir(c.join("timeline"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "dat"))
-        .collect();
-    tl.sort();
-    v.extend(tl);
+    ]);
+    v.extend(common::timeline_snapshots());
     v
 }
 
@@ -460,18 +450,13 @@ fn viewer() -> Option<(PathBuf, PathBuf)> {
 fn view(trace: &Path) -> Option<Value> {
     let (node, modules) = viewer()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/viewer/speedscope.mjs");
-    let o = Command::new("timeout")
-        .arg("300")
-        .arg(node)
-        .arg(script)
-        .arg(trace)
-        .env("NODE_PATH", modules)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "viewer failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = common::output_ok(
+        Command::new("timeout")
+            .arg("300")
+            .arg(node)
+            .arg(script)
+            .arg(trace)
+            .env("NODE_PATH", modules),
     );
     Some(serde_json::from_slice(&o.stdout).unwrap())
 }

@@ -65,12 +65,7 @@ fn pmrep(archive: &Path, metrics: &[String], rate: bool) -> Option<Table> {
     if !rate {
         cmd.arg("-r");
     }
-    let o = cmd.args(metrics).output().unwrap();
-    assert!(
-        o.status.success(),
-        "pmrep failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = common::output_ok(cmd.args(metrics));
     Some(read_csv(&o.stdout, b','))
 }
 
@@ -84,18 +79,6 @@ fn pmrep_name(col: &str) -> String {
 
 fn metric_of(col: &str) -> &str {
     col.split_once('[').map_or(col, |(m, _)| m)
-}
-
-fn same_value(ours: &str, theirs: &str) -> bool {
-    if let (Ok(a), Ok(b)) = (ours.parse::<i128>(), theirs.parse::<i128>()) {
-        return a == b;
-    }
-    if let (Ok(a), Ok(b)) = (ours.parse::<f64>(), theirs.parse::<f64>()) {
-        // pmrep prints -P 9 decimals (FLOAT widened to double first).
-        return (a - b).abs() <= 1e-6 * a.abs().max(1.0);
-    }
-    // pmrep replaces the delimiter inside strings; we quote instead.
-    ours.replace(',', "_") == theirs
 }
 
 /// Discrete metrics of an archive (pmrep repeats their last value).
@@ -184,7 +167,7 @@ fn compare_with_pmrep(archive: &Path, rate: bool) -> Option<Compared> {
             let (v, pv) = (r[j].as_str(), p[pj].as_str());
             if !v.is_empty() {
                 assert!(
-                    same_value(v, pv),
+                    common::same_as_pmrep(v, pv),
                     "{} at {}: {col} = {v:?}, pmrep says {pv:?}",
                     archive.display(),
                     r[0]
@@ -201,7 +184,8 @@ fn compare_with_pmrep(archive: &Path, rate: bool) -> Option<Compared> {
                     r[0]
                 );
                 assert!(
-                    last.get(col.as_str()).is_some_and(|l| same_value(l, pv)),
+                    last.get(col.as_str())
+                        .is_some_and(|l| common::same_as_pmrep(l, pv)),
                     "{} at {}: pmrep's {col} = {pv:?} is not our last value {:?}",
                     archive.display(),
                     r[0],

@@ -17,11 +17,7 @@ fn read(rel: &str) -> String {
 
 #[test]
 fn mapping_page_is_the_mapping_output() {
-    let out = Command::new(common::bin())
-        .args(["formats", "--mapping"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = common::output_ok(Command::new(common::bin()).args(["formats", "--mapping"]));
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.starts_with("| from | to |"), "{table}");
     let path = root().join("docs/mapping.md");

@@ -361,13 +361,7 @@ fn force_replaces_only_a_previous_output_of_the_same_kind() {
     assert_eq!(std::fs::read(l.join("cpu/notes.txt")).unwrap(), b"mine");
     // A directory of the same shape polytrace did not write: refused.
     let copy = w.join("copy");
-    let o = Command::new("cp")
-        .arg("-r")
-        .arg(&l)
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    common::output_ok(Command::new("cp").arg("-r").arg(&l).arg(&copy));
     std::fs::remove_file(copy.join("cpu/notes.txt")).unwrap();
     let o = convert(&["--to", "ltt", "--force"], &src, &copy);
     assert_eq!(o.status.code(), Some(2));

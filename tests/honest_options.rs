@@ -4,32 +4,22 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The binary under test (POLYTRACE_TEST_BIN runs these against another
-/// build, e.g. to see them fail on an older one).
-fn bin() -> PathBuf {
-    std::env::var_os("POLYTRACE_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(common::bin)
-}
+use common::{bin_under_test as bin, path_arg as s, pt_under_test as pt, td};
 
-fn pt(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(bin()).args(args).output().unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn td(rel: &str) -> String {
-    common::testdata().join(rel).to_string_lossy().into_owned()
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
+/// `record` of one sample into `out`: exit code and stderr.
+fn record_one(out: &std::path::Path) -> (i32, String) {
+    let (code, _, err) = pt(&[
+        "record",
+        "--samples",
+        "1",
+        "--interval",
+        "100ms",
+        "-o",
+        &s(out),
+    ]);
+    (code, err)
 }
 
 // 1 -------------------------------------------------------------------
@@ -39,15 +29,7 @@ fn record_takes_the_format_from_the_output_name() {
     let dir = tempfile::tempdir().unwrap();
     for (name, first) in [("r.csv", "time"), ("r.kpi", "")] {
         let out = dir.path().join(name);
-        let (code, _, err) = pt(&[
-            "record",
-            "--samples",
-            "1",
-            "--interval",
-            "100ms",
-            "-o",
-            &s(&out),
-        ]);
+        let (code, err) = record_one(&out);
         assert_eq!(code, 0, "{name}: {err}");
         assert!(out.is_file(), "{name}: not a file (an LTT directory?)");
         let text = std::fs::read_to_string(&out).unwrap();
@@ -59,15 +41,7 @@ fn record_takes_the_format_from_the_output_name() {
     }
     // A .dlt is a DLT storage file.
     let out = dir.path().join("r.dlt");
-    let (code, _, err) = pt(&[
-        "record",
-        "--samples",
-        "1",
-        "--interval",
-        "100ms",
-        "-o",
-        &s(&out),
-    ]);
+    let (code, err) = record_one(&out);
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(&out).unwrap().starts_with(b"DLT\x01"));
     // The usage line shows -o OUT as required.

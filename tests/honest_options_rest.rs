@@ -3,28 +3,9 @@
 //! windows name the nearest data, CSV columns in pmrep's order.
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The binary under test (POLYTRACE_TEST_BIN runs these against another
-/// build, e.g. to see them fail on an older one).
-fn bin() -> PathBuf {
-    std::env::var_os("POLYTRACE_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(common::bin)
-}
-
-fn pt(args: &[&str]) -> (i32, String, String) {
-    common::outcome(Command::new(bin()).args(args))
-}
-
-fn td(rel: &str) -> String {
-    common::testdata().join(rel).to_string_lossy().into_owned()
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
+use common::{path_arg as s, pt_under_test as pt, td};
 
 // 6 -------------------------------------------------------------------
 

@@ -99,12 +99,11 @@ fn mapped_and_copied_inputs_list_the_same() {
     assert!(mapped.stdout.len() > 4_000_000);
     assert!(mapped.stdout == copied.stdout, "listings differ");
     // Through stdin (spooled to a temporary file, then mapped) as well.
-    let piped = Command::new(bin())
-        .args(["dump", "-"])
-        .stdin(std::fs::File::open(&tl).unwrap())
-        .output()
-        .unwrap();
-    assert!(piped.status.success());
+    let piped = common::output_ok(
+        Command::new(bin())
+            .args(["dump", "-"])
+            .stdin(std::fs::File::open(&tl).unwrap()),
+    );
     assert!(piped.stdout == mapped.stdout, "stdin listing differs");
     // An MMV file large enough to be mapped (400 KB, written by our writer
     // from a PCP testsuite archive), against mmvdump too.

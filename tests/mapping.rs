@@ -182,11 +182,7 @@ fn declared_table_agrees_with_real_conversions() {
 
 #[test]
 fn mapping_table_has_every_pair() {
-    let out = Command::new(common::bin())
-        .args(["formats", "--mapping"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = common::output_ok(Command::new(common::bin()).args(["formats", "--mapping"]));
     let table = String::from_utf8(out.stdout).unwrap();
     assert_eq!(table, formats::mapping_markdown());
     // Every pair of a readable and a writable format has its row.

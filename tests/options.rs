@@ -24,13 +24,12 @@ fn sources(tmp: &Path) -> Vec<Source> {
     let abs = || TimeBase::Absolute;
     // A short LTT trace: the first 50 ms of the real one.
     let ltt = tmp.join("small.ltt");
-    let o = Command::new(common::bin())
-        .args(["convert", "--quiet", "--end", "+50ms", "--to", "ltt", "-o"])
-        .arg(&ltt)
-        .arg(t.join("ltt/smp_example"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::output_ok(
+        Command::new(common::bin())
+            .args(["convert", "--quiet", "--end", "+50ms", "--to", "ltt", "-o"])
+            .arg(&ltt)
+            .arg(t.join("ltt/smp_example")),
+    );
     vec![
         Source {
             file: FormatId::Kpi,

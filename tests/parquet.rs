@@ -48,12 +48,7 @@ for row in con.sql(sys.argv[1]).fetchall():
     # One JSON array a row: strings holding tabs or newlines stay whole.
     print(json.dumps(["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in row]))
 "#;
-    let o = Command::new(py).args(["-c", script, sql]).output().unwrap();
-    assert!(
-        o.status.success(),
-        "duckdb failed on {sql}:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = common::output_ok(Command::new(py).args(["-c", script, sql]));
     String::from_utf8(o.stdout)
         .unwrap()
         .lines()
@@ -90,15 +85,13 @@ fn pmrep(archive: &Path, metrics: &[String]) -> Option<BTreeMap<(String, String)
     if Path::new("/usr/bin/python3").exists() {
         cmd.env("PCP_PYTHON_PROG", "/usr/bin/python3");
     }
-    let o = cmd
-        .arg("-a")
-        .arg(archive)
-        .args(["-u", "-r", "-o", "csv", "-Z", "UTC", "-P", "9", "-I"])
-        .args(["-f", "%Y-%m-%dT%H:%M:%S.%f"])
-        .args(metrics)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::output_ok(
+        cmd.arg("-a")
+            .arg(archive)
+            .args(["-u", "-r", "-o", "csv", "-Z", "UTC", "-P", "9", "-I"])
+            .args(["-f", "%Y-%m-%dT%H:%M:%S.%f"])
+            .args(metrics),
+    );
     let mut r = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(&o.stdout[..]);
@@ -118,18 +111,6 @@ fn pmrep(archive: &Path, metrics: &[String]) -> Option<BTreeMap<(String, String)
 /// `metric-instance name` → `metric-instance` (up to the first space).
 fn first_word(col: &str) -> String {
     col.split(' ').next().unwrap_or(col).to_string()
-}
-
-fn same_value(ours: &str, theirs: &str) -> bool {
-    if let (Ok(a), Ok(b)) = (ours.parse::<i128>(), theirs.parse::<i128>()) {
-        return a == b;
-    }
-    if let (Ok(a), Ok(b)) = (ours.parse::<f64>(), theirs.parse::<f64>()) {
-        // pmrep prints 9 decimals.
-        return (a - b).abs() <= 1e-6 * a.abs().max(1.0);
-    }
-    // pmrep replaces the delimiter inside strings.
-    ours.replace(',', "_") == theirs
 }
 
 /// The five non-discrete metrics with the most rows (pmrep repeats a
@@ -241,7 +222,7 @@ fn five_metrics_equal_pmrep(archive: &Path) -> Option<usize> {
             continue;
         };
         assert!(
-            same_value(v, pv),
+            common::same_as_pmrep(v, pv),
             "{} at {t}: {c} = {v}, pmrep says {pv}",
             archive.display()
         );
@@ -281,8 +262,7 @@ fn testsuite_bozo_five_metrics_equal_pmrep() {
 /// block_start/block_end/time_heartbeat, left out as the export leaves it).
 fn lttv_counts() -> BTreeMap<String, u64> {
     let xz = common::corpus().join("ltt/smp_example.lttv2004.txt.xz");
-    let o = Command::new("xz").arg("-dc").arg(&xz).output().unwrap();
-    assert!(o.status.success());
+    let o = common::output_ok(Command::new("xz").arg("-dc").arg(&xz));
     let mut m = BTreeMap::new();
     for line in String::from_utf8_lossy(&o.stdout).lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -365,8 +345,7 @@ fn smp_example_events_one_row_per_event_with_typed_fields() {
 /// `dlt-convert -a`: one line per message, the header then the payload.
 fn dlt_convert_lines(dlt: &Path) -> Option<Vec<String>> {
     let tool = common::peer("dlt-convert")?;
-    let o = Command::new(tool).arg("-a").arg(dlt).output().unwrap();
-    assert!(o.status.success());
+    let o = common::output_ok(Command::new(tool).arg("-a").arg(dlt));
     Some(
         String::from_utf8_lossy(&o.stdout)
             .lines()
@@ -434,7 +413,7 @@ fn dlt_capture_one_row_per_log_message_with_arguments() {
         if nargs == 1 && !r[2].starts_with("0x") {
             let p = payload.trim();
             assert!(
-                same_value(&r[2], p) || p.starts_with(&r[2]),
+                common::same_as_pmrep(&r[2], p) || p.starts_with(&r[2]),
                 "{l}: arg0 {}",
                 r[2]
             );
@@ -469,12 +448,7 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.parquet")):
     s = pq.read_schema(p)
     print(p, "\t".join(f"{f.name}={f.type}" for f in s), sep="\t")
 "#;
-    let o = Command::new(py)
-        .args(["-c", script])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::output_ok(Command::new(py).args(["-c", script]).arg(dir));
     String::from_utf8(o.stdout)
         .unwrap()
         .lines()
@@ -603,14 +577,13 @@ fn dataset_is_hive_partitioned_and_only_added_to() {
     };
     let ds = dir.path().join("ds");
     let run = |input: &Path| {
-        let o = Command::new(common::bin())
-            .arg("convert")
-            .arg(input)
-            .args(["--to", "parquet", "-o"])
-            .arg(&ds)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        common::output_ok(
+            Command::new(common::bin())
+                .arg("convert")
+                .arg(input)
+                .args(["--to", "parquet", "-o"])
+                .arg(&ds),
+        );
     };
     run(&first);
     let before = files_with_inodes(&ds);
@@ -657,13 +630,12 @@ fn dataset_is_hive_partitioned_and_only_added_to() {
 
 /// `info --stats --json` figures of one metric.
 fn stats(input: &Path, metric: &str) -> serde_json::Value {
-    let o = Command::new(common::bin())
-        .arg("info")
-        .arg(input)
-        .args(["--stats", "--json", "--metric", metric])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::output_ok(
+        Command::new(common::bin())
+            .arg("info")
+            .arg(input)
+            .args(["--stats", "--json", "--metric", metric]),
+    );
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -710,8 +682,14 @@ fn extremes_equal_pmrep(archive: &Path, metric: &str) -> Option<usize> {
                 &f[..6]
             )
         };
-        assert!(same_value(&m["min"].to_string(), &min.to_string()), "{col}");
-        assert!(same_value(&m["max"].to_string(), &max.to_string()), "{col}");
+        assert!(
+            common::same_as_pmrep(&m["min"].to_string(), &min.to_string()),
+            "{col}"
+        );
+        assert!(
+            common::same_as_pmrep(&m["max"].to_string(), &max.to_string()),
+            "{col}"
+        );
         assert_eq!(&us(m["min_time"].as_str().unwrap()), tmin, "{col} min");
         assert_eq!(&us(m["max_time"].as_str().unwrap()), tmax, "{col} max");
         checked += 1;
@@ -759,20 +737,14 @@ fn stats_answers_when_and_top() {
     // The peak rate of a counter and when; the busiest second of events;
     // --top lists instances and intervals.
     let a = common::corpus().join("pcp/live_v3");
-    let o = Command::new(common::bin())
-        .arg("info")
-        .arg(&a)
-        .args([
-            "--stats",
-            "--json",
-            "--top",
-            "2",
-            "--metric",
-            "kernel.all.load",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::output_ok(Command::new(common::bin()).arg("info").arg(&a).args([
+        "--stats",
+        "--json",
+        "--top",
+        "2",
+        "--metric",
+        "kernel.all.load",
+    ]));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let top = &j["top"][0];
     assert_eq!(top["metric"], "kernel.all.load");

@@ -9,12 +9,7 @@ use std::process::Command;
 
 fn pmdumplog(args: &[&str], base: &Path) -> Option<String> {
     let tool = common::peer("pmdumplog")?;
-    let o = Command::new(tool).args(args).arg(base).output().unwrap();
-    assert!(
-        o.status.success(),
-        "pmdumplog: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = common::output_ok(Command::new(tool).args(args).arg(base));
     Some(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
@@ -141,8 +136,7 @@ fn pcp_rewrite_of_event_records_is_byte_identical() {
 /// `dlt-convert -a` lines of the PROC/PROC messages: (payload) in order.
 fn kpi_payloads(dlt: &Path) -> Option<Vec<String>> {
     let tool = common::peer("dlt-convert")?;
-    let o = Command::new(tool).arg("-a").arg(dlt).output().unwrap();
-    assert!(o.status.success());
+    let o = common::output_ok(Command::new(tool).arg("-a").arg(dlt));
     Some(
         String::from_utf8_lossy(&o.stdout)
             .lines()

@@ -154,8 +154,7 @@ fn plain_copy(src: &Path, dir: &Path, base: &str) -> PathBuf {
         }
         let to = dir.join(format!("{base}.{member}"));
         if xz {
-            let o = Command::new("xz").arg("-dc").arg(&p).output().unwrap();
-            assert!(o.status.success());
+            let o = common::output_ok(Command::new("xz").arg("-dc").arg(&p));
             std::fs::write(&to, o.stdout).unwrap();
         } else {
             std::fs::copy(&p, &to).unwrap();

@@ -428,8 +428,7 @@ fn extra_args(input: &Path) -> Vec<&'static str> {
 }
 
 fn corpus_inputs() -> Vec<PathBuf> {
-    let c = common::corpus();
-    let mut v: Vec<PathBuf> = [
+    let mut v = common::corpus_files(&[
         "ltt/smp_example",
         "pcp/live_v3",
         "pcp/live_v2",
@@ -437,19 +436,13 @@ fn corpus_inputs() -> Vec<PathBuf> {
         "kpi/kpi-capture.convert-a.txt",
         "dlt/testfile.dlt",
         "mmv/research_v2.mmv",
-    ]
-    .iter()
-    .map(|p| c.join(p))
-    .collect();
-    let mut tl: Vec<PathBuf> = std::fs::read_dir(c.join("timeline"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "dat"))
-        // No entries: nothing to write for either export.
-        .filter(|p| !p.to_string_lossy().contains("empty"))
-        .collect();
-    tl.sort();
-    v.extend(tl);
+    ]);
+    v.extend(
+        common::timeline_snapshots()
+            .into_iter()
+            // No entries: nothing to write for either export.
+            .filter(|p| !p.to_string_lossy().contains("empty")),
+    );
     v
 }
 
@@ -798,13 +791,7 @@ for path in sys.argv[1:]:
     assert len(t.SerializeToString()) == len(data), path
     print(path, len(t.packet))
 "#;
-    let o = Command::new(&python)
-        .arg("-c")
-        .arg(script)
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = common::output_ok(Command::new(&python).arg("-c").arg(script).args(&paths));
     let lines = String::from_utf8_lossy(&o.stdout).lines().count();
     assert_eq!(lines, paths.len());
 }

@@ -42,8 +42,7 @@ fn live_file_updates_in_place_and_goes_at_the_end() {
     assert!(g1 != 0 && bytes[8..16] == bytes[16..24]);
     if let Some(tool) = common::peer("mmvdump") {
         let dump = || {
-            let out = Command::new(&tool).arg(&file).output().unwrap();
-            assert!(out.status.success());
+            let out = common::output_ok(Command::new(&tool).arg(&file));
             String::from_utf8(out.stdout).unwrap()
         };
         let one = dump();

@@ -15,15 +15,15 @@ fn exe() -> PathBuf {
         .unwrap_or_else(common::bin)
 }
 
-/// Run with a resource limit set in the child.
-fn limited(
-    resource: libc::__rlimit_resource_t,
-    limit: u64,
-    args: &[&str],
-    o: &Path,
-) -> Option<Output> {
+/// Convert the corpus LTT trace to Chrome JSON at `o`, with a resource
+/// limit set in the child.
+fn limited(resource: libc::__rlimit_resource_t, limit: u64, o: &Path) -> Option<Output> {
+    let input = common::testdata().join("ltt/smp_example");
     let mut c = Command::new(exe());
-    c.args(args).arg("-o").arg(o);
+    c.arg("convert")
+        .arg(input)
+        .args(["--to", "chrome-json", "-q", "-o"])
+        .arg(o);
     // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
     unsafe {
         c.pre_exec(move || {
@@ -56,18 +56,10 @@ fn staging_left(dir: &Path) -> Vec<String> {
 #[test]
 fn out_of_file_descriptors_is_an_error_not_damage() {
     let dir = tempfile::tempdir().unwrap();
-    let input = common::testdata().join("ltt/smp_example");
-    let args = [
-        "convert",
-        input.to_str().unwrap(),
-        "--to",
-        "chrome-json",
-        "-q",
-    ];
     let mut codes = Vec::new();
     for n in 4..=20u64 {
         let o = dir.path().join(format!("x{n}.json"));
-        let Some(out) = limited(libc::RLIMIT_NOFILE, n, &args, &o) else {
+        let Some(out) = limited(libc::RLIMIT_NOFILE, n, &o) else {
             continue;
         };
         let err = String::from_utf8_lossy(&out.stderr);
@@ -93,21 +85,13 @@ fn out_of_file_descriptors_is_an_error_not_damage() {
 #[test]
 fn out_of_memory_is_an_error_not_an_abort() {
     let dir = tempfile::tempdir().unwrap();
-    let input = common::testdata().join("ltt/smp_example");
-    let args = [
-        "convert",
-        input.to_str().unwrap(),
-        "--to",
-        "chrome-json",
-        "-q",
-    ];
     let mut codes = Vec::new();
     // Below its own size and a few MB of libraries and stack the program
     // cannot even be loaded (it dies before main).
     let least = (std::fs::metadata(common::bin()).unwrap().len() >> 20) + 6;
     for mb in (least.max(8)..=least.max(8) + 32).step_by(2) {
         let o = dir.path().join(format!("v{mb}.json"));
-        let Some(out) = limited(libc::RLIMIT_AS, mb << 20, &args, &o) else {
+        let Some(out) = limited(libc::RLIMIT_AS, mb << 20, &o) else {
             continue;
         };
         let err = String::from_utf8_lossy(&out.stderr);

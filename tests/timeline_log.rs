@@ -1,6 +1,8 @@
 //! The timeline logging API (crates/timeline-log) through its example,
 //! read back by `polytrace dump`, also while it logs.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,10 +17,6 @@ fn example_bin() -> PathBuf {
         .expect("cargo build --example");
     assert!(st.success());
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/examples/timeline_log")
-}
-
-fn polytrace() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_polytrace"))
 }
 
 /// Parse a row's message into (kind, args); check the args follow the
@@ -56,16 +54,7 @@ fn hundred_thousand_events_dumped_in_order_with_args() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = Command::new(polytrace())
-        .arg("dump")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::output_ok(Command::new(common::bin()).arg("dump").arg(&file));
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
     assert_eq!(
@@ -111,16 +100,7 @@ fn dump_while_logging_never_shows_a_torn_entry() {
     }
     let (mut dumps, mut rows_seen, mut noted) = (0, 0usize, 0);
     while start.elapsed() < Duration::from_secs(4) || dumps < 20 {
-        let out = Command::new(polytrace())
-            .arg("dump")
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = common::output_ok(Command::new(common::bin()).arg("dump").arg(&file));
         let stderr = String::from_utf8_lossy(&out.stderr);
         if stderr.contains("being written") {
             noted += 1;
@@ -167,16 +147,7 @@ fn saved_snapshot_dumps_with_each_category_and_the_priority_filter() {
     start.log1(3); // filtered
     tl.save(&snap).unwrap();
     drop(tl);
-    let out = Command::new(polytrace())
-        .arg("dump")
-        .arg(&snap)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::output_ok(Command::new(common::bin()).arg("dump").arg(&snap));
     let text = String::from_utf8(out.stdout).unwrap();
     let rows: Vec<String> = text
         .lines()

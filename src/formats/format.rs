@@ -5,7 +5,7 @@
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::input::Input;
-use crate::model::{FormatId, Header, LossReport, Timestamp, TraceReader, TraceWriter};
+use crate::model::{FormatId, Header, Item, LossReport, Timestamp, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
 use std::io::Write;
@@ -98,7 +98,7 @@ impl Kind {
         }
     }
     /// The item name `polytrace info` counts the kind by.
-    pub fn info_name(self) -> &'static str {
+    pub const fn info_name(self) -> &'static str {
         match self {
             Kind::Events => "events",
             Kind::Samples => "samples",
@@ -181,6 +181,11 @@ impl Rule {
             fate: Fate::Dropped(why),
         }
     }
+    /// Every item of the kind dropped, counted under the kind's own item
+    /// name (`Kind::info_name`), as `polytrace info` counts them.
+    pub const fn dropped_all(kind: Kind, why: &'static str) -> Rule {
+        Rule::dropped(kind, kind.info_name(), why)
+    }
     pub const fn some_degraded(
         kind: Kind,
         what: &'static str,
@@ -242,6 +247,27 @@ impl Rule {
         } else {
             loss.degrade_n(&what, why, n);
         }
+    }
+}
+
+/// Note `item` (help texts, label sets, marks, annotations) dropped under
+/// the rule `writes` (the writer's declaration) has for its kind, so that
+/// the loss line and the mapping table say the same.
+pub fn note_dropped(loss: &mut LossReport, writes: &[Rule], item: &Item) {
+    let kind = match item {
+        Item::Help(_) => Some(Kind::Help),
+        Item::Labels(_) => Some(Kind::Labels),
+        Item::Mark(_) => Some(Kind::Marks),
+        Item::Annotation(_) => Some(Kind::Annotations),
+        _ => None,
+    };
+    let rule = kind.and_then(|k| writes.iter().find(|r| r.kind == k && r.is_drop()));
+    debug_assert!(
+        rule.is_some(),
+        "no rule of the writer drops this item whole"
+    );
+    if let Some(r) = rule {
+        r.record(loss, None);
     }
 }
 
@@ -363,6 +389,63 @@ pub struct FormatInfo {
     pub undated: bool,
 }
 
+impl FormatInfo {
+    /// A format read, written and listed natively; its reader gives
+    /// `reads`. Its writer takes relative time and has no raw clock, its
+    /// reader gives dates, unless the `with_` methods say otherwise.
+    pub const fn native(
+        id: FormatId,
+        describe: &'static str,
+        reads: &'static [Kind],
+        writes: &'static [Rule],
+    ) -> FormatInfo {
+        FormatInfo {
+            id,
+            caps: Caps {
+                read: true,
+                write: true,
+                dump: true,
+                text_output: false,
+            },
+            describe,
+            absolute_time: AbsoluteTime::NotNeeded,
+            raw_clock: RawClock::None,
+            reads,
+            writes,
+            undated: false,
+        }
+    }
+    /// An export: written only, no reader and no listing.
+    pub const fn export(
+        id: FormatId,
+        describe: &'static str,
+        writes: &'static [Rule],
+    ) -> FormatInfo {
+        let mut info = FormatInfo::native(id, describe, &[], writes);
+        info.caps.read = false;
+        info.caps.dump = false;
+        info
+    }
+    /// The writer writes text and may go to stdout.
+    pub const fn with_text_output(mut self) -> FormatInfo {
+        self.caps.text_output = true;
+        self
+    }
+    pub const fn with_absolute_time(mut self, absolute_time: AbsoluteTime) -> FormatInfo {
+        self.absolute_time = absolute_time;
+        self
+    }
+    pub const fn with_raw_clock(mut self, raw_clock: RawClock) -> FormatInfo {
+        self.raw_clock = raw_clock;
+        self
+    }
+    /// The reader gives relative time or cycles only.
+    pub const fn undated(mut self) -> FormatInfo {
+        self.undated = true;
+        self
+    }
+}
+
 /// One format: reader, writer and native listing.
 pub trait Format: Sync {
     fn info(&self) -> &'static FormatInfo;
@@ -461,6 +544,35 @@ pub trait Format: Sync {
         let mut r = self.open(input, opts)?;
         while r.next_item()?.is_some() {}
         Ok(r.diagnostics().to_vec())
+    }
+}
+
+/// Makes a format's writer (what [`Format::create`] does).
+pub type CreateWriter = fn(&OutTarget, &Header, &WriteOptions) -> Result<Box<dyn TraceWriter>>;
+
+/// An export format: a declaration and a writer, nothing else to say.
+/// The exports share this one [`Format`] implementation.
+pub struct Export {
+    pub info: &'static FormatInfo,
+    pub create: CreateWriter,
+    /// See [`Format::dataset`].
+    pub dataset: bool,
+}
+
+impl Format for Export {
+    fn info(&self) -> &'static FormatInfo {
+        self.info
+    }
+    fn dataset(&self) -> bool {
+        self.dataset
+    }
+    fn create(
+        &self,
+        out: &OutTarget,
+        header: &Header,
+        opts: &WriteOptions,
+    ) -> Result<Box<dyn TraceWriter>> {
+        (self.create)(out, header, opts)
     }
 }
 

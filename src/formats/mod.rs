@@ -30,11 +30,11 @@ static MMV: mmv::MmvFormat = mmv::MmvFormat;
 static PCP: pcp::PcpFormat = pcp::PcpFormat;
 static LTT: ltt::LttFormat = ltt::LttFormat;
 static TIMELINE: timeline::TimelineFormat = timeline::TimelineFormat;
-static CTF: ctf::CtfFormat = ctf::CtfFormat;
-static CHROME: chrome::ChromeFormat = chrome::ChromeFormat;
-static CSV: csv::CsvFormat = csv::CsvFormat;
-static PARQUET: parquet::ParquetFormat = parquet::ParquetFormat;
-static PERFETTO: perfetto::PerfettoFormat = perfetto::PerfettoFormat;
+static CTF: format::Export = ctf::FORMAT;
+static CHROME: format::Export = chrome::FORMAT;
+static CSV: format::Export = csv::FORMAT;
+static PARQUET: format::Export = parquet::FORMAT;
+static PERFETTO: format::Export = perfetto::FORMAT;
 
 /// Every format, in `polytrace formats` order.
 pub fn all() -> [&'static dyn Format; 11] {

@@ -118,5 +118,5 @@ impl TraceReader for EventCounters {
             }
         }
     }
-    pass_to_inner!(header, diagnostics, native_counts, progress);
+    pass_to_inner!(described);
 }

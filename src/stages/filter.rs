@@ -51,14 +51,7 @@ impl TraceReader for Filter {
             }
         }
     }
-    pass_to_inner!(
-        header,
-        diagnostics,
-        native_counts,
-        progress,
-        recycle,
-        restarts
-    );
+    pass_to_inner!(described, recycle, restarts);
 }
 
 #[cfg(test)]

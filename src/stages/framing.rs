@@ -220,15 +220,7 @@ impl TraceReader for Unframe {
     fn event_runs(&mut self) -> bool {
         self.inner.event_runs()
     }
-    pass_to_inner!(
-        header,
-        diagnostics,
-        native_counts,
-        progress,
-        recycle,
-        recycle_batch,
-        restarts
-    );
+    pass_to_inner!(described, recycle, recycle_batch, restarts);
 }
 
 #[cfg(test)]

@@ -784,7 +784,7 @@ impl TraceReader for KpiFromProc {
             self.queue.push_back(item);
         }
     }
-    pass_to_inner!(header, diagnostics, native_counts, progress);
+    pass_to_inner!(described);
 }
 
 #[cfg(test)]

@@ -3,9 +3,14 @@
 //! takes the stream it wraps and yields a stream of the same model.
 
 /// `TraceReader` methods a stage passes to its `inner` reader unchanged,
-/// named in its `impl TraceReader`: `pass_to_inner!(header, progress);`.
+/// named in its `impl TraceReader`: `pass_to_inner!(header, progress);`
+/// (`described`: header, diagnostics, native_counts and progress).
 macro_rules! pass_to_inner {
     ($($m:ident),* $(,)?) => { $(pass_to_inner!(@ $m);)* };
+    // What a stage that leaves the stream's description alone passes on.
+    (@ described) => {
+        pass_to_inner!(header, diagnostics, native_counts, progress);
+    };
     (@ header) => {
         fn header(&self) -> &crate::model::Header {
             self.inner.header()

@@ -74,5 +74,5 @@ impl TraceReader for Rates {
             other => other,
         }))
     }
-    pass_to_inner!(header, diagnostics, native_counts, progress, restarts);
+    pass_to_inner!(described, restarts);
 }

@@ -470,14 +470,7 @@ impl TraceReader for Reorder {
     fn event_runs(&mut self) -> bool {
         self.handed && self.inner.event_runs()
     }
-    pass_to_inner!(
-        header,
-        diagnostics,
-        native_counts,
-        progress,
-        recycle,
-        recycle_batch
-    );
+    pass_to_inner!(described, recycle, recycle_batch);
 }
 
 #[cfg(test)]

@@ -46,12 +46,5 @@ impl TraceReader for Window {
             self.inner.recycle(item);
         }
     }
-    pass_to_inner!(
-        header,
-        diagnostics,
-        native_counts,
-        progress,
-        recycle,
-        restarts
-    );
+    pass_to_inner!(described, recycle, restarts);
 }

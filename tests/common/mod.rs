@@ -217,3 +217,56 @@ pub fn common_events(p: &Path, extra: &[&str]) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The corpus files `rels` (paths below the corpus).
+pub fn corpus_files(rels: &[&str]) -> Vec<PathBuf> {
+    let c = corpus();
+    rels.iter().map(|p| c.join(p)).collect()
+}
+
+/// The corpus timeline snapshots (`timeline/*.dat`), sorted.
+pub fn timeline_snapshots() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(corpus().join("timeline"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "dat"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A value we wrote and the one `pmrep -o csv -P 9` printed agree: integers
+/// exactly, reals to pmrep's 9 decimals (FLOAT widened to double first),
+/// strings but for the delimiter pmrep replaces inside them (we quote).
+pub fn same_as_pmrep(ours: &str, theirs: &str) -> bool {
+    if let (Ok(a), Ok(b)) = (ours.parse::<i128>(), theirs.parse::<i128>()) {
+        return a == b;
+    }
+    if let (Ok(a), Ok(b)) = (ours.parse::<f64>(), theirs.parse::<f64>()) {
+        return (a - b).abs() <= 1e-6 * a.abs().max(1.0);
+    }
+    ours.replace(',', "_") == theirs
+}
+
+/// The binary under test: POLYTRACE_TEST_BIN runs a test against another
+/// build (e.g. to see it fail on an older one).
+pub fn bin_under_test() -> PathBuf {
+    std::env::var_os("POLYTRACE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(bin)
+}
+
+/// `ARGS…` run by [`bin_under_test`]: exit code, stdout and stderr.
+pub fn pt_under_test(args: &[&str]) -> (i32, String, String) {
+    outcome(Command::new(bin_under_test()).args(args))
+}
+
+/// The testdata file `rel` as an argument.
+pub fn td(rel: &str) -> String {
+    testdata().join(rel).to_string_lossy().into_owned()
+}
+
+/// A path as an argument.
+pub fn path_arg(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}

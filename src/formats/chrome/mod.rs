@@ -8,30 +8,16 @@
 pub mod json;
 pub mod writer;
 
-use crate::error::Result;
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::model::{FormatId, Header, TraceWriter};
-use crate::options::WriteOptions;
-use crate::output::OutTarget;
-
-pub struct ChromeFormat;
+use crate::formats::format::{Export, FormatInfo, Kind, Rule};
+use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::ChromeJson,
-    caps: Caps {
-        read: false,
-        write: true,
-        dump: false,
-        text_output: true,
-    },
-    describe: "Chrome trace-event JSON for Perfetto UI / chrome://tracing (export only)",
-    absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::None,
-    reads: &[],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::export(
+    FormatId::ChromeJson,
+    "Chrome trace-event JSON for Perfetto UI / chrome://tracing (export only)",
+    WRITES,
+)
+.with_text_output();
 
 /// What a Chrome trace-event file holds (`docs/chrome.md`).
 pub const WRITES: &[Rule] = &[
@@ -66,30 +52,15 @@ pub const WRITES: &[Rule] = &[
     ),
     Rule::kept(Kind::Metrics, "as counter track names"),
     Rule::kept(Kind::Indoms, "instance names in the counter series"),
-    Rule::dropped(
-        Kind::Help,
-        "help texts",
-        "Chrome trace JSON has no place for them",
-    ),
-    Rule::dropped(
-        Kind::Labels,
-        "label sets",
-        "Chrome trace JSON has no place for them",
-    ),
+    Rule::dropped_all(Kind::Help, "Chrome trace JSON has no place for them"),
+    Rule::dropped_all(Kind::Labels, "Chrome trace JSON has no place for them"),
     Rule::kept(Kind::Marks, "instants on a marks track"),
     Rule::kept(Kind::Annotations, "instants on a notes track"),
 ];
 
-impl Format for ChromeFormat {
-    fn info(&self) -> &'static FormatInfo {
-        &INFO
-    }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        _opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        Ok(Box::new(writer::ChromeWriter::new(out, header)?))
-    }
-}
+/// The format: its declaration and its writer.
+pub const FORMAT: Export = Export {
+    info: &INFO,
+    create: |out, header, _opts| Ok(Box::new(writer::ChromeWriter::new(out, header)?)),
+    dataset: false,
+};

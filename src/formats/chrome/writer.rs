@@ -4,6 +4,7 @@
 
 use super::json::{write_f64, write_int, write_str, write_us, write_value};
 use crate::error::{Error, Result};
+use crate::formats::format::note_dropped;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
 use crate::formats::pairs::{Open, Pairing, Slices, TrackKey, TypeInfo};
 use crate::model::*;
@@ -873,14 +874,8 @@ impl TraceWriter for ChromeWriter {
                 self.indom(u);
                 Ok(())
             }
-            Item::Help(_) => {
-                self.loss
-                    .drop_item("help texts", "Chrome trace JSON has no place for them");
-                Ok(())
-            }
-            Item::Labels(_) => {
-                self.loss
-                    .drop_item("label sets", "Chrome trace JSON has no place for them");
+            Item::Help(_) | Item::Labels(_) => {
+                note_dropped(&mut self.loss, super::WRITES, item);
                 Ok(())
             }
             Item::Event(e) => self.event(e),

@@ -10,36 +10,21 @@ pub mod glob;
 pub mod spool;
 pub mod writer;
 
-use crate::error::Result;
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::model::{FormatId, Header, TraceWriter};
-use crate::options::WriteOptions;
-use crate::output::OutTarget;
-
-pub struct CsvFormat;
+use crate::formats::format::{Export, FormatInfo, Kind, Rule};
+use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Csv,
-    caps: Caps {
-        read: false,
-        write: true,
-        dump: false,
-        text_output: true,
-    },
-    describe: "CSV tables of samples (like pmrep -o csv) and events (export only)",
-    absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::None,
-    reads: &[],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::export(
+    FormatId::Csv,
+    "CSV tables of samples (like pmrep -o csv) and events (export only)",
+    WRITES,
+)
+.with_text_output();
 
 /// What the CSV tables hold with the default options (`docs/csv.md`).
 pub const WRITES: &[Rule] = &[
-    Rule::dropped(
+    Rule::dropped_all(
         Kind::Events,
-        "events",
         "the samples table has no place for them (--events writes an events table)",
     ),
     Rule::kept(
@@ -60,26 +45,18 @@ pub const WRITES: &[Rule] = &[
     ),
     Rule::kept(Kind::Metrics, "as column names"),
     Rule::kept(Kind::Indoms, "instance names in the column names"),
-    Rule::dropped(Kind::Help, "help texts", "CSV has no place for them"),
-    Rule::dropped(Kind::Labels, "label sets", "CSV has no place for them"),
-    Rule::dropped(Kind::Marks, "marks", "a CSV table has no place for them"),
-    Rule::dropped(
+    Rule::dropped_all(Kind::Help, "CSV has no place for them"),
+    Rule::dropped_all(Kind::Labels, "CSV has no place for them"),
+    Rule::dropped_all(Kind::Marks, "a CSV table has no place for them"),
+    Rule::dropped_all(
         Kind::Annotations,
-        "annotations",
         "the samples table has no place for them (--events lists them)",
     ),
 ];
 
-impl Format for CsvFormat {
-    fn info(&self) -> &'static FormatInfo {
-        &INFO
-    }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        Ok(Box::new(writer::CsvWriter::new(out, header, opts)?))
-    }
-}
+/// The format: its declaration and its writer.
+pub const FORMAT: Export = Export {
+    info: &INFO,
+    create: |out, header, opts| Ok(Box::new(writer::CsvWriter::new(out, header, opts)?)),
+    dataset: false,
+};

@@ -6,6 +6,7 @@
 use super::glob;
 use super::spool::{Cell, Record, Spool, SpoolReader};
 use crate::error::{Error, Result};
+use crate::formats::format::note_dropped;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
 use crate::model::*;
 use crate::options::WriteOptions;
@@ -774,14 +775,8 @@ impl TraceWriter for CsvWriter {
                 self.indom(u);
                 Ok(())
             }
-            Item::Help(_) => {
-                self.loss
-                    .drop_item("help texts", "CSV has no place for them");
-                Ok(())
-            }
-            Item::Labels(_) => {
-                self.loss
-                    .drop_item("label sets", "CSV has no place for them");
+            Item::Help(_) | Item::Labels(_) => {
+                note_dropped(&mut self.loss, super::WRITES, item);
                 Ok(())
             }
             Item::Sample(s) => self.sample(s),

@@ -8,32 +8,18 @@ pub mod packet;
 pub mod types;
 pub mod writer;
 
-use crate::error::Result;
-use crate::formats::format::{
-    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
-};
-use crate::model::{FormatId, Header, TraceWriter};
-use crate::options::WriteOptions;
-use crate::output::OutTarget;
+use crate::formats::format::{path_target, Export, FormatInfo, Kind, RawClock, Rule};
+use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Ctf,
-    caps: Caps {
-        read: false,
-        write: true,
-        dump: false,
-        text_output: false,
-    },
-    describe: "CTF 1.8 trace directory for babeltrace2 / Trace Compass (export only)",
-    // The clock says whether it is absolute; raw counters travel in
-    // `raw_clock`, named in `env.raw_clock`.
-    absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::Carried,
-    reads: &[],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::export(
+    FormatId::Ctf,
+    "CTF 1.8 trace directory for babeltrace2 / Trace Compass (export only)",
+    WRITES,
+)
+// The clock says whether it is absolute; raw counters travel in
+// `raw_clock`, named in `env.raw_clock`.
+.with_raw_clock(RawClock::Carried);
 
 /// What a CTF 1.8 trace holds.
 pub const WRITES: &[Rule] = &[
@@ -49,29 +35,22 @@ pub const WRITES: &[Rule] = &[
         "indom updates",
         "kept as the instance_name of each value, not as an event of its own",
     ),
-    Rule::dropped(Kind::Help, "help texts", "no place in CTF 1.8 metadata"),
-    Rule::dropped(Kind::Labels, "label sets", "no place in CTF 1.8 metadata"),
+    Rule::dropped_all(Kind::Help, "no place in CTF 1.8 metadata"),
+    Rule::dropped_all(Kind::Labels, "no place in CTF 1.8 metadata"),
     Rule::kept(Kind::Marks, "mark events"),
     Rule::kept(Kind::Annotations, "annotation events"),
 ];
 
-pub struct CtfFormat;
-
-impl Format for CtfFormat {
-    fn info(&self) -> &'static FormatInfo {
-        &INFO
-    }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        _opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
+/// The format: its declaration and its writer.
+pub const FORMAT: Export = Export {
+    info: &INFO,
+    create: |out, header, _opts| {
         let path = path_target(out, "a CTF trace is a directory: give -o DIR")?;
         Ok(Box::new(writer::CtfWriter::create(
             path,
             header,
             writer::Config::default(),
         )?))
-    }
-}
+    },
+    dataset: false,
+};

@@ -8,6 +8,7 @@ use super::metadata::{self, Declared};
 use super::packet::{Stream, SC_CPU, SC_OTHER};
 use super::types::{self, CField, CType};
 use crate::error::{Error, Result};
+use crate::formats::format::note_dropped;
 use crate::model::{
     keys, Annotation, Event, EventType, EventTypeId, Header, IndomId, IndomKind, IndomUpdate,
     InstId, Item, LossReport, Mark, MetricDesc, MetricId, Sample, TraceWriter, PM_IN_NULL,
@@ -547,12 +548,7 @@ impl TraceWriter for CtfWriter {
             Item::EventType(t) => self.define_type(t),
             Item::Metric(m) => self.define_metric(m),
             Item::Indom(u) => self.update_indom(u),
-            Item::Help(_) => self
-                .loss
-                .drop_item("help texts", "no place in CTF 1.8 metadata"),
-            Item::Labels(_) => self
-                .loss
-                .drop_item("label sets", "no place in CTF 1.8 metadata"),
+            Item::Help(_) | Item::Labels(_) => note_dropped(&mut self.loss, super::WRITES, item),
             Item::Event(e) => self.write_event(e)?,
             Item::EventRun(r) => r.each_item(|it| self.write_item(it))?,
             Item::Sample(s) => self.write_sample(s)?,

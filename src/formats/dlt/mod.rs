@@ -19,9 +19,7 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{
-    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
-};
+use crate::formats::format::{path_target, AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::Input;
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -43,18 +41,10 @@ pub(crate) fn open_raw(input: &Input) -> Result<Box<dyn Read>> {
 }
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Dlt,
-    caps: Caps {
-        read: true,
-        write: true,
-        dump: true,
-        text_output: false,
-    },
-    describe: "DLT storage files (.dlt): log messages (typed events) and dlt-kpi data",
-    absolute_time: AbsoluteTime::Needed,
-    raw_clock: RawClock::Native(crate::model::keys::CLOCK_DLT),
-    reads: &[
+pub const INFO: FormatInfo = FormatInfo::native(
+    FormatId::Dlt,
+    "DLT storage files (.dlt): log messages (typed events) and dlt-kpi data",
+    &[
         Kind::Events,
         Kind::Samples,
         Kind::Metrics,
@@ -62,9 +52,10 @@ pub const INFO: FormatInfo = FormatInfo {
         Kind::Help,
         Kind::Annotations,
     ],
-    writes: WRITES,
-    undated: false,
-};
+    WRITES,
+)
+.with_absolute_time(AbsoluteTime::Needed)
+.with_raw_clock(RawClock::Native(crate::model::keys::CLOCK_DLT));
 
 /// KPI data is grouped as KPI lines are; every other event, value and
 /// annotation becomes a verbose log message of its own.
@@ -136,8 +127,8 @@ pub const WRITES: &[Rule] = &[
         "help of other metrics",
         "DLT messages have no help text",
     ),
-    Rule::dropped(Kind::Labels, "label sets", "DLT messages have no labels"),
-    Rule::dropped(Kind::Marks, "marks", "DLT files have no marks"),
+    Rule::dropped_all(Kind::Labels, "DLT messages have no labels"),
+    Rule::dropped_all(Kind::Marks, "DLT files have no marks"),
     Rule::kept(Kind::Annotations, "as log messages"),
     Rule::some_degraded(
         Kind::Annotations,

@@ -10,7 +10,7 @@ pub mod text;
 pub mod truncated;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -33,27 +33,24 @@ impl KpiFormat {
 }
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Kpi,
-    caps: Caps {
-        read: true,
-        write: true,
-        dump: true,
-        text_output: true,
-    },
-    describe: "dlt-kpi text lines (bare datasets or dlt-convert -a lines)",
-    absolute_time: AbsoluteTime::NeededWhen(|o| o.kpi_style.as_deref() == Some("dlt")),
-    raw_clock: RawClock::Native(crate::model::keys::CLOCK_DLT),
-    reads: &[
+pub const INFO: FormatInfo = FormatInfo::native(
+    FormatId::Kpi,
+    "dlt-kpi text lines (bare datasets or dlt-convert -a lines)",
+    &[
         Kind::Events,
         Kind::Samples,
         Kind::Metrics,
         Kind::Indoms,
         Kind::Help,
     ],
-    writes: KPI_WRITES,
-    undated: true,
-};
+    KPI_WRITES,
+)
+.with_text_output()
+.with_absolute_time(AbsoluteTime::NeededWhen(|o| {
+    o.kpi_style.as_deref() == Some("dlt")
+}))
+.with_raw_clock(RawClock::Native(crate::model::keys::CLOCK_DLT))
+.undated();
 
 /// What KPI lines hold.
 pub const KPI_WRITES: &[Rule] = &[
@@ -140,13 +137,9 @@ pub const KPI_WRITES: &[Rule] = &[
         "help of other metrics",
         "KPI lines have no help text",
     ),
-    Rule::dropped(Kind::Labels, "label sets", "KPI lines have no labels"),
-    Rule::dropped(Kind::Marks, "marks", "KPI lines have no marks"),
-    Rule::dropped(
-        Kind::Annotations,
-        "annotations",
-        "KPI lines have no annotations",
-    ),
+    Rule::dropped_all(Kind::Labels, "KPI lines have no labels"),
+    Rule::dropped_all(Kind::Marks, "KPI lines have no marks"),
+    Rule::dropped_all(Kind::Annotations, "KPI lines have no annotations"),
 ];
 
 impl Format for KpiFormat {

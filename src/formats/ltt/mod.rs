@@ -13,9 +13,7 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{
-    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
-};
+use crate::formats::format::{path_target, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Input, InputKind};
 use crate::model::{Event, FormatId, Header, Item, TraceReader, TraceWriter, Value};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -100,24 +98,16 @@ fn open_unpacked(mut tmp: writer::Unpacked, salvage: bool) -> Result<Opened> {
 }
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Ltt,
-    caps: Caps {
-        read: true,
-        write: true,
-        dump: true,
-        text_output: false,
-    },
-    describe: "LTT directory traces (2003-2005) with XML event definitions",
-    absolute_time: AbsoluteTime::NotNeeded,
-    // Read: the LTT cycle counter. Written: the self-description carries
-    // any raw clock with its meaning (`LttFormat::raw_clock`); only
-    // `--ltt-plain` keeps LTT cycles alone.
-    raw_clock: RawClock::Native(crate::model::keys::CLOCK_LTT),
-    reads: &[Kind::Events],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::native(
+    FormatId::Ltt,
+    "LTT directory traces (2003-2005) with XML event definitions",
+    &[Kind::Events],
+    WRITES,
+)
+// Read: the LTT cycle counter. Written: the self-description carries
+// any raw clock with its meaning (`LttFormat::raw_clock`); only
+// `--ltt-plain` keeps LTT cycles alone.
+.with_raw_clock(RawClock::Native(crate::model::keys::CLOCK_LTT));
 
 /// What an LTT trace holds: typed events, and (unless `--ltt-plain`) the
 /// `polytrace` self-description that gives a non-LTT stream back exactly.

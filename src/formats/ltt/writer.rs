@@ -8,6 +8,7 @@ use super::layout::{self, Bo, FRAME, HDR, HEARTBEAT, ID_BLOCK_END, ID_BLOCK_STAR
 use super::reader::Trailer;
 use super::{keys, paths, selfdesc, system};
 use crate::error::{Error, Position, Result};
+use crate::formats::format::note_dropped;
 use crate::model::{
     EventType, ExtraValue, FieldType, Header, Item, LossReport, MetricDesc, TraceWriter, Value,
     ValueType,
@@ -1477,16 +1478,9 @@ impl TraceWriter for LttWriter {
             )?,
             Item::Sample(s) => self.write_sample(s)?,
             Item::Indom(u) => self.write_indom(u)?,
-            Item::Help(_) => self
-                .loss
-                .drop_item("help texts", "not representable in LTT"),
-            Item::Labels(_) => self
-                .loss
-                .drop_item("label sets", "not representable in LTT"),
-            Item::Mark(_) => self.loss.drop_item("marks", "not representable in LTT"),
-            Item::Annotation(_) => self
-                .loss
-                .drop_item("annotations", "not representable in LTT"),
+            Item::Help(_) | Item::Labels(_) | Item::Mark(_) | Item::Annotation(_) => {
+                note_dropped(&mut self.loss, super::WRITES, item)
+            }
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{Format, FormatInfo, Kind, Rule};
 use crate::input::{Bytes, Input};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -72,27 +72,18 @@ fn read_all(input: &Input) -> Result<Bytes> {
 }
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Mmv,
-    caps: Caps {
-        read: true,
-        write: true,
-        dump: true,
-        text_output: false,
-    },
-    describe: "PCP MMV memory-mapped value files v1/v2/v3",
-    absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::None,
-    reads: &[
+pub const INFO: FormatInfo = FormatInfo::native(
+    FormatId::Mmv,
+    "PCP MMV memory-mapped value files v1/v2/v3",
+    &[
         Kind::Samples,
         Kind::Metrics,
         Kind::Indoms,
         Kind::Help,
         Kind::Labels,
     ],
-    writes: WRITES,
-    undated: false,
-};
+    WRITES,
+);
 
 /// MMV is one snapshot of metrics.
 pub const WRITES: &[Rule] = &[
@@ -127,8 +118,8 @@ pub const WRITES: &[Rule] = &[
         "context and domain labels",
         "context/domain labels have no MMV equivalent",
     ),
-    Rule::dropped(Kind::Marks, "marks", "MMV has no discontinuity markers"),
-    Rule::dropped(Kind::Annotations, "annotations", "MMV has no annotations"),
+    Rule::dropped_all(Kind::Marks, "MMV has no discontinuity markers"),
+    Rule::dropped_all(Kind::Annotations, "MMV has no annotations"),
 ];
 
 /// How events reach MMV (the `EventCounters` stage reports it so).

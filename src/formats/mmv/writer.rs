@@ -12,6 +12,7 @@ use super::keys::*;
 use super::layout::*;
 use super::reader::generation_of;
 use crate::error::{Error, Result};
+use crate::formats::format::note_dropped;
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
@@ -156,10 +157,9 @@ impl TraceWriter for MmvWriter {
             Item::EventType(_) => self
                 .loss
                 .drop_item("event types", "MMV holds a metric snapshot, not events"),
-            Item::Mark(_) => self
-                .loss
-                .drop_item("marks", "MMV has no discontinuity markers"),
-            Item::Annotation(_) => self.loss.drop_item("annotations", "MMV has no annotations"),
+            Item::Mark(_) | Item::Annotation(_) => {
+                note_dropped(&mut self.loss, super::WRITES, item)
+            }
         }
         Ok(())
     }

@@ -14,29 +14,15 @@ pub mod schema;
 pub mod table;
 pub mod writer;
 
-use crate::error::Result;
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
-use crate::model::{FormatId, Header, TraceWriter};
-use crate::options::WriteOptions;
-use crate::output::OutTarget;
+use crate::formats::format::{AbsoluteTime, Export, FormatInfo, Kind, Rule};
+use crate::model::FormatId;
 
-pub struct ParquetFormat;
-
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Parquet,
-    caps: Caps {
-        read: false,
-        write: true,
-        dump: false,
-        text_output: false,
-    },
-    describe: "Parquet tables of samples (one row per value) and events, for DuckDB and Spark (export only)",
-    absolute_time: AbsoluteTime::Needed,
-    raw_clock: RawClock::None,
-    reads: &[],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::export(
+    FormatId::Parquet,
+    "Parquet tables of samples (one row per value) and events, for DuckDB and Spark (export only)",
+    WRITES,
+)
+.with_absolute_time(AbsoluteTime::Needed);
 
 /// What the two tables hold (docs/parquet.md).
 pub const WRITES: &[Rule] = &[
@@ -65,14 +51,9 @@ pub const WRITES: &[Rule] = &[
     ),
     Rule::kept(Kind::Metrics, "as the metric, units and semantics columns"),
     Rule::kept(Kind::Indoms, "instance names in the instance column"),
-    Rule::dropped(
-        Kind::Help,
-        "help texts",
-        "the tables have no place for them",
-    ),
-    Rule::dropped(
+    Rule::dropped_all(Kind::Help, "the tables have no place for them"),
+    Rule::dropped_all(
         Kind::Labels,
-        "label sets",
         "the tables have no place for them (the host is a column)",
     ),
     Rule::kept(Kind::Marks, "as events of type `mark`"),
@@ -82,19 +63,9 @@ pub const WRITES: &[Rule] = &[
     ),
 ];
 
-impl Format for ParquetFormat {
-    fn info(&self) -> &'static FormatInfo {
-        &INFO
-    }
-    fn dataset(&self) -> bool {
-        true
-    }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        Ok(Box::new(writer::ParquetWriter::new(out, header, opts)?))
-    }
-}
+/// The format: its declaration and its writer.
+pub const FORMAT: Export = Export {
+    info: &INFO,
+    create: |out, header, opts| Ok(Box::new(writer::ParquetWriter::new(out, header, opts)?)),
+    dataset: true,
+};

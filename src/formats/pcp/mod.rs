@@ -16,9 +16,7 @@ pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::format::{
-    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
-};
+use crate::formats::format::{path_target, AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -33,29 +31,15 @@ fn has_magic(b: &[u8]) -> bool {
 }
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Pcp,
-    caps: Caps {
-        read: true,
-        write: true,
-        dump: true,
-        text_output: false,
-    },
-    describe: "PCP archives v2/v3 (.meta, .0…, .index)",
-    absolute_time: AbsoluteTime::Needed,
-    raw_clock: RawClock::Carried,
-    reads: &[
-        Kind::Events,
-        Kind::Samples,
-        Kind::Metrics,
-        Kind::Indoms,
-        Kind::Help,
-        Kind::Labels,
-        Kind::Marks,
-    ],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::native(
+    FormatId::Pcp,
+    "PCP archives v2/v3 (.meta, .0…, .index)",
+    // Every kind but annotations.
+    Kind::ALL.split_at(7).0,
+    WRITES,
+)
+.with_absolute_time(AbsoluteTime::Needed)
+.with_raw_clock(RawClock::Carried);
 
 /// A PCP archive holds everything but free text.
 pub const WRITES: &[Rule] = &[
@@ -76,11 +60,8 @@ pub const BACKWARDS: Rule = Rule::some_degraded(
 );
 
 /// The writer reports dropped annotations under this rule.
-pub const ANNOTATIONS: Rule = Rule::dropped(
-    Kind::Annotations,
-    "annotations",
-    "PCP archives have no annotations",
-);
+pub const ANNOTATIONS: Rule =
+    Rule::dropped_all(Kind::Annotations, "PCP archives have no annotations");
 
 impl Format for PcpFormat {
     fn info(&self) -> &'static FormatInfo {

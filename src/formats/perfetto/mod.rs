@@ -9,32 +9,15 @@ pub mod layout;
 pub mod wire;
 pub mod writer;
 
-use crate::error::Result;
-use crate::formats::format::{
-    path_target, AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule,
-};
-use crate::model::{FormatId, Header, TraceWriter};
-use crate::options::WriteOptions;
-use crate::output::OutTarget;
-
-pub struct PerfettoFormat;
+use crate::formats::format::{path_target, Export, FormatInfo, Kind, Rule};
+use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Perfetto,
-    caps: Caps {
-        read: false,
-        write: true,
-        dump: false,
-        text_output: false,
-    },
-    describe: "Perfetto protobuf trace for Perfetto UI / trace processor (export only)",
-    absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::None,
-    reads: &[],
-    writes: WRITES,
-    undated: false,
-};
+pub const INFO: FormatInfo = FormatInfo::export(
+    FormatId::Perfetto,
+    "Perfetto protobuf trace for Perfetto UI / trace processor (export only)",
+    WRITES,
+);
 
 /// What a Perfetto trace holds (`docs/perfetto.md`).
 pub const WRITES: &[Rule] = &[
@@ -90,34 +73,23 @@ pub const WRITES: &[Rule] = &[
     ),
     Rule::kept(Kind::Metrics, "as counter track names and units"),
     Rule::kept(Kind::Indoms, "instance names in the counter track names"),
-    Rule::dropped(
-        Kind::Help,
-        "help texts",
-        "no place for them in a Perfetto trace",
+    Rule::dropped_all(Kind::Help, "no place for them in a Perfetto trace",
     ),
-    Rule::dropped(
-        Kind::Labels,
-        "label sets",
-        "no place for them in a Perfetto trace",
+    Rule::dropped_all(Kind::Labels, "no place for them in a Perfetto trace",
     ),
     Rule::kept(Kind::Marks, "instants on a marks track"),
     Rule::kept(Kind::Annotations, "instants on a notes track"),
 ];
 
-impl Format for PerfettoFormat {
-    fn info(&self) -> &'static FormatInfo {
-        &INFO
-    }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
+/// The format: its declaration and its writer.
+pub const FORMAT: Export = Export {
+    info: &INFO,
+    create: |out, header, opts| {
         let p = path_target(
             out,
             "a Perfetto trace is binary: give -o FILE.perfetto-trace",
         )?;
         Ok(Box::new(writer::PerfettoWriter::new(p, header, opts)?))
-    }
-}
+    },
+    dataset: false,
+};

@@ -9,6 +9,7 @@ use super::wire::{self, Oversize};
 use crate::error::{Error, Result};
 use crate::formats::chrome::json::write_value;
 use crate::formats::dlt::reader::X_RAW;
+use crate::formats::format::note_dropped;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
 use crate::formats::pairs::{Open, Pairing, Slices, TrackKey};
 use crate::model::*;
@@ -1342,14 +1343,8 @@ impl TraceWriter for PerfettoWriter {
                 self.indom(u);
                 Ok(())
             }
-            Item::Help(_) => {
-                self.loss
-                    .drop_item("help texts", "no place for them in a Perfetto trace");
-                Ok(())
-            }
-            Item::Labels(_) => {
-                self.loss
-                    .drop_item("label sets", "no place for them in a Perfetto trace");
+            Item::Help(_) | Item::Labels(_) => {
+                note_dropped(&mut self.loss, super::WRITES, item);
                 Ok(())
             }
             Item::Event(e) => self.event(e),

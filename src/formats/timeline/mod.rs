@@ -9,7 +9,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{AbsoluteTime, Caps, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{Format, FormatInfo, Kind, RawClock, Rule};
 use crate::input::{Bytes, Input, InputKind};
 use crate::model::{FormatId, Header, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
@@ -122,21 +122,14 @@ pub fn detect_bytes(probe: &[u8], file_len: u64) -> u8 {
 }
 
 /// What this format is and can do (`polytrace formats`).
-pub const INFO: FormatInfo = FormatInfo {
-    id: FormatId::Timeline,
-    caps: Caps {
-        read: true,
-        write: true,
-        dump: true,
-        text_output: false,
-    },
-    describe: "Snabb timeline snapshots (A2 prototype, mainline M2/M3)",
-    absolute_time: AbsoluteTime::NotNeeded,
-    raw_clock: RawClock::Native(crate::model::keys::CLOCK_TSC),
-    reads: &[Kind::Events],
-    writes: WRITES,
-    undated: true,
-};
+pub const INFO: FormatInfo = FormatInfo::native(
+    FormatId::Timeline,
+    "Snabb timeline snapshots (A2 prototype, mainline M2/M3)",
+    &[Kind::Events],
+    WRITES,
+)
+.with_raw_clock(RawClock::Native(crate::model::keys::CLOCK_TSC))
+.undated();
 
 /// A timeline holds messages with up to 4 (A2) or 6 (M3) args: numbers, or
 /// text as string-table offsets.
@@ -181,14 +174,10 @@ pub const WRITES: &[Rule] = &[
     ),
     Rule::kept(Kind::Metrics, "as message names"),
     Rule::kept(Kind::Indoms, "instance names in the message names"),
-    Rule::dropped(Kind::Help, "help texts", "no place in a timeline"),
-    Rule::dropped(Kind::Labels, "label sets", "no place in a timeline"),
-    Rule::dropped(Kind::Marks, "marks", "no place in a timeline"),
-    Rule::dropped(
-        Kind::Annotations,
-        "annotations",
-        "a timeline entry has no free text",
-    ),
+    Rule::dropped_all(Kind::Help, "no place in a timeline"),
+    Rule::dropped_all(Kind::Labels, "no place in a timeline"),
+    Rule::dropped_all(Kind::Marks, "no place in a timeline"),
+    Rule::dropped_all(Kind::Annotations, "a timeline entry has no free text"),
 ];
 
 impl Format for TimelineFormat {

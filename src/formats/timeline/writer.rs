@@ -18,6 +18,7 @@ use super::layout::{
     M_DEFAULT_ENTRIES, M_DEFAULT_STRINGS, M_MAGIC, M_UNKNOWN_MSGID, PRIORITIES,
 };
 use crate::error::{Error, Result};
+use crate::formats::format::note_dropped;
 use crate::model::{
     Event, EventType, EventTypeId, ExtraValue, FieldType, FormatId, Header, IndomId, InstId, Item,
     LossReport, MetricDesc, MetricId, Sample, TraceWriter, Value,
@@ -1158,12 +1159,9 @@ impl TraceWriter for TimelineWriter {
                 }
             }
             Item::Sample(s) => self.write_sample(s)?,
-            Item::Help(_) => self.loss.drop_item("help texts", "no place in a timeline"),
-            Item::Labels(_) => self.loss.drop_item("label sets", "no place in a timeline"),
-            Item::Mark(_) => self.loss.drop_item("marks", "no place in a timeline"),
-            Item::Annotation(_) => self
-                .loss
-                .drop_item("annotations", "a timeline entry has no free text"),
+            Item::Help(_) | Item::Labels(_) | Item::Mark(_) | Item::Annotation(_) => {
+                note_dropped(&mut self.loss, super::WRITES, item)
+            }
         }
         Ok(())
     }
