@@ -200,6 +200,20 @@ const NOT_NATIVE: Tgt = to(&[
     Target::Stats,
 ]);
 
+/// Targets that hold samples of any metric (KPI lines hold process data only).
+const SAMPLE_TARGETS: Tgt = to(&[
+    Target::To(Dlt),
+    Target::To(Mmv),
+    Target::To(Pcp),
+    Target::To(Ltt),
+    Target::To(Timeline),
+    Target::To(ChromeJson),
+    Target::To(Csv),
+    Target::To(Ctf),
+    Target::To(Parquet),
+    Target::To(Perfetto),
+]);
+
 const fn target(f: FormatId) -> Tgt {
     match f {
         Kpi => to(&[Target::To(Kpi)]),
@@ -309,6 +323,12 @@ pub const OPTIONS: &[OptSpec] = &[
         &[r(RC, METRIC_SOURCES, target(Csv))],
     ),
     opt("events", "CSV output (--to csv)", "--to csv", CSV_W),
+    opt(
+        "extract",
+        "Values from text",
+        "convert of inputs with text messages (dlt, kpi, ltt, timeline), into targets that hold samples (not --to kpi)",
+        &[r(&[Convert], Src::Formats(&[Kpi, Dlt, Ltt, Timeline]), SAMPLE_TARGETS)],
+    ),
     opt(
         "kpi-app",
         "DLT and KPI input",
