@@ -1815,3 +1815,116 @@ fn labels_and_vari_names_name_the_series() {
         ]
     );
 }
+
+// ------------------------------------------------------------ values from text
+
+/// The monitoring capture (dlt-daemon + dlt-adaptor-stdin, free text).
+fn mon_cpu() -> PathBuf {
+    common::corpus().join("dlt/mon-cpu.dlt")
+}
+
+#[test]
+fn extracted_series_equal_the_numbers_in_the_payloads() {
+    // Expected: the MON/CPUS lines of dlt-convert's listing of the capture,
+    // split here by their own pattern.
+    let listing =
+        std::fs::read_to_string(common::corpus().join("dlt/mon-cpu.dlt-convert-a.txt")).unwrap();
+    let line = regex::Regex::new(
+        r"MON1 MON- CPUS log info V 1 \[CPU usage in interval : ([\d.]+)% iowait: ([\d.]+)% cpu since boot : ([\d.]+)% \]$",
+    )
+    .unwrap();
+    let want: Vec<[f64; 3]> = listing
+        .lines()
+        .filter_map(|l| line.captures(l))
+        .map(|c| [1, 2, 3].map(|i| c[i].parse().unwrap()))
+        .collect();
+    assert_eq!(want.len(), 24);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.csv");
+    polytrace()
+        .args(["convert", "--quiet", "-o"])
+        .arg(&out)
+        .args([
+            "--extract",
+            "MON.CPUS=CPU usage in interval : (?P<cpu_usage>[0-9.]+)% iowait: (?P<iowait>[0-9.]+)%",
+            "--extract",
+            "MON.*=since boot : (?P<since_boot>[0-9.]+)%",
+        ])
+        .arg(mon_cpu())
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let hdr: Vec<String> = rd.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(
+        hdr,
+        [
+            "time",
+            "MON.CPUS.cpu_usage[MON1]",
+            "MON.CPUS.iowait[MON1]",
+            "MON.CPUS.since_boot[MON1]"
+        ]
+    );
+    let got: Vec<[f64; 3]> = rd
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            [1, 2, 3].map(|i| r[i].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn extract_refuses_a_bad_expression_and_counts_captures_that_are_no_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.csv");
+    // An invalid expression: exit 2, the regex crate's message with its
+    // position, nothing written.
+    let o = polytrace()
+        .args(["convert", "-o"])
+        .arg(&out)
+        .args(["--extract", "MON.CPUS=usage (?P<x>[0-9.]+"])
+        .arg(mon_cpu())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("usage (?P<x>[0-9.]+\n")
+            && err.contains("      ^\n")
+            && err.contains("unclosed group"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // No named group: nothing to take a value from.
+    let o = polytrace()
+        .args(["convert", "-o"])
+        .arg(&out)
+        .args(["--extract", "MON.CPUS=usage ([0-9.]+)"])
+        .arg(mon_cpu())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no named group"));
+    // A capture that is no number is left out and counted.
+    let o = polytrace()
+        .args(["convert", "-o"])
+        .arg(&out)
+        .args([
+            "--extract",
+            "MON.CPUS=in (?P<word>[a-z]+) : (?P<cpu>[0-9.]+)%",
+        ])
+        .arg(mon_cpu())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("dropped: 24 extracted values: the --extract capture is not a number"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("time,MON.CPUS.cpu[MON1]\n"), "{text}");
+    assert_eq!(text.lines().count(), 1 + 24);
+}

@@ -200,19 +200,21 @@ const NOT_NATIVE: Tgt = to(&[
     Target::Stats,
 ]);
 
+/// `--to` targets of these formats.
+const fn to_formats<const N: usize>(f: [FormatId; N]) -> [Target; N] {
+    let mut t = [Target::Native; N];
+    let mut i = 0;
+    while i < N {
+        t[i] = Target::To(f[i]);
+        i += 1;
+    }
+    t
+}
 /// Targets that hold samples of any metric (KPI lines hold process data only).
-const SAMPLE_TARGETS: Tgt = to(&[
-    Target::To(Dlt),
-    Target::To(Mmv),
-    Target::To(Pcp),
-    Target::To(Ltt),
-    Target::To(Timeline),
-    Target::To(ChromeJson),
-    Target::To(Csv),
-    Target::To(Ctf),
-    Target::To(Parquet),
-    Target::To(Perfetto),
+const SAMPLE_FORMATS: [Target; 10] = to_formats([
+    Dlt, Mmv, Pcp, Ltt, Timeline, ChromeJson, Csv, Ctf, Parquet, Perfetto,
 ]);
+const SAMPLE_TARGETS: Tgt = to(&SAMPLE_FORMATS);
 
 const fn target(f: FormatId) -> Tgt {
     match f {

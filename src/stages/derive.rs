@@ -261,7 +261,7 @@ impl Derive {
                 });
             }
         }
-        if !p.extracts.is_empty() && p.format.is_none() {
+        if !p.extracts.is_empty() && p.format.is_some() {
             p.field_names = t.fields.iter().map(|f| f.name.clone()).collect();
         }
         if p.is_empty() {
@@ -407,8 +407,9 @@ impl Derive {
     }
 
     /// The text `--extract` matches: a DLT message's `dlt-convert -a`
-    /// payload, a timeline message's format with its values, else the
-    /// field values separated by spaces.
+    /// payload, a timeline message's format with each `$name` as its
+    /// listing shows it (`name(value)`), else the field values separated
+    /// by spaces.
     fn message_text(&mut self, plan: &Plan, fields: &[Value], extras: &Extras) -> String {
         self.text.clear();
         if let Some(raw) = extras.bytes(X_RAW) {
@@ -429,7 +430,13 @@ impl Derive {
                         .unwrap_or(after.len());
                     let k = plan.field_names.iter().position(|x| *x == after[..n]);
                     match k.and_then(|k| fields.get(k)) {
-                        Some(v) if n > 0 => push_plain(&mut out, v),
+                        // As the timeline's own listing shows it: `a(1)`.
+                        Some(v) if n > 0 => {
+                            out.push_str(&after[..n]);
+                            out.push('(');
+                            push_plain(&mut out, v);
+                            out.push(')');
+                        }
                         _ => out.push_str(&rest[i..i + 1 + n]),
                     }
                     rest = &after[n..];
@@ -633,9 +640,6 @@ impl TraceReader for Derive {
         }
         let start = out.len();
         let r = self.inner.next_batch(out, max);
-        if matches!(r, Ok(false)) {
-            self.report();
-        }
         // Most runs give nothing: they stay where they are.
         let mut i = start;
         while i < out.len() {
@@ -645,18 +649,21 @@ impl TraceReader for Derive {
             }
             i += 1;
         }
-        if i == out.len() {
-            return r;
-        }
-        let mut rest = std::mem::take(&mut self.scratch);
-        rest.extend(out.drain(i + 1..));
-        out.extend(self.queue.drain(..));
-        for item in rest.drain(..) {
-            self.after(&item);
-            out.push(item);
+        if i < out.len() {
+            let mut rest = std::mem::take(&mut self.scratch);
+            rest.extend(out.drain(i + 1..));
             out.extend(self.queue.drain(..));
+            for item in rest.drain(..) {
+                self.after(&item);
+                out.push(item);
+                out.extend(self.queue.drain(..));
+            }
+            self.scratch = rest;
         }
-        self.scratch = rest;
+        // After the last run's values are counted.
+        if matches!(r, Ok(false)) {
+            self.report();
+        }
         r
     }
 
