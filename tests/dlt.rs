@@ -1744,6 +1744,26 @@ fn testfile_numeric_arguments_are_chrome_counters() {
     assert_eq!(got, expected_series(&args));
 }
 
+/// `convert --quiet -o OUT EXTRA… INPUT` (must succeed); OUT's CSV header
+/// and rows.
+fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
+    polytrace()
+        .args(["convert", "--quiet", "-o"])
+        .arg(out)
+        .args(extra)
+        .arg(input)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(out).unwrap();
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let hdr = rd.headers().unwrap().iter().map(str::to_string).collect();
+    let rows = rd
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect();
+    (hdr, rows)
+}
+
 #[test]
 fn labels_and_vari_names_name_the_series() {
     let mut recs = Vec::new();
@@ -1781,16 +1801,7 @@ fn labels_and_vari_names_name_the_series() {
         recs.iter().flat_map(Rec::bytes).collect::<Vec<u8>>(),
     )
     .unwrap();
-    let out = dir.path().join("l.csv");
-    polytrace()
-        .args(["convert", "--quiet", "-o"])
-        .arg(&out)
-        .arg(&input)
-        .assert()
-        .success();
-    let text = std::fs::read_to_string(&out).unwrap();
-    let mut rd = csv::Reader::from_reader(text.as_bytes());
-    let hdr: Vec<String> = rd.headers().unwrap().iter().map(str::to_string).collect();
+    let (hdr, rows) = csv_of(&input, &dir.path().join("l.csv"), &[]);
     assert_eq!(
         hdr,
         [
@@ -1800,10 +1811,6 @@ fn labels_and_vari_names_name_the_series() {
             "TEST.TYPE.arg1[ECU1]"
         ]
     );
-    let rows: Vec<Vec<String>> = rd
-        .records()
-        .map(|r| r.unwrap().iter().map(str::to_string).collect())
-        .collect();
     let cells: Vec<&[String]> = rows.iter().map(|r| &r[1..]).collect();
     assert_eq!(
         cells,
@@ -1840,22 +1847,16 @@ fn extracted_series_equal_the_numbers_in_the_payloads() {
         .collect();
     assert_eq!(want.len(), 24);
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("m.csv");
-    polytrace()
-        .args(["convert", "--quiet", "-o"])
-        .arg(&out)
-        .args([
+    let (hdr, rows) = csv_of(
+        &mon_cpu(),
+        &dir.path().join("m.csv"),
+        &[
             "--extract",
             "MON.CPUS=CPU usage in interval : (?P<cpu_usage>[0-9.]+)% iowait: (?P<iowait>[0-9.]+)%",
             "--extract",
             "MON.*=since boot : (?P<since_boot>[0-9.]+)%",
-        ])
-        .arg(mon_cpu())
-        .assert()
-        .success();
-    let text = std::fs::read_to_string(&out).unwrap();
-    let mut rd = csv::Reader::from_reader(text.as_bytes());
-    let hdr: Vec<String> = rd.headers().unwrap().iter().map(str::to_string).collect();
+        ],
+    );
     assert_eq!(
         hdr,
         [
@@ -1865,12 +1866,9 @@ fn extracted_series_equal_the_numbers_in_the_payloads() {
             "MON.CPUS.since_boot[MON1]"
         ]
     );
-    let got: Vec<[f64; 3]> = rd
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            [1, 2, 3].map(|i| r[i].parse().unwrap())
-        })
+    let got: Vec<[f64; 3]> = rows
+        .iter()
+        .map(|r| [1, 2, 3].map(|i| r[i].parse().unwrap()))
         .collect();
     assert_eq!(got, want);
 }
