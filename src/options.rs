@@ -1,7 +1,7 @@
 //! Options passed from the CLI to readers, writers and dumpers. Every
 //! format-specific flag lives here so the CLI defines it once.
 
-use crate::model::{Selection, TimeWindow, Timestamp};
+use crate::model::{Glob, Selection, TimeWindow, Timestamp};
 
 /// Options for reading any format.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +65,48 @@ pub struct WriteOptions {
     pub dataset: bool,
     /// CSV: the `--metric` filters in the order given: columns follow it.
     pub metric_order: Vec<String>,
+    /// `--extract GLOB=REGEX`: values from message text as samples.
+    pub extract: Vec<Extract>,
+}
+
+/// One `--extract GLOB=REGEX`: the named groups of REGEX, matched on the
+/// text of the messages whose `category.name` (DLT: `APID.CTID`) matches
+/// GLOB, become samples of `category.name.group`.
+#[derive(Debug, Clone)]
+pub struct Extract {
+    /// As given.
+    pub spec: String,
+    pub glob: Glob,
+    pub re: regex::Regex,
+}
+
+impl Extract {
+    /// `GLOB=REGEX` (the glob ends at the first `=`); the regular
+    /// expression must compile and name at least one group.
+    pub fn parse(s: &str) -> Result<Extract, String> {
+        let Some((glob, re)) = s.split_once('=') else {
+            return Err(format!(
+                "bad --extract {s:?}: want GLOB=REGEX, e.g. 'MON.CPUS=usage (?P<cpu>[0-9.]+)%'"
+            ));
+        };
+        if glob.is_empty() {
+            return Err(format!("bad --extract {s:?}: the GLOB before `=` is empty"));
+        }
+        // The regex crate's message shows the expression with a caret
+        // under the position of the error.
+        let re =
+            regex::Regex::new(re).map_err(|e| format!("bad --extract regular expression:\n{e}"))?;
+        if re.capture_names().flatten().next().is_none() {
+            return Err(format!(
+                "bad --extract {s:?}: the regular expression has no named group (?P<name>...) to take a value from"
+            ));
+        }
+        Ok(Extract {
+            spec: s.to_string(),
+            glob: Glob::new(glob),
+            re,
+        })
+    }
 }
 
 /// Options for listings.

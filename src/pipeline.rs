@@ -106,6 +106,17 @@ pub fn adapt(
         u.loss = Some(loss.clone());
         reader = Box::new(u);
     }
+    // Numeric DLT arguments and --extract captures as samples, beside
+    // the events, for targets that graph series; before the time sort,
+    // so that each sample travels with its message.
+    let args = source == FormatId::Dlt && ARG_SAMPLE_TARGETS.contains(&to.id());
+    reader = match crate::stages::Derive::wrap(reader, args, &wopts.extract) {
+        Ok(mut d) => {
+            d.loss = Some(loss.clone());
+            Box::new(d)
+        }
+        Err(r) => r,
+    };
     if source != to.id() {
         // A .dlt holds messages in arrival order, not clock order; another
         // format gets them in time order (a DLT target keeps the file's).
@@ -137,6 +148,20 @@ pub fn adapt(
     }
     (reader, loss)
 }
+
+/// Targets into which a `.dlt`'s numeric verbose arguments also become
+/// samples (docs/dlt.md): those that hold series beside the events. LTT,
+/// the reversible encoding, and DLT itself keep the messages alone; KPI
+/// lines hold process data only; a timeline would add messages.
+pub const ARG_SAMPLE_TARGETS: [FormatId; 7] = [
+    FormatId::Pcp,
+    FormatId::Mmv,
+    FormatId::Csv,
+    FormatId::Parquet,
+    FormatId::Perfetto,
+    FormatId::ChromeJson,
+    FormatId::Ctf,
+];
 
 /// Writers never invent a date: a source without one into a format that
 /// needs dates is refused, naming `--time-origin` (and `--tsc-hz`).

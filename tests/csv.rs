@@ -304,7 +304,11 @@ fn strings_are_quoted_as_rfc4180() {
     let ev = dir.path().join("k.events.csv");
     let text = std::fs::read(&ev).unwrap();
     let (hdr, rows) = read_csv(&text, b';');
-    assert_eq!(hdr, ["time", "category", "name", "cpu", "fields"]);
+    // One column per field: the KPI process fields, the log message's argument.
+    assert_eq!(
+        hdr,
+        ["time", "category", "name", "cpu", "pid", "ppid", "cmdline", "arg0"]
+    );
     let info = info_counts(&input);
     let kpi_events = info["events"] as usize;
     // Non-KPI DLT messages are typed log events (counted in "events");
@@ -313,12 +317,16 @@ fn strings_are_quoted_as_rfc4180() {
     assert_eq!(rows.len(), kpi_events + notes);
     let perl = rows
         .iter()
-        .find(|r| r[4].contains("perl-title; with spaces;and;semis"))
+        .find(|r| r[6].contains("perl-title; with spaces;and;semis"))
         .expect("the perl $0 rewrite is in the capture");
-    assert!(perl[4].starts_with("pid="), "{perl:?}");
+    assert_eq!(perl[1..3], ["kpi", "NEW"], "{perl:?}");
+    assert!(perl[4].parse::<u32>().is_ok(), "{perl:?}");
     // Such a field is quoted in the file, as RFC 4180 wants.
     let raw = String::from_utf8_lossy(&text);
-    assert!(raw.contains("\"pid="), "semicolon fields must be quoted");
+    assert!(
+        raw.contains(";\"perl-title; with spaces;and;semis"),
+        "semicolon fields must be quoted"
+    );
     let samples = std::fs::read(out).unwrap();
     let (shdr, srows) = read_csv(&samples, b';');
     assert_eq!(shdr[0], "time");
@@ -362,18 +370,52 @@ fn ltt_events_table_one_row_per_event() {
     let input = common::corpus().join("ltt/smp_example");
     let dir = tempfile::tempdir().unwrap();
     let (hdr, rows) = events_table(&input, dir.path(), "smp");
-    assert_eq!(hdr, ["time", "category", "name", "cpu", "fields"]);
+    // One column per field name, in the order the types were defined.
+    assert_eq!(
+        hdr,
+        [
+            "time",
+            "category",
+            "name",
+            "cpu",
+            "syscall_id",
+            "address",
+            "trap_id",
+            "irq_id",
+            "kernel",
+            "out",
+            "in",
+            "out_state",
+            "event_sub_id",
+            "event_data",
+            "event_data1",
+            "event_data2",
+            "file_name",
+            "event_sdata"
+        ]
+    );
+    let col = |n: &str| hdr.iter().position(|h| h == n).unwrap();
     // Framing (block_start/end, heartbeats) is not data.
     assert_eq!(rows.len() as u64, info_counts(&input)["events"]);
     let first_irq = rows.iter().find(|r| r[2] == "irq_entry").unwrap();
     assert_eq!(first_irq[0], "2016-07-04T13:11:43.000378859Z");
     assert_eq!(first_irq[1..4], ["core", "irq_entry", "1"]);
-    assert_eq!(first_irq[4], "irq_id=0 kernel=0");
+    assert_eq!(
+        (&first_irq[col("irq_id")], &first_irq[col("kernel")]),
+        (&"0".to_string(), &"0".to_string())
+    );
+    // The cells of fields the type does not have stay empty.
+    assert_eq!(
+        first_irq.iter().filter(|c| !c.is_empty()).count(),
+        6,
+        "{first_irq:?}"
+    );
     let fs = rows.iter().find(|r| r[2] == "file_system").unwrap();
     assert!(
-        fs[4].starts_with("event_sub_id=TRACE_EV_FILE_SYSTEM_") && fs[4].contains(" file_name=\""),
+        fs[col("event_sub_id")].starts_with("TRACE_EV_FILE_SYSTEM_"),
         "{fs:?}"
     );
+    assert!(!fs[col("file_name")].is_empty(), "{fs:?}");
     // No samples in an LTT trace: the samples table is its header alone.
     let samples = std::fs::read_to_string(dir.path().join("smp.csv")).unwrap();
     assert_eq!(samples, "time\n");

@@ -1494,3 +1494,435 @@ fn boot_cycles_are_sorted_apart_and_kept_in_order() {
         .collect();
     assert_eq!(order, ["a1", "a3", "a2", "b2", "b1", "b3"], "{csv}");
 }
+
+// ------------------------------------------------------------ arguments as samples
+
+/// One numeric verbose argument of a log message, decoded here on its
+/// own (not by polytrace): `APID.CTID.argN`, float or not, value, and the
+/// storage time in µs.
+struct NumArg {
+    base: String,
+    float: bool,
+    value: f64,
+    storage_us: i64,
+}
+
+/// The numeric arguments of every verbose log message of a storage file
+/// whose arguments are plain (no VARI names: dlt-daemon's test files).
+fn numeric_args(file: &[u8]) -> Vec<NumArg> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p + 20 <= file.len() {
+        assert_eq!(&file[p..p + 4], b"DLT\x01", "record at {p}");
+        let le4 = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap());
+        let storage_us = le4(&file[p + 4..]) as i64 * 1_000_000 + le4(&file[p + 8..]) as i32 as i64;
+        let h = p + 16;
+        let htyp = file[h];
+        let end = h + u16::from_be_bytes([file[h + 2], file[h + 3]]) as usize;
+        let be = htyp & MSBF != 0;
+        let mut q = h + 4;
+        for bit in [WEID, WSID, WTMS] {
+            q += 4 * (htyp & bit != 0) as usize;
+        }
+        if htyp & UEH != 0 && file[q] & 1 == 1 && (file[q] >> 1) & 7 == 0 {
+            let noar = file[q + 1];
+            let id = |b: &[u8]| {
+                String::from_utf8_lossy(b)
+                    .trim_end_matches('\0')
+                    .to_string()
+            };
+            let name = format!("{}.{}", id(&file[q + 2..q + 6]), id(&file[q + 6..q + 10]));
+            q += 10;
+            let num = |b: &[u8]| -> u64 {
+                let mut v = 0u64;
+                for (i, x) in b.iter().enumerate() {
+                    let shift = if be { 8 * (b.len() - 1 - i) } else { 8 * i };
+                    v |= (*x as u64) << shift;
+                }
+                v
+            };
+            for pos in 0..noar as usize {
+                let ti = num(&file[q..q + 4]) as u32;
+                q += 4;
+                assert_eq!(ti & 0x800, 0, "no VARI names in these files");
+                let size = match ti & 0xf {
+                    1 => 1,
+                    2 => 2,
+                    3 => 4,
+                    4 => 8,
+                    _ => 0,
+                };
+                let b = &file[q..q + size];
+                let (float, value) = match ti & 0x3f0 {
+                    0x10 => {
+                        q += 1; // bools are not series
+                        continue;
+                    }
+                    0x20 => {
+                        let v = num(b) << (64 - 8 * size);
+                        (false, ((v as i64) >> (64 - 8 * size)) as f64)
+                    }
+                    0x40 => (false, num(b) as f64),
+                    0x80 if size == 4 => {
+                        let f = f32::from_bits(num(b) as u32);
+                        (true, f.to_string().parse().unwrap())
+                    }
+                    0x80 => (true, f64::from_bits(num(b))),
+                    _ => {
+                        // Strings and raw data: a 16-bit length, then bytes.
+                        q += 2 + num(&file[q..q + 2]) as usize;
+                        continue;
+                    }
+                };
+                q += size;
+                out.push(NumArg {
+                    base: format!("{name}.arg{pos}"),
+                    float,
+                    value,
+                    storage_us,
+                });
+            }
+        }
+        p = end;
+    }
+    out
+}
+
+/// A derived metric's name without the class suffix polytrace adds where
+/// one name holds integers and floats (docs/dlt.md).
+fn base_of(metric: &str) -> &str {
+    let m = metric.split('[').next().unwrap();
+    m.strip_suffix("_float")
+        .or_else(|| m.strip_suffix("_int"))
+        .unwrap_or(m)
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Expected values per metric name (suffix stripped), in any order.
+fn expected_series(args: &[NumArg]) -> BTreeMap<String, Vec<f64>> {
+    let mut want: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for a in args {
+        want.entry(a.base.clone()).or_default().push(a.value);
+    }
+    want.into_iter().map(|(k, v)| (k, sorted(v))).collect()
+}
+
+#[test]
+fn testfile_numeric_arguments_are_series_in_pcp() {
+    let Some(pmdumplog) = common::peer("pmdumplog") else {
+        return;
+    };
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    // TES1 [1011], TES2's ten integers and two floats, TES3's 21 numbers, TES4's 18.
+    assert_eq!(args.len(), 1 + 12 + 21 + 18);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    polytrace()
+        .args(["convert", "--quiet", "--to", "pcp", "-o"])
+        .arg(&out)
+        .arg(&input)
+        .assert()
+        .success();
+    let o = std::process::Command::new(pmdumplog)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line =
+        regex::Regex::new(r#"\((LOG\.\w+\.\w+)\): inst \[0 or "ECU"\] value (\S+)"#).unwrap();
+    let mut got: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for c in line.captures_iter(&text) {
+        got.entry(base_of(&c[1]).to_string())
+            .or_default()
+            .push(c[2].parse().unwrap());
+    }
+    let got: BTreeMap<String, Vec<f64>> = got.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+    assert_eq!(got, expected_series(&args));
+}
+
+#[test]
+fn testfile_numeric_arguments_are_typed_csv_columns() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.csv");
+    polytrace()
+        .args(["convert", "--quiet", "--events", "-o"])
+        .arg(&out)
+        .arg(&input)
+        .assert()
+        .success();
+    let csv = out.display();
+    // Samples: one row per time, so of the messages stored at one time
+    // the last value of each series is the cell (reported as degraded).
+    let types = common::duckdb(&py, &format!("DESCRIBE SELECT * FROM read_csv('{csv}')"));
+    let mut want: BTreeMap<(String, bool, i64), f64> = BTreeMap::new();
+    for a in &args {
+        want.insert((a.base.clone(), a.float, a.storage_us), a.value);
+    }
+    let mut got: BTreeMap<(String, bool, i64), f64> = BTreeMap::new();
+    for t in &types[1..] {
+        let (col, ty) = (&t[0], &t[1]);
+        let float = match ty.as_str() {
+            "BIGINT" => false,
+            "DOUBLE" => true,
+            other => panic!("column {col} read as {other}"),
+        };
+        let rows = common::duckdb(
+            &py,
+            &format!("SELECT epoch_us(time), \"{col}\" FROM read_csv('{csv}') WHERE \"{col}\" IS NOT NULL"),
+        );
+        for r in rows {
+            got.insert(
+                (base_of(col).to_string(), float, r[0].parse().unwrap()),
+                r[1].parse().unwrap(),
+            );
+        }
+    }
+    assert_eq!(got, want);
+    // Events: one column per argument position and kind, integers read
+    // as integers; the sum of each column is the sum of its arguments.
+    let events = dir.path().join("t.events.csv");
+    let ev = events.display();
+    let types = common::duckdb(&py, &format!("DESCRIBE SELECT * FROM read_csv('{ev}')"));
+    let mut checked = 0;
+    for t in types.iter().filter(|t| t[0].starts_with("arg")) {
+        let (col, ty) = (&t[0], &t[1]);
+        let (pos, kind) = col.split_once(':').unwrap_or((col.as_str(), ""));
+        let float = match kind {
+            "float" => true,
+            "int" => false,
+            "text" => continue,
+            _ => ty == "DOUBLE",
+        };
+        assert_eq!(ty, if float { "DOUBLE" } else { "BIGINT" }, "{col}");
+        let sum: f64 = common::duckdb(&py, &format!("SELECT sum(\"{col}\") FROM read_csv('{ev}')"))
+            [0][0]
+            .parse()
+            .unwrap();
+        let want: f64 = (args.iter())
+            .filter(|a| a.float == float && a.base.ends_with(&format!(".{pos}")))
+            .map(|a| a.value)
+            .sum();
+        assert!((sum - want).abs() < 1e-9, "{col}: {sum} vs {want}");
+        checked += 1;
+    }
+    assert!(checked >= 6, "{types:?}");
+}
+
+#[test]
+fn testfile_numeric_arguments_are_chrome_counters() {
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.json");
+    polytrace()
+        .args(["convert", "--quiet", "-o"])
+        .arg(&out)
+        .arg(&input)
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let evs = v["traceEvents"].as_array().unwrap();
+    let mut got: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e["ph"] == "C") {
+        let name = e["name"].as_str().unwrap();
+        got.entry(base_of(name).to_string())
+            .or_default()
+            .push(e["args"]["value"].as_f64().unwrap());
+    }
+    let got: BTreeMap<String, Vec<f64>> = got.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+    assert_eq!(got, expected_series(&args));
+}
+
+/// `convert --quiet -o OUT EXTRA… INPUT` (must succeed); OUT's CSV header
+/// and rows.
+fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
+    polytrace()
+        .args(["convert", "--quiet", "-o"])
+        .arg(out)
+        .args(extra)
+        .arg(input)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(out).unwrap();
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let hdr = rd.headers().unwrap().iter().map(str::to_string).collect();
+    let rows = rd
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect();
+    (hdr, rows)
+}
+
+#[test]
+fn labels_and_vari_names_name_the_series() {
+    let mut recs = Vec::new();
+    let mut add = |a: &Args, noar: u8| {
+        let mut r = Rec::verbose(noar, a.b.clone());
+        r.tmsp += 10_000 * recs.len() as u32;
+        r.mcnt = recs.len() as u8;
+        recs.push(r);
+    };
+    // "temp" 42, then "temp:" 43: one series, labelled.
+    for (label, v) in [(&b"temp\0"[..], 42i32), (b"temp:\0", 43)] {
+        let mut a = Args::default();
+        a.string(0x200, label).u32(0x23).u32(v as u32);
+        add(&a, 2);
+    }
+    // A VARI-named unsigned argument: named by its VARI name.
+    let mut a = Args::default();
+    a.u32(0x42 | 0x800)
+        .u16(4)
+        .u16(4)
+        .raw(b"rpm\0")
+        .raw(b"1/s\0")
+        .u16(3000);
+    add(&a, 1);
+    // Free text before a float is no label: the float is named by position.
+    let mut a = Args::default();
+    a.string(0x200, b"Hello there, friend.\0")
+        .u32(0x84)
+        .u64(1.5f64.to_bits());
+    add(&a, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("labels.dlt");
+    std::fs::write(
+        &input,
+        recs.iter().flat_map(Rec::bytes).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let (hdr, rows) = csv_of(&input, &dir.path().join("l.csv"), &[]);
+    assert_eq!(
+        hdr,
+        [
+            "time",
+            "TEST.TYPE.temp[ECU1]",
+            "TEST.TYPE.rpm[ECU1]",
+            "TEST.TYPE.arg1[ECU1]"
+        ]
+    );
+    let cells: Vec<&[String]> = rows.iter().map(|r| &r[1..]).collect();
+    assert_eq!(
+        cells,
+        [
+            ["42", "", ""].map(String::from).as_slice(),
+            ["43", "", ""].map(String::from).as_slice(),
+            ["", "3000", ""].map(String::from).as_slice(),
+            ["", "", "1.5"].map(String::from).as_slice(),
+        ]
+    );
+}
+
+// ------------------------------------------------------------ values from text
+
+/// The monitoring capture (dlt-daemon + dlt-adaptor-stdin, free text).
+fn mon_cpu() -> PathBuf {
+    common::corpus().join("dlt/mon-cpu.dlt")
+}
+
+#[test]
+fn extracted_series_equal_the_numbers_in_the_payloads() {
+    // Expected: the MON/CPUS lines of dlt-convert's listing of the capture,
+    // split here by their own pattern.
+    let listing =
+        std::fs::read_to_string(common::corpus().join("dlt/mon-cpu.dlt-convert-a.txt")).unwrap();
+    let line = regex::Regex::new(
+        r"MON1 MON- CPUS log info V 1 \[CPU usage in interval : ([\d.]+)% iowait: ([\d.]+)% cpu since boot : ([\d.]+)% \]$",
+    )
+    .unwrap();
+    let want: Vec<[f64; 3]> = listing
+        .lines()
+        .filter_map(|l| line.captures(l))
+        .map(|c| [1, 2, 3].map(|i| c[i].parse().unwrap()))
+        .collect();
+    assert_eq!(want.len(), 24);
+    let dir = tempfile::tempdir().unwrap();
+    let (hdr, rows) = csv_of(
+        &mon_cpu(),
+        &dir.path().join("m.csv"),
+        &[
+            "--extract",
+            "MON.CPUS=CPU usage in interval : (?P<cpu_usage>[0-9.]+)% iowait: (?P<iowait>[0-9.]+)%",
+            "--extract",
+            "MON.*=since boot : (?P<since_boot>[0-9.]+)%",
+        ],
+    );
+    assert_eq!(
+        hdr,
+        [
+            "time",
+            "MON.CPUS.cpu_usage[MON1]",
+            "MON.CPUS.iowait[MON1]",
+            "MON.CPUS.since_boot[MON1]"
+        ]
+    );
+    let got: Vec<[f64; 3]> = rows
+        .iter()
+        .map(|r| [1, 2, 3].map(|i| r[i].parse().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn extract_refuses_a_bad_expression_and_counts_captures_that_are_no_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.csv");
+    // An invalid expression: exit 2, the regex crate's message with its
+    // position, nothing written.
+    let o = polytrace()
+        .args(["convert", "-o"])
+        .arg(&out)
+        .args(["--extract", "MON.CPUS=usage (?P<x>[0-9.]+"])
+        .arg(mon_cpu())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("usage (?P<x>[0-9.]+\n")
+            && err.contains("      ^\n")
+            && err.contains("unclosed group"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // No named group: nothing to take a value from.
+    let o = polytrace()
+        .args(["convert", "-o"])
+        .arg(&out)
+        .args(["--extract", "MON.CPUS=usage ([0-9.]+)"])
+        .arg(mon_cpu())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no named group"));
+    // A capture that is no number is left out and counted.
+    let o = polytrace()
+        .args(["convert", "-o"])
+        .arg(&out)
+        .args([
+            "--extract",
+            "MON.CPUS=in (?P<word>[a-z]+) : (?P<cpu>[0-9.]+)%",
+        ])
+        .arg(mon_cpu())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("dropped: 24 extracted values: the --extract capture is not a number"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("time,MON.CPUS.cpu[MON1]\n"), "{text}");
+    assert_eq!(text.lines().count(), 1 + 24);
+}

@@ -114,6 +114,8 @@ fn values(long: &str, src: &Source) -> Vec<Vec<String>> {
         "ltt-block-size" => with(&["4096"]),
         "delimiter" => with(&[";"]),
         "columns" => with(&["no.such.*"]),
+        // Every message, any number in its text.
+        "extract" => with(&["*=(?P<n>[0-9]+)"]),
         "page-size" => with(&["8192"]),
         "tsc-hz" => with(&["2.4GHz"]),
         "style" => with(&["native", "common", "values"]),

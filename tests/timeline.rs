@@ -1096,3 +1096,55 @@ fn wrapped_ring_keeps_the_newest_entries_in_their_slots() {
         }
     }
 }
+
+/// `--extract` on timeline messages: the text is the message as the
+/// native listing shows it (`warning a(1)`), and the series equal the
+/// numbers of that listing (Snabb's own dump, computed independently).
+#[test]
+fn extract_takes_values_from_timeline_messages() {
+    let t = common::corpus().join("timeline");
+    let listing = std::fs::read_to_string(t.join("a2-priorities.dump-9501c6050.txt")).unwrap();
+    // Per message kind (the letter before `:`), the a(N) values in order.
+    let mut want: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for l in listing.lines().skip(1) {
+        let msg = l.split_whitespace().skip(4).collect::<Vec<_>>().join(" ");
+        if let (Some(k), Some(a)) = (msg.split(':').next(), msg.split(" a(").nth(1)) {
+            want.entry(k.to_string())
+                .or_default()
+                .push(a.split(')').next().unwrap().to_string());
+        }
+    }
+    assert_eq!(want.len(), 4, "{want:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.csv");
+    let o = Command::cargo_bin("polytrace")
+        .unwrap()
+        .args(["convert", "--quiet", "--tsc-hz", "1GHz", "-o"])
+        .arg(&out)
+        .args(["--extract", r"prio.*=a\((?P<a>[0-9]+)\)"])
+        .arg(t.join("a2-priorities.dat"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let hdr: Vec<String> = rd.headers().unwrap().iter().map(str::to_string).collect();
+    let rows: Vec<Vec<String>> = rd
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect();
+    let mut got: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (i, h) in hdr.iter().enumerate().skip(1) {
+        // prio.W__warning__a.a: the kind is the letter after `prio.`.
+        let kind = h.strip_prefix("prio.").unwrap()[..1].to_string();
+        assert!(h.ends_with(".a"), "{h}");
+        got.insert(
+            kind,
+            rows.iter()
+                .map(|r| r[i].clone())
+                .filter(|c| !c.is_empty())
+                .collect(),
+        );
+    }
+    assert_eq!(got, want);
+}

@@ -349,6 +349,18 @@ pub struct OutputArgs {
     /// Also write the events table (one row per event) to OUT.events.csv.
     #[arg(long)]
     pub events: bool,
+    /// Values from message text: the named groups of REGEX, matched on the
+    /// text of each message whose APID.CTID (another source's event type:
+    /// category.name) matches GLOB, become samples of APID.CTID.GROUP
+    /// (e.g. 'MON.CPUS=CPU usage in interval : (?P<cpu_usage>[0-9.]+)%').
+    /// Repeatable.
+    #[arg(long, value_parser = parse_extract, value_name = "GLOB=REGEX")]
+    pub extract: Vec<crate::options::Extract>,
+}
+
+/// `--extract GLOB=REGEX`.
+fn parse_extract(s: &str) -> Result<crate::options::Extract, String> {
+    crate::options::Extract::parse(s)
 }
 
 impl OutputArgs {
@@ -382,6 +394,7 @@ impl OutputArgs {
             source: None,
             dataset: false,
             metric_order: Vec::new(),
+            extract: self.extract.clone(),
         }
     }
 }

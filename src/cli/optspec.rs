@@ -200,6 +200,22 @@ const NOT_NATIVE: Tgt = to(&[
     Target::Stats,
 ]);
 
+/// `--to` targets of these formats.
+const fn to_formats<const N: usize>(f: [FormatId; N]) -> [Target; N] {
+    let mut t = [Target::Native; N];
+    let mut i = 0;
+    while i < N {
+        t[i] = Target::To(f[i]);
+        i += 1;
+    }
+    t
+}
+/// Targets that hold samples of any metric (KPI lines hold process data only).
+const SAMPLE_FORMATS: [Target; 10] = to_formats([
+    Dlt, Mmv, Pcp, Ltt, Timeline, ChromeJson, Csv, Ctf, Parquet, Perfetto,
+]);
+const SAMPLE_TARGETS: Tgt = to(&SAMPLE_FORMATS);
+
 const fn target(f: FormatId) -> Tgt {
     match f {
         Kpi => to(&[Target::To(Kpi)]),
@@ -309,6 +325,12 @@ pub const OPTIONS: &[OptSpec] = &[
         &[r(RC, METRIC_SOURCES, target(Csv))],
     ),
     opt("events", "CSV output (--to csv)", "--to csv", CSV_W),
+    opt(
+        "extract",
+        "Values from text",
+        "convert of inputs with text messages (dlt, kpi, ltt, timeline), into targets that hold samples (not --to kpi)",
+        &[r(&[Convert], Src::Formats(&[Kpi, Dlt, Ltt, Timeline]), SAMPLE_TARGETS)],
+    ),
     opt(
         "kpi-app",
         "DLT and KPI input",

@@ -21,23 +21,7 @@ pub struct EventCounters {
     pub loss: std::rc::Rc<std::cell::RefCell<LossReport>>,
 }
 
-/// A PCP-acceptable metric name component: letters, digits, `_`.
-fn pcp_name_part(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if !out.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        out.insert(0, 'e');
-    }
-    out
-}
+use super::derive::pcp_name_part;
 
 impl EventCounters {
     pub fn wrap(inner: Box<dyn TraceReader>) -> EventCounters {

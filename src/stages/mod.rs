@@ -50,6 +50,7 @@ macro_rules! pass_to_inner {
 
 pub mod clock;
 pub mod counters;
+pub mod derive;
 pub mod filter;
 pub mod framing;
 pub mod kpi;
@@ -61,6 +62,7 @@ pub mod window;
 
 pub use clock::RawClocks;
 pub use counters::{EventCounters, EVENT_COUNTER_DOMAIN};
+pub use derive::{Derive, DERIVED_DOMAIN};
 pub use filter::Filter;
 pub use framing::Unframe;
 pub use kpi::KpiFromProc;

@@ -269,4 +269,46 @@ pub fn td(rel: &str) -> String {
 /// A path as an argument.
 pub fn path_arg(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+/// The virtual environment's python with duckdb and pyarrow, or None (the
+/// test skips; in CI it fails).
+pub fn venv_python() -> Option<PathBuf> {
+    let venv = std::env::var_os("POLYTRACE_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/local/lib/polytrace-venv"));
+    let py = venv.join("bin/python3");
+    let ok = py.is_file()
+        && Command::new(&py)
+            .args(["-c", "import duckdb, pyarrow"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    if std::env::var_os("POLYTRACE_REQUIRE_PEERS").is_some() {
+        panic!(
+            "duckdb and pyarrow are required (CI) in {}; run scripts/install-peers.sh",
+            venv.display()
+        );
+    }
+    eprintln!("skipping: no duckdb/pyarrow in {}", venv.display());
+    None
+}
+
+/// Rows of a DuckDB query as text cells (NULL as an empty cell).
+pub fn duckdb(py: &Path, sql: &str) -> Vec<Vec<String>> {
+    let script = r#"
+import sys, json, duckdb
+con = duckdb.connect()
+# A slow query (a loaded machine) must not draw a progress bar into the rows.
+con.execute("SET enable_progress_bar = false")
+for row in con.sql(sys.argv[1]).fetchall():
+    # One JSON array a row: strings holding tabs or newlines stay whole.
+    print(json.dumps(["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in row]))
+"#;
+    let o = output_ok(Command::new(py).args(["-c", script, sql]));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: not a row: {l}")))
+        .collect()
 }

@@ -4,7 +4,7 @@
 //! known (docs/csv.md).
 
 use super::glob;
-use super::spool::{Cell, Record, Spool, SpoolReader};
+use super::spool::{Cell, Spool, SpoolReader};
 use crate::error::{Error, Result};
 use crate::formats::format::note_dropped;
 use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
@@ -577,43 +577,32 @@ impl CsvWriter {
         };
         let err = self.spool_err();
         let cerr = |e: ::csv::Error| Error::io(&t.path, csv_io(e));
-        // One event type: a column per field. Several: `k=v` text.
-        let single = match (t.used.len(), t.used.first()) {
-            (1, Some(&id)) if id != ANNOTATION => t.types.get(&id).cloned(),
-            _ => None,
-        };
+        let plan = EventColumns::plan(&t);
         let path = t.path.clone();
         let mut out = self.open_out(Some(&path))?;
         for h in ["time", "category", "name", "cpu"] {
             out.write_field(h).map_err(cerr)?;
         }
-        match &single {
-            Some(ty) => {
-                for f in &ty.fields {
-                    out.write_field(&f.name).map_err(cerr)?;
-                }
-            }
-            None => out.write_field("fields").map_err(cerr)?,
+        for h in &plan.names {
+            out.write_field(h).map_err(cerr)?;
         }
         out.write_record(None::<&[u8]>).map_err(cerr)?;
         let spool = std::mem::replace(&mut t.spool, Spool::new(None).map_err(&err)?);
         let mut rd = spool.into_reader().map_err(&err)?;
         let mut text = String::new();
-        let mut kv = String::new();
+        // Per column: the record stamp and the cell index in it.
+        let mut stamp = vec![0u64; plan.names.len()];
+        let mut slot = vec![0u32; plan.names.len()];
         let mut n = 0u64;
         while let Some(rec) = rd.next_record().map_err(&err)? {
             n += 1;
             self.time_text(rec.time, &mut text);
             out.write_field(&text).map_err(cerr)?;
-            if rec.tag == ANNOTATION {
-                write_annotation(&mut out, &rec, &mut kv).map_err(cerr)?;
-                continue;
-            }
-            let ty = t.types.get(&rec.tag).cloned();
-            let (cat, name) = ty
-                .as_deref()
-                .map(|t| (t.category.as_str(), t.name.as_str()))
-                .unwrap_or(("", ""));
+            let (cat, name) = match t.types.get(&rec.tag) {
+                _ if rec.tag == ANNOTATION => ("annotation", ""),
+                Some(ty) => (ty.category.as_str(), ty.name.as_str()),
+                None => ("", ""),
+            };
             out.write_field(cat).map_err(cerr)?;
             out.write_field(name).map_err(cerr)?;
             text.clear();
@@ -621,38 +610,19 @@ impl CsvWriter {
                 push_cell(&mut text, rec.cell(c));
             }
             out.write_field(&text).map_err(cerr)?;
-            let fields = rec.cells.iter().filter(|c| c.col > 0);
-            if single.is_some() {
-                for c in fields {
-                    text.clear();
-                    push_cell(&mut text, rec.cell(c));
-                    out.write_field(&text).map_err(cerr)?;
+            let cols = plan.by_type.get(&rec.tag).map_or(&[][..], Vec::as_slice);
+            for (i, c) in rec.cells.iter().enumerate() {
+                if let Some(&k) = (c.col as usize).checked_sub(1).and_then(|f| cols.get(f)) {
+                    stamp[k] = n;
+                    slot[k] = i as u32;
                 }
-            } else {
-                kv.clear();
-                for c in fields {
-                    if !kv.is_empty() {
-                        kv.push(' ');
-                    }
-                    let i = c.col as usize - 1;
-                    let f = ty.as_deref().and_then(|t| t.fields.get(i));
-                    match f {
-                        Some(f) => kv.push_str(&f.name),
-                        None => {
-                            let _ = write!(kv, "field{i}");
-                        }
-                    }
-                    kv.push('=');
-                    match (rec.cell(c), f.map(|f| &f.ty)) {
-                        // Strings quoted as in the common listing, so a
-                        // space or `=` inside stays unambiguous.
-                        (Cell::Text(s), Some(FieldType::String)) => {
-                            let _ = write!(kv, "{s:?}");
-                        }
-                        (cell, _) => push_cell(&mut kv, cell),
-                    }
+            }
+            for k in 0..plan.names.len() {
+                text.clear();
+                if stamp[k] == n {
+                    push_cell(&mut text, rec.cell(&rec.cells[slot[k] as usize]));
                 }
-                out.write_field(&kv).map_err(cerr)?;
+                out.write_field(&text).map_err(cerr)?;
             }
             out.write_record(None::<&[u8]>).map_err(cerr)?;
         }
@@ -662,31 +632,92 @@ impl CsvWriter {
     }
 }
 
-fn write_annotation(
-    out: &mut ::csv::Writer<Box<dyn Write + Send>>,
-    rec: &Record<'_>,
-    kv: &mut String,
-) -> std::result::Result<(), ::csv::Error> {
-    out.write_field("annotation")?;
-    out.write_field("")?;
-    out.write_field("")?;
-    kv.clear();
-    for c in rec.cells {
-        let key = match c.col {
-            1 => "text",
-            2 => "ecu",
-            3 => "apid",
-            _ => "ctid",
-        };
-        if let Cell::Text(s) = rec.cell(c) {
-            if !kv.is_empty() {
-                kv.push(' ');
-            }
-            let _ = write!(kv, "{key}={s:?}");
+/// What a field's cells are in the events table: a column holds one kind
+/// only, so that a reader (DuckDB, pandas) types it (integers as integers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ColKind {
+    Int,
+    Float,
+    Text,
+}
+
+impl ColKind {
+    fn of(t: &FieldType) -> ColKind {
+        match t {
+            FieldType::Int(_) | FieldType::Uint(_) => ColKind::Int,
+            FieldType::Float(_) => ColKind::Float,
+            // Enums by their label, bytes as hex, compounds as text.
+            _ => ColKind::Text,
         }
     }
-    out.write_field(kv.as_bytes())?;
-    out.write_record(None::<&[u8]>)
+    fn name(self) -> &'static str {
+        match self {
+            ColKind::Int => "int",
+            ColKind::Float => "float",
+            ColKind::Text => "text",
+        }
+    }
+}
+
+/// The events table's field columns: one per field name and kind, in the
+/// order the types were defined (docs/csv.md).
+struct EventColumns {
+    names: Vec<String>,
+    /// Per event type (and annotations): field index → column.
+    by_type: HashMap<u32, Vec<usize>>,
+}
+
+/// The fields of an annotation row, as the spool holds them (cells 1–4).
+const ANNOTATION_FIELDS: [&str; 4] = ["text", "ecu", "apid", "ctid"];
+
+impl EventColumns {
+    fn plan(t: &EventsTable) -> EventColumns {
+        let mut cols: Vec<(&str, ColKind)> = Vec::new();
+        let mut by_type = HashMap::new();
+        let mut tys: Vec<(u32, Vec<(&str, ColKind)>)> = Vec::new();
+        for &id in &t.used {
+            if id == ANNOTATION {
+                let f = ANNOTATION_FIELDS
+                    .iter()
+                    .map(|n| (*n, ColKind::Text))
+                    .collect();
+                tys.push((id, f));
+            } else if let Some(ty) = t.types.get(&id) {
+                let f = ty
+                    .fields
+                    .iter()
+                    .map(|f| (f.name.as_str(), ColKind::of(&f.ty)))
+                    .collect();
+                tys.push((id, f));
+            }
+        }
+        for (id, fields) in &tys {
+            let v: Vec<usize> = fields
+                .iter()
+                .map(|&key| match cols.iter().position(|c| *c == key) {
+                    Some(k) => k,
+                    None => {
+                        cols.push(key);
+                        cols.len() - 1
+                    }
+                })
+                .collect();
+            by_type.insert(*id, v);
+        }
+        // A name with cells of one kind is the column's name; of several,
+        // each column says its kind (`arg0:int`, `arg0:text`).
+        let names = cols
+            .iter()
+            .map(|(n, k)| {
+                if cols.iter().filter(|(m, _)| m == n).count() > 1 {
+                    format!("{n}:{}", k.name())
+                } else {
+                    n.to_string()
+                }
+            })
+            .collect();
+        EventColumns { names, by_type }
+    }
 }
 
 /// A float as the shortest text that reads back to it, in plain notation
