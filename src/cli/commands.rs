@@ -24,16 +24,19 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Convert(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
             a.input_args.given = given;
+            a.input_args.messages = a.filter.messages.select();
             convert(*a, quiet)
         }
         Command::Dump(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
             a.input_args.given = given;
+            a.input_args.messages = a.filter.messages.select();
             dump(a, quiet)
         }
         Command::Info(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
             a.input_args.given = given;
+            a.input_args.messages = a.filter.messages.select();
             info(a, quiet)
         }
         Command::Check(a) => check(a, quiet),
@@ -795,6 +798,14 @@ fn nearest(
 
 fn check(a: CheckArgs, quiet: bool) -> Result<u8> {
     let (input, fmt) = pipeline::resolve_input(&a.input, a.input_args.from)?;
+    if !a.input_args.messages.select().is_empty() && fmt.id() != crate::model::FormatId::Dlt {
+        return Err(crate::Error::Usage(format!(
+            "--ecu/--app/--ctx/--level/--grep/--lifecycle change nothing here ({} is {}): they apply to dlt inputs",
+            input.name(),
+            fmt.id()
+        ))
+        .into());
+    }
     let diags = fmt.check(&input, &a.input_args.read_options())?;
     let lossy = report_diagnostics(&diags, quiet);
     if !quiet && !lossy {

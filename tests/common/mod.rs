@@ -217,3 +217,37 @@ pub fn common_events(p: &Path, extra: &[&str]) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// `TZ=UTC dlt-convert -a FILE`, the libdlt log lines it prints into
+/// stdout (`[ uptime]~DLT~…`, even in the middle of a line) left out; None
+/// (test skips) when dlt-convert is not installed.
+pub fn dlt_convert_a(file: &Path) -> Option<Vec<u8>> {
+    let tool = peer("dlt-convert")?;
+    let out = Command::new(tool)
+        .env("TZ", "UTC")
+        .arg("-a")
+        .arg(file)
+        .output()
+        .unwrap();
+    let mut kept = Vec::new();
+    let text = out.stdout;
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let is_log = rest.starts_with(b"[") && {
+            let close = rest.iter().position(|&c| c == b']').unwrap_or(0);
+            close > 1 && rest[close + 1..].starts_with(b"~DLT~")
+        };
+        if is_log {
+            let nl = rest
+                .iter()
+                .position(|&c| c == b'\n')
+                .unwrap_or(rest.len() - 1);
+            i += nl + 1;
+            continue;
+        }
+        kept.push(text[i]);
+        i += 1;
+    }
+    Some(kept)
+}

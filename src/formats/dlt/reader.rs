@@ -28,6 +28,7 @@
 
 use super::args::{self, Arg};
 use super::layout::{self, id_from, id_text, Head, Msg};
+use super::lifecycle;
 use super::scan::{walk_heads, walk_heads_until, Scanner};
 use super::text;
 use crate::error::{Diagnostic, Position, Result};
@@ -370,6 +371,12 @@ struct State {
     undecoded: u64,
     /// Verbose messages whose payload ends before their last argument.
     short_args: u64,
+    /// Each ECU's lifecycles, and the message filters (`--ecu`, `--app`, …).
+    lifecycles: lifecycle::Tracker,
+    sel: MessageSelect,
+    scratch: Vec<u8>,
+    /// Messages the filters left out.
+    filtered: u64,
 }
 
 impl State {
@@ -402,6 +409,11 @@ impl State {
 
     fn message(&mut self, idx: u64, m: &Msg) {
         let (time, raw) = self.time_of(idx, m);
+        let lc = self.lifecycles.push(m);
+        if !self.sel.is_empty() && !lifecycle::selected(&self.sel, m, lc, &mut self.scratch) {
+            self.filtered += 1;
+            return;
+        }
         let is_kpi = m
             .ext
             .is_some_and(|e| e.apid == self.app && e.ctid == self.ctx);
@@ -844,6 +856,10 @@ impl DltReader {
                 control_msgs: 0,
                 undecoded: 0,
                 short_args: 0,
+                lifecycles: lifecycle::Tracker::default(),
+                sel: opts.messages.clone(),
+                scratch: Vec::new(),
+                filtered: 0,
             },
             idx: 0,
             done: false,
@@ -987,6 +1003,23 @@ impl TraceReader for DltReader {
         v.push(("event types".into(), self.st.types.len() as u64));
         v.push(("KPI counter gaps".into(), self.st.mcnt_gaps));
         v.push(("KPI messages lost (by counter)".into(), self.st.lost_msgs));
+        if !self.st.sel.is_empty() {
+            v.push(("messages left out by the filters".into(), self.st.filtered));
+        }
+        // Each ECU's lifecycles (docs/dlt.md, "Lifecycles"): number, ECU,
+        // first and last storage time, and the message count as the value.
+        for l in &self.st.lifecycles.listed {
+            v.push((
+                format!(
+                    "lifecycle {} {} {} .. {} messages",
+                    l.number,
+                    String::from_utf8_lossy(id_text(&l.ecu)),
+                    Timestamp(l.first_ns).rfc3339(),
+                    Timestamp(l.last_ns).rfc3339()
+                ),
+                l.messages,
+            ));
+        }
         v
     }
 }

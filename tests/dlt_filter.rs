@@ -1,0 +1,267 @@
+//! DLT message filters (`--ecu`, `--app`, `--ctx`, `--level`, `--grep`,
+//! `--lifecycle`) on every verb, checked against the real `dlt-convert -a`
+//! listing filtered here, by the ids and level read from its own lines.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const LEVELS: [&str; 6] = ["fatal", "error", "warn", "info", "debug", "verbose"];
+
+/// The captures under testdata/dlt that dlt-convert lists (a golden listing
+/// beside each).
+fn captures() -> Vec<PathBuf> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "dlt")
+                && p.with_extension("dlt-convert-a.txt").exists()
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&common::testdata().join("dlt"), &mut v);
+    v.sort();
+    v
+}
+
+/// What a `dlt-convert -a` line says of its message: ECU, APID, CTID (None
+/// for `----`, dlt-convert's padding `-` taken off), and the log level's
+/// rank (1 fatal … 6 verbose) for log messages.
+struct Line {
+    text: String,
+    ecu: String,
+    app: Option<String>,
+    ctx: Option<String>,
+    level: Option<usize>,
+}
+
+fn id(tok: &str) -> Option<String> {
+    (tok != "----").then(|| tok.trim_end_matches('-').to_string())
+}
+
+fn parse(listing: &[u8]) -> Vec<Line> {
+    String::from_utf8_lossy(listing)
+        .lines()
+        .map(|l| {
+            // index, date, time, tmsp, mcnt, ecu, apid, ctid, type, subtype
+            let t: Vec<&str> = l.split_whitespace().collect();
+            Line {
+                text: l.to_string(),
+                ecu: t[5].trim_end_matches('-').to_string(),
+                app: id(t[6]),
+                ctx: id(t[7]),
+                level: (t[8] == "log")
+                    .then(|| LEVELS.iter().position(|n| *n == t[9]).map(|i| i + 1))
+                    .flatten(),
+            }
+        })
+        .collect()
+}
+
+fn dump(p: &Path, args: &[&str]) -> (i32, Vec<u8>, String) {
+    let o = Command::new(common::bin())
+        .env("TZ", "UTC")
+        .arg("dump")
+        .args(args)
+        .arg(p)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        o.stdout,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Which dlt-convert lines a filter keeps, decided here from the line.
+type Keep = Box<dyn Fn(&Line) -> bool>;
+
+fn expect(lines: &[Line], keep: impl Fn(&Line) -> bool) -> String {
+    let mut s = String::new();
+    for l in lines.iter().filter(|l| keep(l)) {
+        s.push_str(&l.text);
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn filtered_dumps_are_the_dlt_convert_lines_of_the_matching_messages() {
+    let mut compared = 0;
+    let mut nonempty = 0;
+    for p in captures() {
+        let Some(theirs) = common::dlt_convert_a(&p) else {
+            return;
+        };
+        let lines = parse(&theirs);
+        let mut cases: Vec<(Vec<String>, Keep)> = Vec::new();
+        let mut apps: Vec<String> = lines.iter().filter_map(|l| l.app.clone()).collect();
+        apps.sort();
+        apps.dedup();
+        for a in apps.iter().take(4) {
+            let a2 = a.clone();
+            cases.push((
+                vec!["--app".into(), a.clone()],
+                Box::new(move |l: &Line| l.app.as_deref() == Some(&a2)),
+            ));
+        }
+        // An APID and CTID pair, as `--event APID.CTID` names it.
+        if let Some(l) = lines.iter().find(|l| l.app.is_some() && l.ctx.is_some()) {
+            let (a, c) = (l.app.clone().unwrap(), l.ctx.clone().unwrap());
+            let (a2, c2) = (a.clone(), c.clone());
+            cases.push((
+                vec!["--app".into(), a, "--ctx".into(), c],
+                Box::new(move |l: &Line| {
+                    l.app.as_deref() == Some(&a2) && l.ctx.as_deref() == Some(&c2)
+                }),
+            ));
+        }
+        // A comma list and a glob.
+        if apps.len() >= 2 {
+            let (a, b) = (apps[0].clone(), apps[1].clone());
+            let (a2, b2) = (a.clone(), b.clone());
+            cases.push((
+                vec!["--app".into(), format!("{a},{b}")],
+                Box::new(move |l: &Line| {
+                    l.app.as_deref() == Some(&a2) || l.app.as_deref() == Some(&b2)
+                }),
+            ));
+        }
+        if let Some(a) = apps.first() {
+            let first = a[..1].to_string();
+            let f2 = first.clone();
+            cases.push((
+                vec!["--app".into(), format!("{first}*")],
+                Box::new(move |l: &Line| l.app.as_ref().is_some_and(|a| a.starts_with(&f2))),
+            ));
+        }
+        let mut ecus: Vec<String> = lines.iter().map(|l| l.ecu.clone()).collect();
+        ecus.sort();
+        ecus.dedup();
+        for e in ecus.iter().take(3) {
+            let e2 = e.clone();
+            cases.push((
+                vec!["--ecu".into(), e.clone()],
+                Box::new(move |l: &Line| l.ecu == e2),
+            ));
+        }
+        for (rank, name) in LEVELS.iter().enumerate() {
+            cases.push((
+                vec!["--level".into(), name.to_string()],
+                Box::new(move |l: &Line| l.level.is_some_and(|x| x <= rank + 1)),
+            ));
+        }
+        for (args, keep) in &cases {
+            let want = expect(&lines, keep);
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, got, err) = dump(&p, &a);
+            assert_eq!(code, 0, "{} {args:?}: {err}", p.display());
+            common::assert_same(&format!("{} {args:?}", p.display()), want.as_bytes(), &got);
+            compared += 1;
+            nonempty += !want.is_empty() as usize;
+        }
+    }
+    assert!(compared >= 60, "{compared} filtered listings compared");
+    assert!(nonempty >= 40, "{nonempty} of them non-empty");
+}
+
+#[test]
+fn grep_matches_the_payload_text_dlt_convert_shows() {
+    let p = common::testdata().join("dlt/testfile_extended.dlt");
+    let Some(theirs) = common::dlt_convert_a(&p) else {
+        return;
+    };
+    let lines = parse(&theirs);
+    // The payload is the bracketed text at the end of the line.
+    let payload = |l: &Line| {
+        let s = &l.text;
+        s[s.find(" [").unwrap() + 2..s.len() - 1].to_string()
+    };
+    let want = expect(&lines, |l| payload(l).contains("log level"));
+    let (code, got, err) = dump(&p, &["--grep", "log level [0-9]"]);
+    assert_eq!(code, 0, "{err}");
+    common::assert_same("--grep", want.as_bytes(), &got);
+    assert!(want.lines().count() >= 4);
+    // Combined with --level: both must hold.
+    let want = expect(&lines, |l| {
+        payload(l).contains("log level") && l.level.is_some_and(|x| x <= 2)
+    });
+    let (_, got, _) = dump(&p, &["--grep", "log level", "--level", "error"]);
+    common::assert_same("--grep --level", want.as_bytes(), &got);
+    assert_eq!(want.lines().count(), 2);
+}
+
+#[test]
+fn a_bad_expression_or_level_is_a_usage_error() {
+    let p = common::testdata().join("dlt/testfile.dlt");
+    let (code, out, err) = dump(&p, &["--grep", "(unclosed"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty());
+    assert!(err.contains("--grep") && err.contains("unclosed"), "{err}");
+    let (code, _, err) = dump(&p, &["--level", "loud"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("fatal, error, warn, info, debug, verbose"),
+        "{err}"
+    );
+}
+
+/// The same messages through convert, info and check: the DLT written
+/// lists (in dlt-convert) as the filtered dump does, line bodies equal.
+#[test]
+fn convert_info_and_check_read_only_the_selected_messages() {
+    let p = common::testdata().join("dlt/testfile.dlt");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tes2.dlt");
+    let sel = ["--app", "LOG", "--ctx", "TES2"];
+    common::convert(&p, "dlt", &out, &sel);
+    let (_, listed, _) = dump(&p, &sel);
+    let body = |b: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(b)
+            .lines()
+            .map(|l| l.split_once(' ').unwrap().1.to_string())
+            .collect()
+    };
+    let want = body(&listed);
+    assert_eq!(want.len(), 16, "LOG.TES2 holds 16 messages");
+    if let Some(theirs) = common::dlt_convert_a(&out) {
+        assert_eq!(body(&theirs), want);
+    }
+    let (code, info, err) = common::pt(&["info", "--app", "LOG", "--ctx", "TES2"], &[&p]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(native(&info, "verbose log messages"), Some(16), "{info}");
+    assert_eq!(native(&info, "messages left out by the filters"), Some(89));
+    // check validates what the filters keep.
+    let (code, _, err) = common::pt(&["check", "--app", "LOG", "--ctx", "TES2"], &[&p]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A count of `info`'s native counts (`  name   value`).
+fn native(info: &str, name: &str) -> Option<u64> {
+    info.lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+}
+
+#[test]
+fn message_filters_are_refused_for_other_formats_and_write_ids_are_not_filters() {
+    let kpi = common::corpus().join("kpi/kpi-capture.convert-a.txt");
+    let err = common::pt_exit(2, &["dump", "--app", "LOG"], &[&kpi]);
+    common::assert_has(&err, "--app changes nothing here");
+    common::assert_has(&err, "dlt inputs");
+    // The old spelling of the write-side id still sets the written APID.
+    let p = common::testdata().join("dlt/testfile.dlt");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ids.dlt");
+    common::convert(&p, "dlt", &out, &["--app-id", "ZZZZ", "--app", "LOG"]);
+    let (_, listed, _) = dump(&out, &[]);
+    let listed = String::from_utf8_lossy(&listed);
+    assert!(listed.lines().count() > 40);
+    assert!(listed.lines().all(|l| l.contains(" ZZZZ ")), "{listed}");
+}
