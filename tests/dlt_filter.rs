@@ -265,3 +265,137 @@ fn message_filters_are_refused_for_other_formats_and_write_ids_are_not_filters()
     assert!(listed.lines().count() > 40);
     assert!(listed.lines().all(|l| l.contains(" ZZZZ ")), "{listed}");
 }
+
+// ------------------------------------------------------------ lifecycles
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A `TZ=UTC dlt-convert -a` line's message: ECU, storage time (ns) and tmsp.
+struct Stamped {
+    text: String,
+    ecu: String,
+    storage_ns: i64,
+    tmsp: Option<i64>,
+}
+
+fn stamped(listing: &str) -> Vec<Stamped> {
+    listing
+        .lines()
+        .map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let d: Vec<i64> = t[1].split('/').map(|x| x.parse().unwrap()).collect();
+            let (hms, us) = t[2].split_once('.').unwrap();
+            let h: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+            let secs = days(d[0], d[1], d[2]) * 86_400 + h[0] * 3600 + h[1] * 60 + h[2];
+            Stamped {
+                text: l.to_string(),
+                ecu: t[5].trim_end_matches('-').to_string(),
+                storage_ns: secs * 1_000_000_000 + us.parse::<i64>().unwrap() * 1000,
+                tmsp: t[3].parse().ok(),
+            }
+        })
+        .collect()
+}
+
+/// `testdata/dlt/lifecycles.dlt` is dlt-daemon's `testfile_extended.dlt`
+/// three times over (PROVENANCE.md): ECU1 restarts twice (its tmsp falls
+/// back by 234 s at each copy), ECU's tmsp falls back 13 s only (one
+/// lifecycle). The lifecycles are found here from the dlt-convert listing
+/// (per ECU: a new one where tmsp falls back by more than 50 s), and
+/// compared with `info`, `dump --lifecycle N` and the times of the
+/// converted events (tmsp + the lifecycle's min(storage − tmsp)).
+#[test]
+fn lifecycles_are_listed_selected_and_placed_per_ecu() {
+    let p = common::testdata().join("dlt/lifecycles.dlt");
+    let listing = match common::dlt_convert_a(&p) {
+        Some(l) => String::from_utf8(l).unwrap(),
+        None => std::fs::read_to_string(p.with_extension("dlt-convert-a.txt")).unwrap(),
+    };
+    let msgs = stamped(&listing);
+    // (ecu, messages' indexes) per lifecycle, numbered by first appearance.
+    let mut lcs: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut cur: std::collections::HashMap<String, (usize, Option<i64>)> = Default::default();
+    for (i, m) in msgs.iter().enumerate() {
+        let restart = match (cur.get(&m.ecu), m.tmsp) {
+            (None, _) => true,
+            (Some((_, Some(last))), Some(t)) => t < last - 500_000,
+            _ => false,
+        };
+        if restart {
+            lcs.push((m.ecu.clone(), Vec::new()));
+            cur.insert(m.ecu.clone(), (lcs.len() - 1, None));
+        }
+        let c = cur.get_mut(&m.ecu).unwrap();
+        if m.tmsp.is_some() {
+            c.1 = m.tmsp;
+        }
+        lcs[c.0].1.push(i);
+    }
+    let shape: Vec<(&str, usize)> = lcs.iter().map(|(e, v)| (e.as_str(), v.len())).collect();
+    assert_eq!(shape, [("ECU1", 6), ("ECU", 315), ("ECU1", 6), ("ECU1", 6)]);
+
+    // info: one line per lifecycle, number, ECU and message count.
+    let (code, info, err) = common::pt(&["info"], &[&p]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<(String, String, u64)> = info
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            if t.first() != Some(&"lifecycle") {
+                return None;
+            }
+            Some((t[1].to_string(), t[2].to_string(), t.last()?.parse().ok()?))
+        })
+        .collect();
+    let want: Vec<(String, String, u64)> = lcs
+        .iter()
+        .enumerate()
+        .map(|(n, (e, v))| ((n + 1).to_string(), e.clone(), v.len() as u64))
+        .collect();
+    assert_eq!(listed, want, "{info}");
+
+    for (n, (_, idx)) in lcs.iter().enumerate() {
+        let n = (n + 1).to_string();
+        // dump --lifecycle N: exactly that lifecycle's dlt-convert lines.
+        let (code, got, err) = dump(&p, &["--lifecycle", &n]);
+        assert_eq!(code, 0, "{err}");
+        let want: String = idx.iter().map(|&i| format!("{}\n", msgs[i].text)).collect();
+        common::assert_same(&format!("--lifecycle {n}"), want.as_bytes(), &got);
+        // Event times: tmsp placed by the lifecycle's own boot time.
+        let off = idx
+            .iter()
+            .filter_map(|&i| Some(msgs[i].storage_ns - msgs[i].tmsp? * 100_000))
+            .min()
+            .unwrap();
+        let mut want: Vec<i64> = idx
+            .iter()
+            .filter(|&&i| msgs[i].text.contains(" LOG- TEST "))
+            .map(|&i| off + msgs[i].tmsp.unwrap() * 100_000)
+            .collect();
+        let got = common::common_events(&p, &["--lifecycle", &n, "--event", "LOG.TEST"]);
+        let mut got: Vec<i64> = got
+            .iter()
+            .map(|l| {
+                let (s, ns) = l
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .split_once('.')
+                    .unwrap();
+                s.parse::<i64>().unwrap() * 1_000_000_000 + ns.parse::<i64>().unwrap()
+            })
+            .collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "lifecycle {n}");
+    }
+}

@@ -395,7 +395,7 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
                 "last": info.last.map(|t| t.to_string()),
                 "first_shown": info.first.map(|t| show_time(t, &h.time_base)),
                 "last_shown": info.last.map(|t| show_time(t, &h.time_base)),
-                "time_of_dlt_messages": "storage time (the header the logger wrote when it stored the message); the ECU timestamp is in dump's native listing",
+                "time_of_dlt_messages": "ECU timestamp (tmsp) placed on the storage-time line by its lifecycle's offset (docs/dlt.md); dump's native listing shows the storage time and tmsp as stored",
                 "items": info.items,
                 "events_by_type": info.events_by_type,
                 "values_by_metric": info.values_by_metric,
@@ -426,7 +426,7 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
                 if h.source == crate::model::FormatId::Dlt {
                     writeln!(
                         out,
-                        "times:     DLT storage time (dump's native listing also shows each message's ECU timestamp)"
+                        "times:     DLT ECU timestamps placed by each lifecycle's boot time (dump's native listing shows storage times)"
                     )?;
                 }
                 // The same in words a reader takes in at a glance.

@@ -44,10 +44,32 @@ pub struct Lifecycle {
     pub messages: u64,
     /// Boot time (ns): min(storage − tmsp) over its dated messages.
     pub boot_ns: Option<i64>,
+    /// min(storage − tmsp) over all its messages with a tmsp, and the
+    /// value of the first of them (what a bare stream places it by).
+    pub boot_all: Option<i64>,
+    pub first_est: Option<i64>,
+}
+
+impl Lifecycle {
+    /// What tmsp × 100 µs is offset by to place its messages: the boot
+    /// time from its dated messages when it has any, else from all of them,
+    /// never before the epoch (an ECU without the date).
+    pub fn offset(&self) -> Option<i64> {
+        self.boot_ns.or(self.boot_all.map(|b| b.max(0)))
+    }
+}
+
+/// What [`Tracker::step`] says of a message.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    pub number: u32,
+    /// It began a new lifecycle of an ECU seen before (a restart).
+    pub restart: bool,
 }
 
 struct Current {
     number: u32,
+    boot_all: Option<i64>,
     last_tmsp: Option<u32>,
     max_tmsp: u32,
     boot: Option<i64>,
@@ -69,13 +91,16 @@ fn storage_ns(m: &Msg) -> i64 {
 impl Tracker {
     /// The lifecycle number of the next message of the file.
     pub fn push(&mut self, m: &Msg) -> u32 {
-        let ecu = m.ecu_id();
-        let st = storage_ns(m);
-        let est = m
-            .tmsp
-            .map(|t| st - t as i64 * 100_000)
-            .filter(|_| st >= DATED_FROM_NS);
-        let new = match (self.ecus.get(&ecu), m.tmsp) {
+        self.step(m.ecu_id(), storage_ns(m), m.tmsp).number
+    }
+
+    /// The next message of the file, by its ECU (as dlt-convert shows it),
+    /// storage time (ns) and tmsp.
+    pub fn step(&mut self, ecu: [u8; 4], st: i64, tmsp: Option<u32>) -> Step {
+        let all = tmsp.map(|t| st - t as i64 * 100_000);
+        let est = all.filter(|_| st >= DATED_FROM_NS);
+        let seen = self.ecus.contains_key(&ecu);
+        let new = match (self.ecus.get(&ecu), tmsp) {
             (None, _) => true,
             (Some(c), Some(t)) => {
                 c.last_tmsp.is_some_and(|l| t < l && l - t > FALLBACK)
@@ -94,6 +119,8 @@ impl Tracker {
                     last_ns: st,
                     messages: 0,
                     boot_ns: None,
+                    boot_all: None,
+                    first_est: None,
                 });
                 self.listed.len() - 1
             });
@@ -101,6 +128,7 @@ impl Tracker {
                 ecu,
                 Current {
                     number: self.next,
+                    boot_all: None,
                     last_tmsp: None,
                     max_tmsp: 0,
                     boot: None,
@@ -109,20 +137,36 @@ impl Tracker {
             );
         }
         let c = self.ecus.get_mut(&ecu).expect("inserted above");
-        if let Some(t) = m.tmsp {
+        if let Some(t) = tmsp {
             c.last_tmsp = Some(t);
             c.max_tmsp = c.max_tmsp.max(t);
         }
         if let Some(e) = est {
             c.boot = Some(c.boot.map_or(e, |b| b.min(e)));
         }
+        if let Some(a) = all {
+            c.boot_all = Some(c.boot_all.map_or(a, |b| b.min(a)));
+        }
         if let Some(l) = c.slot.map(|s| &mut self.listed[s]) {
             l.last_ns = l.last_ns.max(st);
             l.first_ns = l.first_ns.min(st);
             l.messages += 1;
             l.boot_ns = c.boot;
+            l.boot_all = c.boot_all;
+            if l.first_est.is_none() {
+                l.first_est = all.map(|a| a.max(0));
+            }
         }
-        c.number
+        Step {
+            number: c.number,
+            restart: new && seen,
+        }
+    }
+
+    /// Lifecycle `number`, if listed.
+    pub fn get(&self, number: u32) -> Option<&Lifecycle> {
+        let l = self.listed.get(number.checked_sub(1)? as usize)?;
+        (l.number == number).then_some(l)
     }
 }
 
