@@ -399,3 +399,121 @@ fn lifecycles_are_listed_selected_and_placed_per_ecu() {
         assert_eq!(got, want, "lifecycle {n}");
     }
 }
+
+// ------------------------------------------------------------ several files
+
+/// dlt-convert's lines without their index, sorted (a multiset of messages).
+fn bodies(listing: &[u8]) -> Vec<String> {
+    let mut v: Vec<String> = String::from_utf8_lossy(listing)
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().1.to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// (ECU APID CTID, payload) of each message dlt-viewer's command line
+/// exports (`index date time timestamp count ecu apid ctid session type
+/// subtype mode noar payload`), sorted.
+fn viewer(dlt: &Path, home: &Path) -> Option<Vec<String>> {
+    let tool = common::peer("dlt-viewer")?;
+    let txt = home.join("viewer.txt");
+    // It takes only names ending in .dlt (split pieces end in .NNN).
+    let named = home.join("viewer-input.dlt");
+    std::fs::copy(dlt, &named).unwrap();
+    let dlt = named.as_path();
+    let o = Command::new(tool)
+        .env("QT_QPA_PLATFORM", "offscreen")
+        .env("HOME", home)
+        .args(["-s", "-c"])
+        .arg(dlt)
+        .arg(&txt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "dlt-viewer: {o:?}");
+    let mut v: Vec<String> = std::fs::read_to_string(&txt)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(14, ' ').collect();
+            format!("{} {} {} {}", f[5], f[6], f[7], f.get(13).unwrap_or(&""))
+        })
+        .collect();
+    v.sort();
+    Some(v)
+}
+
+/// Merged and split `.dlt` outputs hold every input message once, control
+/// messages included: the inputs' dlt-convert lines (index aside) as a
+/// multiset equal the outputs', and dlt-viewer lists as many messages from
+/// the outputs as from the inputs.
+#[test]
+fn merged_and_split_outputs_hold_every_message_once() {
+    let d = common::testdata().join("dlt");
+    let (a, b) = (d.join("testfile.dlt"), d.join("testfile_extended.dlt"));
+    let tmp = tempfile::tempdir().unwrap();
+    let all = tmp.path().join("all.dlt");
+    let (code, _, err) = common::pt(&["convert", "--to", "dlt", "-o"], &[&all, &a, &b]);
+    assert_eq!(code, 0, "{err}");
+    let Some(la) = common::dlt_convert_a(&a) else {
+        return;
+    };
+    let lb = common::dlt_convert_a(&b).unwrap();
+    let mut want = bodies(&la);
+    want.extend(bodies(&lb));
+    want.sort();
+    assert_eq!(want.len(), 216);
+    assert_eq!(want.iter().filter(|l| l.contains(" control ")).count(), 16);
+    assert_eq!(bodies(&common::dlt_convert_a(&all).unwrap()), want);
+    if let Some(mut va) = viewer(&a, tmp.path()) {
+        va.extend(viewer(&b, tmp.path()).unwrap());
+        va.sort();
+        assert_eq!(va.len(), 216);
+        assert_eq!(viewer(&all, tmp.path()).unwrap(), va);
+    }
+
+    // Split by lifecycle (ECU1 restarts twice).
+    let lc = d.join("lifecycles.dlt");
+    let want = bodies(&common::dlt_convert_a(&lc).unwrap());
+    for (by, pieces) in [("lifecycle", 3)] {
+        let dir = tmp.path().join(by);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("x.dlt");
+        let (code, _, err) = common::pt(
+            &["convert", "--to", "dlt", "--split", by, "-o"],
+            &[&out, &lc],
+        );
+        assert_eq!(code, 0, "{err}");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), pieces, "--split {by}");
+        let mut got = Vec::new();
+        let mut seen = Vec::new();
+        for f in &files {
+            got.extend(bodies(&common::dlt_convert_a(f).unwrap()));
+            if let Some(v) = viewer(f, tmp.path()) {
+                seen.extend(v);
+            }
+        }
+        got.sort();
+        assert_eq!(got, want, "--split {by}");
+        if !seen.is_empty() {
+            assert_eq!(seen.len(), want.len(), "--split {by}: dlt-viewer");
+        }
+    }
+    // Each lifecycle piece begins where ECU1 restarts: its first message.
+    let first =
+        String::from_utf8(common::dlt_convert_a(&tmp.path().join("lifecycle/x.dlt.001")).unwrap())
+            .unwrap();
+    assert!(
+        first
+            .lines()
+            .next()
+            .unwrap()
+            .contains(" ECU1 LOG- TEST log fatal "),
+        "{first}"
+    );
+}

@@ -300,8 +300,9 @@ pub struct OutputArgs {
     pub at: Option<TimeSpec>,
     /// Write numbered outputs (OUT.000, OUT.001, …) each covering this much
     /// time (e.g. 2s, 1m) or holding about this much data (e.g. 64M, 100k);
-    /// each is a complete file of the target format.
-    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE")]
+    /// each is a complete file of the target format; `lifecycle`: a new
+    /// file where a DLT ECU restarts.
+    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE|lifecycle")]
     pub split: Option<crate::split::SplitBy>,
     /// Layout to write (A2 or M3).
     #[arg(long, value_name = "A2|M3")]
@@ -400,7 +401,7 @@ impl OutputArgs {
 pub fn parse_split(s: &str) -> Result<crate::split::SplitBy, String> {
     use crate::split::SplitBy;
     let bad = || {
-        format!("bad --split {s:?}: want a duration (2s, 1m, 500ms) or a size (64M, 100k, 4096B)")
+        format!("bad --split {s:?}: want a duration (2s, 1m, 500ms), a size (64M, 100k, 4096B) or lifecycle")
     };
     let unit: String = s
         .chars()
@@ -408,6 +409,9 @@ pub fn parse_split(s: &str) -> Result<crate::split::SplitBy, String> {
         .take_while(|c| c.is_ascii_alphabetic())
         .collect();
     let unit: String = unit.chars().rev().collect();
+    if s == "lifecycle" {
+        return Ok(SplitBy::Restart);
+    }
     let v = match unit.as_str() {
         "ns" | "us" | "ms" | "s" | "m" | "min" | "h" => {
             SplitBy::Duration(crate::model::time::parse_duration(s).map_err(|_| bad())?)
