@@ -1,7 +1,7 @@
 //! Options passed from the CLI to readers, writers and dumpers. Every
 //! format-specific flag lives here so the CLI defines it once.
 
-use crate::model::{Glob, Selection, TimeWindow, Timestamp};
+use crate::model::{Glob, MessageSelect, Selection, TimeWindow, Timestamp};
 
 /// Options for reading any format.
 #[derive(Debug, Clone, Default)]
@@ -16,6 +16,9 @@ pub struct ReadOptions {
     pub tsc_anchor: Option<Timestamp>,
     /// KPI: page size for RSS (default 4096).
     pub page_size: Option<u64>,
+    /// DLT: which messages to read (`--ecu`, `--app`, …); the native
+    /// listing applies them too.
+    pub messages: MessageSelect,
 }
 
 /// Options for writing any format.

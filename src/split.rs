@@ -26,6 +26,9 @@ pub enum SplitBy {
     /// writers that do not count their bytes are measured on disk, where
     /// up to 64 KiB per file may still be buffered).
     Size(u64),
+    /// A new piece where the source's clock restarts (`TraceReader::
+    /// restarts`: a DLT ECU's new lifecycle).
+    Restart,
 }
 
 /// The definitions in force, to repeat at the start of each piece.
@@ -158,6 +161,7 @@ pub fn convert_split(
     // is folded into the definitions the new piece starts with, so no
     // piece holds two records of one indom for one instant.
     let mut pending: Option<usize> = None;
+    let mut restarts = reader.restarts();
     while let Some(item) = reader.next_item()? {
         if item.is_data() && t0.is_none() {
             t0 = item.time();
@@ -180,6 +184,12 @@ pub fn convert_split(
                 } else {
                     k
                 }
+            }
+            (SplitBy::Restart, _, _) if item.is_data() => {
+                let r = reader.restarts();
+                let n = k + r.saturating_sub(restarts) as usize;
+                restarts = r;
+                n
             }
             _ => k,
         };

@@ -50,36 +50,9 @@ fn golden_of(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// dlt-convert -a, its libdlt log lines (`[ uptime]~DLT~…`) left out.
+/// dlt-convert -a, its libdlt log lines left out (tests/common).
 fn dlt_convert(file: &Path) -> Option<Vec<u8>> {
-    let tool = common::peer("dlt-convert")?;
-    let out = Command::new(tool)
-        .env("TZ", "UTC")
-        .arg("-a")
-        .arg(file)
-        .output()
-        .unwrap();
-    let mut kept = Vec::new();
-    let text = out.stdout;
-    let mut i = 0;
-    while i < text.len() {
-        let rest = &text[i..];
-        let is_log = rest.starts_with(b"[") && {
-            let close = rest.iter().position(|&c| c == b']').unwrap_or(0);
-            close > 1 && rest[close + 1..].starts_with(b"~DLT~")
-        };
-        if is_log {
-            let nl = rest
-                .iter()
-                .position(|&c| c == b'\n')
-                .unwrap_or(rest.len() - 1);
-            i += nl + 1;
-            continue;
-        }
-        kept.push(text[i]);
-        i += 1;
-    }
-    Some(kept)
+    common::dlt_convert_a(file)
 }
 
 fn lines(b: &[u8]) -> Vec<String> {

@@ -107,8 +107,13 @@ fn values(long: &str, src: &Source) -> Vec<Vec<String>> {
         "at" => with(&["+0s", "+1ms", "2000-01-01T00:00:00Z"]),
         "timeline-version" => with(&["A2", "M3"]),
         "entries" => with(&["16", "65536"]),
-        "ecu" | "app-id" | "ctx-id" | "kpi-app" | "kpi-ctx" => with(&["ZZZZ"]),
-        "session-id" => with(&["4242"]),
+        "out-ecu" | "out-app-id" | "out-ctx-id" | "kpi-app" | "kpi-ctx" => with(&["ZZZZ"]),
+        "out-session-id" => with(&["4242"]),
+        // Message filters: one keeping some messages, one keeping none.
+        "ecu" | "app" | "ctx" => with(&["ZZZZ", "*"]),
+        "level" => with(&["fatal", "verbose"]),
+        "grep" => with(&["NEW", "^$"]),
+        "lifecycle" => with(&["2", "1"]),
         "dlt-payload-max" => with(&["100"]),
         "kpi-style" => with(&["bare", "dlt"]),
         "ltt-block-size" => with(&["4096"]),
@@ -220,7 +225,7 @@ fn base(verb: Verb, src: &Source, t: Target, outdir: &Path) -> Vec<String> {
             a.push(outdir.join(suffix(f)).to_string_lossy().into_owned());
             // DLT and KPI lines carry polytrace's PID by default.
             if matches!(f, FormatId::Dlt | FormatId::Kpi) {
-                a.extend(["--session-id".into(), "1".into()]);
+                a.extend(["--out-session-id".into(), "1".into()]);
             }
         }
         (Verb::Dump, Target::Common) => a.extend(["--style".into(), "common".into()]),

@@ -986,7 +986,8 @@ fn convert_help_groups_its_options() {
     };
     assert!(block("PCP output (--to pcp):").contains("--pcp-version"));
     assert!(block("DLT and KPI input:").contains("--kpi-app"));
-    assert!(block("DLT output (--to dlt, --to kpi):").contains("--ecu"));
+    assert!(block("DLT output (--to dlt, --to kpi):").contains("--out-ecu"));
+    assert!(block("Filters:").contains("--app"));
     assert!(block("Timeline output (--to timeline):").contains("--entries"));
     assert!(block("Output:").contains("[possible values: kpi,"));
     insta::assert_snapshot!("convert_help", help);
@@ -1109,7 +1110,7 @@ fn eight_mistakes_get_messages_that_point_to_the_fix() {
                 "-o".into(),
                 out("z.csv").into(),
             ],
-            &["--app-id", "applies to --to dlt", "--event"],
+            &["--out-app-id", "applies to --to dlt", "--app selects"],
         ),
         // 8. Cycles into a target that shows seconds.
         (

@@ -1,7 +1,8 @@
 //! The CLI's shared option groups, defined once and flattened into each verb.
 
+use crate::model::select::Grep;
 use crate::model::FormatId;
-use crate::model::{CpuList, Glob, Selection, TimeSpec, TimeWindow};
+use crate::model::{CpuList, Glob, Level, MessageSelect, Selection, TimeSpec, TimeWindow};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use clap::Args;
 use std::path::PathBuf;
@@ -224,6 +225,10 @@ pub struct InputArgs {
     /// The verb and target whose options the opened inputs are checked for.
     #[arg(skip)]
     pub check: Option<(super::optspec::Verb, super::optspec::Target)>,
+    /// The message filters, moved in from [`FilterArgs`] (the reader
+    /// applies them, message by message).
+    #[arg(skip)]
+    pub messages: MessageSelect,
 }
 
 /// How some formats are read (under each format's heading in `--help`).
@@ -259,6 +264,7 @@ impl InputArgs {
             tsc_hz: self.fmt.tsc_hz,
             tsc_anchor: self.fmt.tsc_anchor,
             page_size: self.fmt.page_size,
+            messages: self.messages.clone(),
         }
     }
 }
@@ -294,8 +300,9 @@ pub struct OutputArgs {
     pub at: Option<TimeSpec>,
     /// Write numbered outputs (OUT.000, OUT.001, …) each covering this much
     /// time (e.g. 2s, 1m) or holding about this much data (e.g. 64M, 100k);
-    /// each is a complete file of the target format.
-    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE")]
+    /// each is a complete file of the target format; `lifecycle`: a new
+    /// file where a DLT ECU restarts.
+    #[arg(long, value_parser = parse_split, value_name = "DURATION|SIZE|lifecycle")]
     pub split: Option<crate::split::SplitBy>,
     /// Layout to write (A2 or M3).
     #[arg(long, value_name = "A2|M3")]
@@ -303,18 +310,22 @@ pub struct OutputArgs {
     /// Ring size in entries (A2: a power of two; default: sized to the data).
     #[arg(long, value_name = "N")]
     pub entries: Option<u64>,
-    /// ECU id of every message (default: the source's, else ECU1).
-    #[arg(long)]
-    pub ecu: Option<String>,
-    /// Application id of every message (default: PROC for KPI, else from the category).
-    #[arg(long, value_name = "APID")]
-    pub app_id: Option<String>,
-    /// Context id of every message (default: PROC for KPI, else from the name).
-    #[arg(long, value_name = "CTID")]
-    pub ctx_id: Option<String>,
-    /// Session id of every message (default: the source's, else polytrace's PID).
-    #[arg(long, value_name = "ID")]
-    pub session_id: Option<u32>,
+    /// Write this ECU id into every message (default: the source's, else
+    /// ECU1). Not a filter: --ecu selects input messages.
+    #[arg(long, value_name = "ECU")]
+    pub out_ecu: Option<String>,
+    /// Write this application id into every message (default: PROC for
+    /// KPI, else from the category). Not a filter: --app selects.
+    #[arg(long, visible_alias = "app-id", value_name = "APID")]
+    pub out_app_id: Option<String>,
+    /// Write this context id into every message (default: PROC for KPI,
+    /// else from the name). Not a filter: --ctx selects.
+    #[arg(long, visible_alias = "ctx-id", value_name = "CTID")]
+    pub out_ctx_id: Option<String>,
+    /// Session id written into every message (default: the source's,
+    /// else polytrace's PID).
+    #[arg(long, visible_alias = "session-id", value_name = "ID")]
+    pub out_session_id: Option<u32>,
     /// Maximum payload bytes per message (libdlt default 1390).
     #[arg(long, value_name = "BYTES")]
     pub dlt_payload_max: Option<usize>,
@@ -377,10 +388,10 @@ impl OutputArgs {
             },
             timeline_version: self.timeline_version.clone(),
             entries: self.entries,
-            ecu: self.ecu.clone(),
-            app_id: self.app_id.clone(),
-            ctx_id: self.ctx_id.clone(),
-            session_id: self.session_id,
+            ecu: self.out_ecu.clone(),
+            app_id: self.out_app_id.clone(),
+            ctx_id: self.out_ctx_id.clone(),
+            session_id: self.out_session_id,
             dlt_payload_max: self.dlt_payload_max,
             dlt_truncated_tails: self.dlt_truncated_tails,
             kpi_style: self.kpi_style.clone(),
@@ -403,7 +414,7 @@ impl OutputArgs {
 pub fn parse_split(s: &str) -> Result<crate::split::SplitBy, String> {
     use crate::split::SplitBy;
     let bad = || {
-        format!("bad --split {s:?}: want a duration (2s, 1m, 500ms) or a size (64M, 100k, 4096B)")
+        format!("bad --split {s:?}: want a duration (2s, 1m, 500ms), a size (64M, 100k, 4096B) or lifecycle")
     };
     let unit: String = s
         .chars()
@@ -411,6 +422,9 @@ pub fn parse_split(s: &str) -> Result<crate::split::SplitBy, String> {
         .take_while(|c| c.is_ascii_alphabetic())
         .collect();
     let unit: String = unit.chars().rev().collect();
+    if s == "lifecycle" {
+        return Ok(SplitBy::Restart);
+    }
     let v = match unit.as_str() {
         "ns" | "us" | "ms" | "s" | "m" | "min" | "h" => {
             SplitBy::Duration(crate::model::time::parse_duration(s).map_err(|_| bad())?)
@@ -457,6 +471,48 @@ pub struct FilterArgs {
     /// Leave out events on these CPUs.
     #[arg(long = "exclude-cpu", value_parser = CpuList::parse, value_name = "LIST")]
     pub exclude_cpu: Option<CpuList>,
+    #[command(flatten)]
+    pub messages: MessageArgs,
+}
+
+/// Which DLT messages to keep (docs/dlt.md, "Filters"): the reader and the
+/// native listing apply them to each message before anything else.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MessageArgs {
+    /// DLT: keep only messages of these ECUs (globs, comma list or repeated).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    pub ecu: Vec<String>,
+    /// DLT: keep only messages of these application ids (APID globs).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    pub app: Vec<String>,
+    /// DLT: keep only messages of these context ids (CTID globs).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB,...")]
+    pub ctx: Vec<String>,
+    /// DLT: keep only log messages at this level or above (fatal, error,
+    /// warn, info, debug, verbose).
+    #[arg(long, value_parser = Level::parse, value_name = "LEVEL")]
+    pub level: Option<Level>,
+    /// DLT: keep only messages whose payload text (as dlt-convert -a shows
+    /// it) matches this regular expression.
+    #[arg(long, value_parser = Grep::parse, value_name = "REGEX")]
+    pub grep: Option<Grep>,
+    /// DLT: keep only the messages of lifecycle N (as `info` numbers them).
+    #[arg(long, value_name = "N")]
+    pub lifecycle: Option<u32>,
+}
+
+impl MessageArgs {
+    pub fn select(&self) -> MessageSelect {
+        let g = |v: &[String]| v.iter().map(|p| Glob::new(p.trim())).collect();
+        MessageSelect {
+            ecus: g(&self.ecu),
+            apps: g(&self.app),
+            ctxs: g(&self.ctx),
+            level: self.level,
+            grep: self.grep.clone(),
+            lifecycle: self.lifecycle,
+        }
+    }
 }
 
 impl FilterArgs {
@@ -554,6 +610,8 @@ pub struct CheckInputArgs {
     /// Context id of KPI messages (default PROC).
     #[arg(long, value_name = "CTID")]
     pub kpi_ctx: Option<String>,
+    #[command(flatten)]
+    pub messages: MessageArgs,
 }
 
 impl CheckInputArgs {
@@ -562,6 +620,7 @@ impl CheckInputArgs {
             salvage: self.salvage,
             kpi_app: self.kpi_app.clone(),
             kpi_ctx: self.kpi_ctx.clone(),
+            messages: self.messages.select(),
             ..ReadOptions::default()
         }
     }

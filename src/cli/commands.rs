@@ -24,16 +24,19 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Convert(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
             a.input_args.given = given;
+            a.input_args.messages = a.filter.messages.select();
             convert(*a, quiet)
         }
         Command::Dump(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
             a.input_args.given = given;
+            a.input_args.messages = a.filter.messages.select();
             dump(a, quiet)
         }
         Command::Info(mut a) => {
             a.input_args.fmt = std::mem::take(&mut a.read_fmt);
             a.input_args.given = given;
+            a.input_args.messages = a.filter.messages.select();
             info(a, quiet)
         }
         Command::Check(a) => check(a, quiet),
@@ -392,7 +395,7 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
                 "last": info.last.map(|t| t.to_string()),
                 "first_shown": info.first.map(|t| show_time(t, &h.time_base)),
                 "last_shown": info.last.map(|t| show_time(t, &h.time_base)),
-                "time_of_dlt_messages": "storage time (the header the logger wrote when it stored the message); the ECU timestamp is in dump's native listing",
+                "time_of_dlt_messages": "ECU timestamp (tmsp) placed on the storage-time line by its lifecycle's offset (docs/dlt.md); dump's native listing shows the storage time and tmsp as stored",
                 "items": info.items,
                 "events_by_type": info.events_by_type,
                 "values_by_metric": info.values_by_metric,
@@ -423,7 +426,7 @@ fn info(mut a: InfoCmd, quiet: bool) -> Result<u8> {
                 if h.source == crate::model::FormatId::Dlt {
                     writeln!(
                         out,
-                        "times:     DLT storage time (dump's native listing also shows each message's ECU timestamp)"
+                        "times:     DLT ECU timestamps placed by each lifecycle's boot time (dump's native listing shows storage times)"
                     )?;
                 }
                 // The same in words a reader takes in at a glance.
@@ -795,6 +798,14 @@ fn nearest(
 
 fn check(a: CheckArgs, quiet: bool) -> Result<u8> {
     let (input, fmt) = pipeline::resolve_input(&a.input, a.input_args.from)?;
+    if !a.input_args.messages.select().is_empty() && fmt.id() != crate::model::FormatId::Dlt {
+        return Err(crate::Error::Usage(format!(
+            "--ecu/--app/--ctx/--level/--grep/--lifecycle change nothing here ({} is {}): they apply to dlt inputs",
+            input.name(),
+            fmt.id()
+        ))
+        .into());
+    }
     let diags = fmt.check(&input, &a.input_args.read_options())?;
     let lossy = report_diagnostics(&diags, quiet);
     if !quiet && !lossy {

@@ -163,6 +163,10 @@ const fn event_filter(sources: Src) -> [Rule; 2] {
 }
 const EVENT_FILTER: &[Rule] = &event_filter(EVENT_SOURCES);
 const METRIC_FILTER: &[Rule] = &[r(CDI, METRIC_SOURCES, Tgt::Any)];
+/// DLT message filters: every verb and target, the native listing included.
+const MSG_FILTER: &[Rule] = &[r(CDI, Src::Formats(&[Dlt]), Tgt::Any)];
+const MSG_APPLIES: &str =
+    "dlt inputs, every verb and target (which messages are read; --out-ecu/--out-app-id/--out-ctx-id set the ids written into --to dlt)";
 /// Events with a CPU: LTT tracefiles and timeline cores.
 const CPU_SOURCES: Src = Src::Formats(&[Ltt, Timeline]);
 const CPU_FILTER: &[Rule] = &event_filter(CPU_SOURCES);
@@ -288,6 +292,12 @@ pub const OPTIONS: &[OptSpec] = &[
     opt("exclude-instance", "Filters", "inputs with metrics (kpi, dlt, mmv, pcp)", METRIC_FILTER),
     opt("cpu", "Filters", "inputs with events on CPUs (ltt, timeline), into targets that keep events (--to csv: with --events)", CPU_FILTER),
     opt("exclude-cpu", "Filters", "inputs with events on CPUs (ltt, timeline), into targets that keep events (--to csv: with --events)", CPU_FILTER),
+    opt("ecu", "Filters", MSG_APPLIES, MSG_FILTER),
+    opt("app", "Filters", MSG_APPLIES, MSG_FILTER),
+    opt("ctx", "Filters", MSG_APPLIES, MSG_FILTER),
+    opt("level", "Filters", MSG_APPLIES, MSG_FILTER),
+    opt("grep", "Filters", MSG_APPLIES, MSG_FILTER),
+    opt("lifecycle", "Filters", MSG_APPLIES, MSG_FILTER),
     opt("merge", "Merging", "convert", ANY_CONVERT),
     opt("label", "Merging", "convert with several inputs", ANY_CONVERT),
     opt("output", "Output", "convert and record", ANY_RC),
@@ -301,10 +311,10 @@ pub const OPTIONS: &[OptSpec] = &[
     opt("at", "MMV output (--to mmv)", "--to mmv", &[r(&[Convert], Src::Any, target(Mmv))]),
     opt("timeline-version", "Timeline output (--to timeline)", "--to timeline", TL_W),
     opt("entries", "Timeline output (--to timeline)", "--to timeline", TL_W),
-    opt("ecu", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines); to select input messages use --event APID.CTID", DLT_IDS),
-    opt("app-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines); to select input messages use --event APID.CTID", DLT_IDS),
-    opt("ctx-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines); to select input messages use --event APID.CTID", DLT_IDS),
-    opt("session-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines)", DLT_IDS),
+    opt("out-ecu", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines): the ECU id written; --ecu selects input messages", DLT_IDS),
+    opt("out-app-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines): the APID written; --app selects input messages", DLT_IDS),
+    opt("out-ctx-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines): the CTID written; --ctx selects input messages", DLT_IDS),
+    opt("out-session-id", "DLT output (--to dlt, --to kpi)", "--to dlt and --to kpi (dlt-convert -a lines)", DLT_IDS),
     opt("dlt-payload-max", "DLT output (--to dlt, --to kpi)", "KPI data into --to dlt, and --to kpi (dlt-convert -a lines)", KPI_SPLIT),
     opt("dlt-truncated-tails", "DLT output (--to dlt, --to kpi)", "KPI data into --to dlt, and --to kpi (dlt-convert -a lines)", KPI_SPLIT),
     opt("kpi-style", "KPI output (--to kpi)", "--to kpi", KPI_W),

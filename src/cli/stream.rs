@@ -163,8 +163,15 @@ pub fn open_with(
         for (k, s) in sources.iter().enumerate() {
             members.extend(s.input.member_paths());
             let r = readers.next().expect("one reader per source");
-            // A merged output is a new trace: no input's framing is data.
-            let mut r: Box<dyn TraceReader> = Box::new(Unframe::wrap(r));
+            // A merged output is a new trace: no input's framing is data,
+            // but DLT control messages are messages of the log (a merged
+            // `.dlt` keeps them; another target leaves them out with a
+            // report, as for one input).
+            let mut r: Box<dyn TraceReader> = if r.header().source == crate::model::FormatId::Dlt {
+                r
+            } else {
+                Box::new(Unframe::wrap(r))
+            };
             // The merge takes each input in time order; a .dlt is in
             // arrival order (see `stages::reorder`).
             if r.header().source == crate::model::FormatId::Dlt {

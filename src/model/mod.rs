@@ -23,7 +23,7 @@ pub(crate) use extras::key_order;
 pub use extras::{key_eq, keys, same_address, ExtraKey, ExtraValue, Extras};
 pub use hash::{IntHasher, IntMap, IntSet};
 pub use loss::LossReport;
-pub use select::{CpuList, Glob, ItemFilter, Selection};
+pub use select::{CpuList, Glob, ItemFilter, Level, MessageKeys, MessageSelect, Selection};
 pub use time::{Bounds, TimeBase, TimeSpec, TimeWindow, Timestamp, WindowClock};
 pub use types::{Field, FieldType};
 

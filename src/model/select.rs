@@ -261,6 +261,103 @@ impl Selection {
     }
 }
 
+/// A DLT log level (`msin`'s MTIN of a log message): 1 fatal … 6 verbose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Level(pub u8);
+
+impl Level {
+    pub const NAMES: [&'static str; 6] = ["fatal", "error", "warn", "info", "debug", "verbose"];
+    pub fn parse(s: &str) -> std::result::Result<Level, String> {
+        let t = s.trim().to_ascii_lowercase();
+        Level::NAMES
+            .iter()
+            .position(|n| *n == t || (t == "warning" && *n == "warn"))
+            .map(|i| Level(i as u8 + 1))
+            .ok_or_else(|| format!("bad level {s:?} (one of: {})", Level::NAMES.join(", ")))
+    }
+}
+
+/// A payload regular expression (`--grep`); equal when the patterns are.
+#[derive(Debug, Clone)]
+pub struct Grep(pub regex::bytes::Regex);
+
+impl PartialEq for Grep {
+    fn eq(&self, o: &Grep) -> bool {
+        self.0.as_str() == o.0.as_str()
+    }
+}
+impl Eq for Grep {}
+
+impl Grep {
+    /// An invalid expression is a usage error showing where it fails.
+    pub fn parse(s: &str) -> std::result::Result<Grep, String> {
+        regex::bytes::Regex::new(s)
+            .map(Grep)
+            .map_err(|e| format!("bad --grep expression: {e}"))
+    }
+}
+
+/// Which messages of a message log (DLT) to keep: `--ecu`, `--app`,
+/// `--ctx`, `--level`, `--grep`, `--lifecycle`. Applied per message,
+/// before a message becomes items (so `--app PROC` keeps KPI data too),
+/// by the reader and by the native listing alike; every criterion given
+/// must hold. Empty = every message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageSelect {
+    pub ecus: Vec<Glob>,
+    pub apps: Vec<Glob>,
+    pub ctxs: Vec<Glob>,
+    /// At or above this level (log messages only: others have none).
+    pub level: Option<Level>,
+    /// On the payload as `dlt-convert -a` shows it.
+    pub grep: Option<Grep>,
+    /// Lifecycle number (1-based, in file order; see docs/dlt.md).
+    pub lifecycle: Option<u32>,
+}
+
+/// What [`MessageSelect`] tests of one message (ids cut at the first NUL;
+/// `None` where the message has no extended header).
+#[derive(Debug, Clone, Copy)]
+pub struct MessageKeys<'a> {
+    pub ecu: &'a [u8],
+    pub app: Option<&'a [u8]>,
+    pub ctx: Option<&'a [u8]>,
+    /// The log level; `None` for messages that are not log messages.
+    pub level: Option<Level>,
+    pub lifecycle: u32,
+}
+
+impl MessageSelect {
+    pub fn is_empty(&self) -> bool {
+        *self == MessageSelect::default()
+    }
+    /// Does the test need the payload text ([`MessageSelect::text`])?
+    pub fn needs_text(&self) -> bool {
+        self.grep.is_some()
+    }
+    /// Everything but `--grep`.
+    pub fn keys(&self, k: &MessageKeys<'_>) -> bool {
+        let id = |gs: &[Glob], v: Option<&[u8]>| {
+            gs.is_empty()
+                || v.is_some_and(|v| {
+                    let s = String::from_utf8_lossy(v);
+                    gs.iter().any(|g| g.matches(&s))
+                })
+        };
+        id(&self.ecus, Some(k.ecu))
+            && id(&self.apps, k.app)
+            && id(&self.ctxs, k.ctx)
+            && self
+                .level
+                .is_none_or(|max| k.level.is_some_and(|l| l <= max))
+            && self.lifecycle.is_none_or(|n| n == k.lifecycle)
+    }
+    /// `--grep` on the payload text.
+    pub fn text(&self, payload: &[u8]) -> bool {
+        self.grep.as_ref().is_none_or(|g| g.0.is_match(payload))
+    }
+}
+
 /// Pending definitions are passed on regardless past this many (a stream
 /// that never names who uses them must not grow memory without bound).
 const PENDING_CAP: usize = 1 << 16;

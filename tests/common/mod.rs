@@ -269,6 +269,8 @@ pub fn td(rel: &str) -> String {
 /// A path as an argument.
 pub fn path_arg(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
 /// The virtual environment's python with duckdb and pyarrow, or None (the
 /// test skips; in CI it fails).
 pub fn venv_python() -> Option<PathBuf> {
@@ -311,4 +313,38 @@ for row in con.sql(sys.argv[1]).fetchall():
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: not a row: {l}")))
         .collect()
+}
+
+/// `TZ=UTC dlt-convert -a FILE`, the libdlt log lines it prints into
+/// stdout (`[ uptime]~DLT~…`, even in the middle of a line) left out; None
+/// (test skips) when dlt-convert is not installed.
+pub fn dlt_convert_a(file: &Path) -> Option<Vec<u8>> {
+    let tool = peer("dlt-convert")?;
+    let out = Command::new(tool)
+        .env("TZ", "UTC")
+        .arg("-a")
+        .arg(file)
+        .output()
+        .unwrap();
+    let mut kept = Vec::new();
+    let text = out.stdout;
+    let mut i = 0;
+    while i < text.len() {
+        let rest = &text[i..];
+        let is_log = rest.starts_with(b"[") && {
+            let close = rest.iter().position(|&c| c == b']').unwrap_or(0);
+            close > 1 && rest[close + 1..].starts_with(b"~DLT~")
+        };
+        if is_log {
+            let nl = rest
+                .iter()
+                .position(|&c| c == b'\n')
+                .unwrap_or(rest.len() - 1);
+            i += nl + 1;
+            continue;
+        }
+        kept.push(text[i]);
+        i += 1;
+    }
+    Some(kept)
 }

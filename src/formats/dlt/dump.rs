@@ -21,7 +21,7 @@ pub fn dump(
 ) -> Result<Vec<Diagnostic>> {
     if !dopts.select.is_empty() {
         return Err(Error::Usage(
-            "the dlt-convert listing shows whole messages, and a KPI message carries several datasets of several kinds: --event/--metric/--instance/--cpu do not apply to it (use --style common)".into(),
+            "the dlt-convert listing shows whole messages, and a KPI message carries several datasets of several kinds: --event/--metric/--instance/--cpu do not apply to it (select messages with --ecu/--app/--ctx/--level/--grep/--lifecycle, or use --style common)".into(),
         ));
     }
     // The window goes by the storage time the listing shows; `-DURATION`
@@ -48,6 +48,10 @@ pub fn dump(
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + 16 * 1024);
     let werr = |e| Error::io("<stdout>", e);
     let mut idx = 0u64;
+    // The message filters; lines keep their index in the whole file.
+    let sel = &ropts.messages;
+    let mut lifecycles = super::lifecycle::Tracker::default();
+    let mut scratch = Vec::new();
     loop {
         let m = match sc.next_msg() {
             Ok(Some(m)) => m,
@@ -58,6 +62,12 @@ pub fn dump(
                 return Err(e);
             }
         };
+        // Every message counts for the lifecycles, the filtered-out too.
+        let lc = if sel.lifecycle.is_some() {
+            lifecycles.push(&m)
+        } else {
+            0
+        };
         if let Some(c) = clock.as_mut() {
             // Lines keep their message index, as dlt-convert -b/-e do.
             if !c
@@ -67,6 +77,10 @@ pub fn dump(
                 idx += 1;
                 continue;
             }
+        }
+        if !sel.is_empty() && !super::lifecycle::selected(sel, &m, lc, &mut scratch) {
+            idx += 1;
+            continue;
         }
         push_u64(&mut buf, idx);
         buf.push(b' ');

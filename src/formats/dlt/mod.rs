@@ -6,6 +6,7 @@
 //! - `scan`: record framing with resynchronisation and damage reports.
 //! - `text`: the `dlt-convert -a`/`-s` rendering.
 //! - `dump`: the native listing.
+//! - `lifecycle`: each ECU's boots, and the message filters.
 //! - `args`: verbose arguments ↔ typed fields.
 //! - `reader` / `writer`: model conversion; KPI through the shared KPI
 //!   assembler and grouper, every other message as a typed event.
@@ -13,6 +14,7 @@
 pub mod args;
 pub mod dump;
 pub mod layout;
+pub mod lifecycle;
 pub mod reader;
 pub mod scan;
 pub mod text;
