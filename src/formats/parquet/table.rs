@@ -174,13 +174,16 @@ pub struct NumCol<T> {
     def: Vec<i16>,
 }
 
-impl<T> NumCol<T> {
-    fn with_capacity(rows: usize) -> Self {
+impl<T> Default for NumCol<T> {
+    fn default() -> Self {
         NumCol {
-            vals: Vec::with_capacity(rows),
-            def: Vec::with_capacity(rows),
+            vals: Vec::new(),
+            def: Vec::new(),
         }
     }
+}
+
+impl<T> NumCol<T> {
     #[inline]
     pub fn append_value(&mut self, v: T) {
         self.vals.push(v);
@@ -330,12 +333,29 @@ impl MapCol<StrBuf> {
     }
 }
 
-/// The samples table's columns for one batch.
-pub struct SampleCols {
+/// The columns both tables start with: time, source, host, and the
+/// row's name (the metric, the event type).
+#[derive(Default)]
+pub struct Head {
     pub time: RunCol<i64>,
     pub source: DictCol,
     pub host: DictCol,
-    pub metric: DictCol,
+    pub name: DictCol,
+}
+
+impl Head {
+    fn write(&mut self, t: &mut Table) -> Result<()> {
+        t.times(0, &mut self.time)?;
+        t.names(1, &mut self.source)?;
+        t.names(2, &mut self.host)?;
+        t.names(3, &mut self.name)
+    }
+}
+
+/// The samples table's columns for one batch.
+#[derive(Default)]
+pub struct SampleCols {
+    pub head: Head,
     pub instance: DictCol,
     pub f64: NumCol<f64>,
     pub i64: NumCol<i64>,
@@ -359,28 +379,11 @@ pub const SAMPLES_KINDS: &[Kind] = &[
 ];
 
 impl SampleCols {
-    pub fn new(rows: usize) -> SampleCols {
-        SampleCols {
-            time: RunCol::default(),
-            source: DictCol::default(),
-            host: DictCol::default(),
-            metric: DictCol::default(),
-            instance: DictCol::default(),
-            f64: NumCol::with_capacity(rows),
-            i64: NumCol::with_capacity(rows),
-            str: StrCol::default(),
-            units: DictCol::default(),
-            semantics: DictCol::default(),
-        }
-    }
     /// Encode the batch into the table's row group; the batch is empty
     /// after.
     pub fn write(&mut self, t: &mut Table, names: &Interner) -> Result<()> {
         let rows = self.f64.def.len();
-        t.times(0, &mut self.time)?;
-        t.names(1, &mut self.source)?;
-        t.names(2, &mut self.host)?;
-        t.names(3, &mut self.metric)?;
+        self.head.write(t)?;
         t.names(4, &mut self.instance)?;
         t.plain(5, &self.f64.def, &self.f64.vals)?;
         t.plain(6, &self.i64.def, &self.i64.vals)?;
@@ -396,11 +399,9 @@ impl SampleCols {
 }
 
 /// The events table's columns for one batch.
+#[derive(Default)]
 pub struct EventCols {
-    pub time: RunCol<i64>,
-    pub source: DictCol,
-    pub host: DictCol,
-    pub ty: DictCol,
+    pub head: Head,
     pub cpu: NumCol<i32>,
     pub pid: NumCol<i64>,
     pub stream: DictCol,
@@ -428,28 +429,11 @@ pub const EVENTS_KINDS: &[Kind] = &[
 ];
 
 impl EventCols {
-    pub fn new(rows: usize) -> EventCols {
-        EventCols {
-            time: RunCol::default(),
-            source: DictCol::default(),
-            host: DictCol::default(),
-            ty: DictCol::default(),
-            cpu: NumCol::with_capacity(rows),
-            pid: NumCol::with_capacity(rows),
-            stream: DictCol::default(),
-            fi64: MapCol::default(),
-            ff64: MapCol::default(),
-            fstr: MapCol::default(),
-        }
-    }
     /// Encode the batch into the table's row group; the batch is empty
     /// after.
     pub fn write(&mut self, t: &mut Table, names: &Interner) -> Result<()> {
         let rows = self.cpu.def.len();
-        t.times(0, &mut self.time)?;
-        t.names(1, &mut self.source)?;
-        t.names(2, &mut self.host)?;
-        t.names(3, &mut self.ty)?;
+        self.head.write(t)?;
         t.num::<Int32Type>(4, &self.cpu.vals, Some(&self.cpu.def), None)?;
         t.num::<Int64Type>(5, &self.pid.vals, Some(&self.pid.def), None)?;
         t.names(6, &mut self.stream)?;
@@ -851,43 +835,54 @@ enum MinMax {
     F64(f64, f64),
 }
 
-impl PlainValues for Vec<i64> {
-    fn len(&self) -> usize {
-        Vec::len(self)
+/// Numbers, written as their little-endian bytes.
+trait Number: Copy {
+    fn put(self, out: &mut Vec<u8>);
+    /// Min and max of `vals`, merged into `mm`.
+    fn merge(vals: &[Self], mm: &mut MinMax);
+}
+
+impl Number for i64 {
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
     }
-    fn plain(&self, out: &mut Vec<u8>) {
-        for v in self {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    fn min_max(&self, mm: &mut MinMax) {
-        let (Some(lo), Some(hi)) = (self.iter().min(), self.iter().max()) else {
+    fn merge(vals: &[i64], mm: &mut MinMax) {
+        let (Some(&lo), Some(&hi)) = (vals.iter().min(), vals.iter().max()) else {
             return;
         };
         *mm = match *mm {
-            MinMax::I64(a, b) => MinMax::I64(a.min(*lo), b.max(*hi)),
-            _ => MinMax::I64(*lo, *hi),
+            MinMax::I64(a, b) => MinMax::I64(a.min(lo), b.max(hi)),
+            _ => MinMax::I64(lo, hi),
         };
     }
 }
 
-impl PlainValues for Vec<f64> {
-    fn len(&self) -> usize {
-        Vec::len(self)
+impl Number for f64 {
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
     }
-    fn plain(&self, out: &mut Vec<u8>) {
-        for v in self {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    fn min_max(&self, mm: &mut MinMax) {
+    fn merge(vals: &[f64], mm: &mut MinMax) {
         // NaN orders nowhere: left out, as the format asks.
-        for &v in self.iter().filter(|v| !v.is_nan()) {
+        for &v in vals.iter().filter(|v| !v.is_nan()) {
             *mm = match *mm {
                 MinMax::F64(a, b) => MinMax::F64(a.min(v), b.max(v)),
                 _ => MinMax::F64(v, v),
             };
         }
+    }
+}
+
+impl<T: Number> PlainValues for Vec<T> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn plain(&self, out: &mut Vec<u8>) {
+        for &v in self {
+            v.put(out);
+        }
+    }
+    fn min_max(&self, mm: &mut MinMax) {
+        T::merge(self, mm);
     }
 }
 
@@ -1022,7 +1017,7 @@ enum Chunk {
     Names(DictChunk<NameDict>),
     Times(DictChunk<TimeDict>),
     Plain(PlainChunk),
-    Typed(TypedChunk),
+    Typed(Box<TypedChunk>),
 }
 
 /// One Parquet file: the schema is fixed when it is created.
@@ -1068,11 +1063,11 @@ impl Table {
                         pages: Pages::default(),
                         buf: Vec::new(),
                     }),
-                    Kind::Typed => Chunk::Typed(TypedChunk {
+                    Kind::Typed => Chunk::Typed(Box::new(TypedChunk {
                         descr: d.clone(),
                         sink: Arc::new(Mutex::new(TrackedWrite::new(Vec::new()))),
                         w: None,
-                    }),
+                    })),
                 }
             })
             .collect();

@@ -96,14 +96,14 @@ struct Part {
 }
 
 impl Part {
-    fn new(samples_path: PathBuf, events_path: PathBuf, batch: usize) -> Part {
+    fn new(samples_path: PathBuf, events_path: PathBuf) -> Part {
         Part {
             samples_path,
             events_path,
             samples: None,
             events: None,
-            scols: SampleCols::new(batch),
-            ecols: EventCols::new(batch),
+            scols: SampleCols::default(),
+            ecols: EventCols::default(),
             srows: 0,
             erows: 0,
         }
@@ -208,7 +208,7 @@ impl ParquetWriter {
         let (dataset, parts) = if opts.dataset {
             (Some(path.clone()), Vec::new())
         } else {
-            let mut p = Part::new(path.clone(), events_path(path), batch);
+            let mut p = Part::new(path.clone(), events_path(path));
             // The samples table is always there, even with no rows: OUT is
             // what the user named.
             p.samples = Some(sh.samples_table(path)?);
@@ -284,7 +284,6 @@ impl ParquetWriter {
                 self.parts.push(Part::new(
                     stage.join(DATASET_SAMPLES).join(&rel),
                     stage.join(DATASET_EVENTS).join(&rel),
-                    self.sh.batch,
                 ));
                 self.by_key.insert(key, self.parts.len() - 1);
                 self.parts.len() - 1
@@ -462,10 +461,10 @@ impl ParquetWriter {
         let stream = stream.map(|s| Self::cached(&mut self.names, &mut self.last_stream, s));
         let pi = self.part(host, t);
         let c = &mut self.parts[pi].ecols;
-        c.time.push(Some(t));
-        c.source.push(Some(src));
-        c.host.push(host);
-        c.ty.push(Some(ty));
+        c.head.time.push(Some(t));
+        c.head.source.push(Some(src));
+        c.head.host.push(host);
+        c.head.name.push(Some(ty));
         c.cpu.append_option(cpu.and_then(|c| i32::try_from(c).ok()));
         c.pid.append_option(pid);
         c.stream.push(stream);
@@ -569,10 +568,10 @@ impl ParquetWriter {
 
 /// The columns a sample's rows of one metric share, as one run of `n`.
 fn row_runs(c: &mut SampleCols, t: i64, src: u32, host: Option<u32>, mi: &MetricInfo, n: u32) {
-    c.time.push_n(Some(t), n);
-    c.source.push_n(Some(src), n);
-    c.host.push_n(host, n);
-    c.metric.push_n(Some(mi.name), n);
+    c.head.time.push_n(Some(t), n);
+    c.head.source.push_n(Some(src), n);
+    c.head.host.push_n(host, n);
+    c.head.name.push_n(Some(mi.name), n);
     c.units.push_n(Some(mi.units), n);
     c.semantics.push_n(Some(mi.sem), n);
 }
