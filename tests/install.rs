@@ -23,11 +23,9 @@ fn release_binaries_are_stripped_and_small() {
             .len();
     }
     let main = std::fs::metadata(&bin).unwrap().len();
-    // The Parquet writer (arrow-rs) takes about 6 MB of it; the `dist`
-    // profile (link-time optimisation) brings polytrace under 10 MB.
     assert!(
-        main <= 13 << 20,
-        "polytrace is {main} bytes (at most 13 MB)"
+        main <= 10 << 20,
+        "polytrace is {main} bytes (at most 10 MB)"
     );
     assert!(
         total <= 40 << 20,

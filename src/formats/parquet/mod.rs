@@ -1,7 +1,8 @@
 //! Parquet export: a long ("tidy") table of samples, one row per value,
 //! and a table of events, for SQL engines that read Parquet (DuckDB,
-//! Spark, Trino). Streamed in bounded row groups through arrow-rs's
-//! `ArrowWriter`; strings dictionary-encoded, pages zstd-compressed.
+//! Spark, Trino). Streamed in bounded row groups with the `parquet`
+//! crate's file writer (no arrow); strings dictionary-encoded from their
+//! interned ids, pages zstd-compressed.
 //! See docs/parquet.md.
 //!
 //! - `schema`: the two tables' columns (the documented schema).

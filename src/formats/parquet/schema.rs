@@ -1,66 +1,75 @@
 //! The columns of the two tables (docs/parquet.md lists them). One schema
 //! per table for every input, so that the files of a dataset read as one.
+//! Written in Parquet's schema language; the root keeps the name arrow-rs
+//! gives it, so files read the same whichever writer made them.
 
-use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::{SchemaDescPtr, SchemaDescriptor};
 use std::sync::Arc;
 
-/// Strings that repeat row after row (names, units): Arrow dictionary
-/// arrays, written as Parquet dictionary pages.
-fn dict() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
-
-fn time() -> Field {
-    Field::new(
-        "time",
-        DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-        false,
-    )
-}
-
 /// The samples table: one row per value of a metric and instance at a time.
-pub fn samples() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        time(),
-        Field::new("source", dict(), false),
-        Field::new("host", dict(), true),
-        Field::new("metric", dict(), false),
-        Field::new("instance", dict(), true),
-        Field::new("value_f64", DataType::Float64, true),
-        Field::new("value_i64", DataType::Int64, true),
-        Field::new("value_str", DataType::Utf8, true),
-        Field::new("units", dict(), false),
-        Field::new("semantics", dict(), false),
-    ]))
+const SAMPLES: &str = "message arrow_schema {
+    required int64 time (TIMESTAMP(NANOS, true));
+    required binary source (STRING);
+    optional binary host (STRING);
+    required binary metric (STRING);
+    optional binary instance (STRING);
+    optional double value_f64;
+    optional int64 value_i64;
+    optional binary value_str (STRING);
+    required binary units (STRING);
+    required binary semantics (STRING);
+}";
+
+/// The events table: one row per event, mark and annotation; the fields
+/// in three `MAP<string, value>` columns.
+const EVENTS: &str = "message arrow_schema {
+    required int64 time (TIMESTAMP(NANOS, true));
+    required binary source (STRING);
+    optional binary host (STRING);
+    required binary type (STRING);
+    optional int32 cpu;
+    optional int64 pid;
+    optional binary stream (STRING);
+    required group fields_i64 (MAP) {
+        repeated group entries { required binary key (STRING); optional int64 value; }
+    }
+    required group fields_f64 (MAP) {
+        repeated group entries { required binary key (STRING); optional double value; }
+    }
+    required group fields_str (MAP) {
+        repeated group entries { required binary key (STRING); optional binary value (STRING); }
+    }
+}";
+
+fn parse(text: &str) -> SchemaDescPtr {
+    let t = parse_message_type(text).expect("the tables' schemas parse");
+    Arc::new(SchemaDescriptor::new(Arc::new(t)))
 }
 
-/// `MAP<string, value>` as Arrow's map builder makes it (`key`, `value`).
-pub fn map_of(value: DataType) -> DataType {
-    DataType::Map(
-        Arc::new(Field::new(
-            "entries",
-            DataType::Struct(Fields::from(vec![
-                Field::new("key", DataType::Utf8, false),
-                Field::new("value", value, true),
-            ])),
-            false,
-        )),
-        false,
-    )
+pub fn samples() -> SchemaDescPtr {
+    parse(SAMPLES)
 }
 
-/// The events table: one row per event, mark and annotation.
-pub fn events() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        time(),
-        Field::new("source", dict(), false),
-        Field::new("host", dict(), true),
-        Field::new("type", dict(), false),
-        Field::new("cpu", DataType::Int32, true),
-        Field::new("pid", DataType::Int64, true),
-        Field::new("stream", dict(), true),
-        Field::new("fields_i64", map_of(DataType::Int64), false),
-        Field::new("fields_f64", map_of(DataType::Float64), false),
-        Field::new("fields_str", map_of(DataType::Utf8), false),
-    ]))
+pub fn events() -> SchemaDescPtr {
+    parse(EVENTS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaf_columns() {
+        let s = samples();
+        assert_eq!(s.num_columns(), 10);
+        assert_eq!(s.column(4).max_def_level(), 1);
+        let e = events();
+        // Three maps of key and value.
+        assert_eq!(e.num_columns(), 13);
+        let key = e.column(7);
+        assert_eq!(key.path().string(), "fields_i64.entries.key");
+        assert_eq!((key.max_def_level(), key.max_rep_level()), (1, 1));
+        assert_eq!(e.column(8).max_def_level(), 2);
+    }
 }

@@ -1,28 +1,43 @@
-//! One Parquet file being written, shaped like arrow-rs's `ArrowWriter`
-//! (docs/design: `new(sink, schema, props)`, `write`, `close`): rows are
-//! gathered into column batches of a fixed number of rows, each batch goes
-//! to the `ArrowWriter`, which ends a row group at whichever of its bounds
-//! (rows, bytes) comes first. Memory is one batch plus one row group in
-//! its encoded form, whatever the input's size; `close` writes the footer.
+//! One Parquet file being written with the `parquet` crate's file API.
+//! Rows gather in column batches of a fixed number of rows; each batch is
+//! encoded into one in-memory column chunk per column, and a row group is
+//! spliced into the file once it reaches its bounds (rows, bytes). Memory
+//! is one batch plus one row group in its encoded form, whatever the
+//! input's size; `close` writes the footer.
+//!
+//! The repeated strings (source, host, metric, instance, units, semantics,
+//! type, stream) are interned by the trace writer already; their columns
+//! are written here as dictionary pages straight from the interned ids, so
+//! a row costs an array lookup, not a hash of its text. Columns whose
+//! rows come in runs (a sample's time, a metric's name and units) are
+//! gathered as runs. The samples' values go into PLAIN pages, min and max
+//! kept as they pass. Only the events' maps, cpu and pid go through the
+//! crate's own column writers (repetition levels, and not the hot path).
 
 use crate::error::{Error, Result};
-use arrow_array::builder::{Float64Builder, Int64Builder, MapBuilder, StringBuilder};
-use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
-use arrow_schema::SchemaRef;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
+use bytes::Bytes;
+use parquet::basic::{Compression, Encoding, Type as PhysicalType, ZstdLevel};
+use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
+use parquet::column::writer::{
+    get_column_writer, get_typed_column_writer_mut, ColumnCloseResult, ColumnWriter,
+};
+use parquet::data_type::{ByteArray, ByteArrayType, DataType, DoubleType, Int32Type, Int64Type};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
+use parquet::file::statistics::Statistics;
+use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
+use parquet::schema::types::{ColumnDescPtr, ColumnPath, SchemaDescPtr};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Rows per column batch handed to the writer.
+/// Rows per column batch, and per data page of a dictionary column.
 pub const DEFAULT_BATCH_ROWS: usize = 64 * 1024;
-/// A row group ends at this many rows (arrow-rs's default) ...
+/// A row group ends at this many rows ...
 pub const DEFAULT_ROW_GROUP_ROWS: usize = 1 << 20;
 /// ... or once its encoded pages take this many bytes, whichever first.
 pub const DEFAULT_ROW_GROUP_BYTES: usize = 64 << 20;
@@ -51,26 +66,23 @@ impl Props {
     pub fn batch_rows(&self) -> usize {
         self.batch_rows.unwrap_or(DEFAULT_BATCH_ROWS).max(1)
     }
+    fn row_group_rows(&self) -> usize {
+        self.row_group_rows.unwrap_or(DEFAULT_ROW_GROUP_ROWS).max(1)
+    }
+    fn row_group_bytes(&self) -> usize {
+        self.row_group_bytes
+            .unwrap_or(DEFAULT_ROW_GROUP_BYTES)
+            .max(1)
+    }
     fn writer_properties(&self) -> WriterProperties {
-        let level = ZstdLevel::try_new(DEFAULT_ZSTD_LEVEL).unwrap_or_default();
-        let b = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(level))
+        let mut b = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(zstd_level()))
             .set_dictionary_enabled(true)
-            .set_max_row_group_row_count(Some(
-                self.row_group_rows.unwrap_or(DEFAULT_ROW_GROUP_ROWS).max(1),
-            ))
-            .set_max_row_group_bytes(Some(
-                self.row_group_bytes
-                    .unwrap_or(DEFAULT_ROW_GROUP_BYTES)
-                    .max(1),
-            ))
             .set_created_by(concat!("polytrace ", env!("CARGO_PKG_VERSION")).into());
-        // Min/max statistics cost a string comparison per row and column
-        // (a third of the writer's time on pcp-pidstat-process-args): kept
-        // where engines prune row groups by them (time, host, metric,
+        // Min/max statistics cost a string comparison per row and column:
+        // kept where engines prune row groups by them (time, host, metric,
         // type, numbers), left out for long, varied strings no query
         // ranges over.
-        let mut b = b;
         for col in NO_STATISTICS {
             b = b.set_column_statistics_enabled(ColumnPath::from(*col), EnabledStatistics::None);
         }
@@ -78,52 +90,17 @@ impl Props {
     }
 }
 
-fn perr(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> Error + '_ {
+fn zstd_level() -> ZstdLevel {
+    ZstdLevel::try_new(DEFAULT_ZSTD_LEVEL).unwrap_or_default()
+}
+
+fn perr(path: &Path) -> impl Fn(ParquetError) -> Error + '_ {
     move |e| match e {
-        parquet::errors::ParquetError::External(b) => match b.downcast::<std::io::Error>() {
+        ParquetError::External(b) => match b.downcast::<std::io::Error>() {
             Ok(io) => Error::io(path, *io),
             Err(b) => Error::io(path, std::io::Error::other(b.to_string())),
         },
         e => Error::io(path, std::io::Error::other(e.to_string())),
-    }
-}
-
-/// One Parquet file: the schema is fixed when it is created.
-pub struct Table {
-    path: PathBuf,
-    w: ArrowWriter<BufWriter<File>>,
-    rows: u64,
-}
-
-impl Table {
-    pub fn new(path: &Path, schema: SchemaRef, props: &Props) -> Result<Table> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        let f = File::create(path).map_err(|e| Error::io(path, e))?;
-        let w = ArrowWriter::try_new(
-            BufWriter::with_capacity(1 << 18, f),
-            schema,
-            Some(props.writer_properties()),
-        )
-        .map_err(perr(path))?;
-        Ok(Table {
-            path: path.to_path_buf(),
-            w,
-            rows: 0,
-        })
-    }
-
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.rows += batch.num_rows() as u64;
-        self.w.write(batch).map_err(perr(&self.path))
-    }
-
-    /// Write the footer; the rows written.
-    pub fn close(self) -> Result<u64> {
-        let path = self.path;
-        self.w.close().map_err(perr(&path))?;
-        Ok(self.rows)
     }
 }
 
@@ -150,171 +127,1128 @@ impl Interner {
     }
 }
 
-/// A dictionary column of one batch: keys into a batch-local dictionary
-/// holding the interned strings the batch uses.
-#[derive(Default)]
-pub struct DictCol {
-    keys: Vec<i32>,
-    valid: Vec<bool>,
-    any_null: bool,
-    /// Interned id → batch-local key + 1 (0: not in this batch yet).
-    local: Vec<i32>,
-    used: Vec<u32>,
+// ---------------------------------------------------------------------
+// Column batches: what the trace writer fills, row by row.
+
+/// A column of one batch as runs of equal values (`None`: null): the
+/// strings a whole sample or metric shares (time, source, host, metric,
+/// units, semantics) cost one run, not a value per row.
+pub struct RunCol<V> {
+    runs: Vec<(Option<V>, u32)>,
 }
 
-impl DictCol {
-    #[inline]
-    pub fn push(&mut self, id: Option<u32>) {
-        match id {
-            Some(g) => {
-                let g = g as usize;
-                if g >= self.local.len() {
-                    self.local.resize(g + 1, 0);
-                }
-                if self.local[g] == 0 {
-                    self.used.push(g as u32);
-                    self.local[g] = self.used.len() as i32;
-                }
-                self.keys.push(self.local[g] - 1);
-                self.valid.push(true);
-            }
-            None => {
-                self.keys.push(0);
-                self.valid.push(false);
-                self.any_null = true;
-            }
-        }
-    }
-    pub fn finish(&mut self, names: &Interner) -> ArrayRef {
-        let values = StringArray::from_iter_values(self.used.iter().map(|&g| names.name(g)));
-        for &g in &self.used {
-            self.local[g as usize] = 0;
-        }
-        self.used.clear();
-        let nulls = self
-            .any_null
-            .then(|| arrow_buffer::NullBuffer::from(std::mem::take(&mut self.valid)));
-        self.valid.clear();
-        self.any_null = false;
-        let keys = Int32Array::new(std::mem::take(&mut self.keys).into(), nulls);
-        Arc::new(
-            DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))
-                .expect("keys index the batch dictionary"),
-        )
+impl<V> Default for RunCol<V> {
+    fn default() -> Self {
+        RunCol { runs: Vec::new() }
     }
 }
 
-/// Columns of the time axis: nanoseconds since the epoch, UTC.
-#[derive(Default)]
-pub struct TimeCol(Vec<i64>);
-
-impl TimeCol {
+impl<V: Copy + PartialEq> RunCol<V> {
     #[inline]
-    pub fn push(&mut self, t: i64) {
-        self.0.push(t);
+    pub fn push(&mut self, v: Option<V>) {
+        self.push_n(v, 1);
     }
-    pub fn len(&self) -> usize {
-        self.0.len()
+    /// `n` rows of `v`.
+    #[inline]
+    pub fn push_n(&mut self, v: Option<V>, n: u32) {
+        if n == 0 {
+            return;
+        }
+        match self.runs.last_mut() {
+            Some((last, k)) if *last == v => *k += n,
+            _ => self.runs.push((v, n)),
+        }
     }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    fn clear(&mut self) {
+        self.runs.clear();
     }
-    pub fn finish(&mut self) -> ArrayRef {
-        Arc::new(
-            arrow_array::TimestampNanosecondArray::new(std::mem::take(&mut self.0).into(), None)
-                .with_timezone("UTC"),
-        )
+}
+
+/// A column of interned strings.
+pub type DictCol = RunCol<u32>;
+
+/// A column of numbers, nullable: the values present, and a definition
+/// level (1 present, 0 null) per row.
+pub struct NumCol<T> {
+    vals: Vec<T>,
+    def: Vec<i16>,
+}
+
+impl<T> Default for NumCol<T> {
+    fn default() -> Self {
+        NumCol {
+            vals: Vec::new(),
+            def: Vec::new(),
+        }
+    }
+}
+
+impl<T> NumCol<T> {
+    #[inline]
+    pub fn append_value(&mut self, v: T) {
+        self.vals.push(v);
+        self.def.push(1);
+    }
+    #[inline]
+    pub fn append_null(&mut self) {
+        self.def.push(0);
+    }
+    #[inline]
+    pub fn append_option(&mut self, v: Option<T>) {
+        match v {
+            Some(v) => self.append_value(v),
+            None => self.append_null(),
+        }
+    }
+    fn clear(&mut self) {
+        self.vals.clear();
+        self.def.clear();
+    }
+}
+
+/// Strings end to end in one buffer, cut into values when written.
+#[derive(Default)]
+pub struct StrBuf {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl StrBuf {
+    #[inline]
+    fn push(&mut self, s: &str) {
+        self.data.extend_from_slice(s.as_bytes());
+        self.ends.push(self.data.len());
+    }
+    fn values(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&e| {
+            let v = &self.data[start..e];
+            start = e;
+            v
+        })
+    }
+    /// The values as byte arrays sharing one buffer; the buffer is empty
+    /// after.
+    fn take(&mut self) -> Vec<ByteArray> {
+        let data = Bytes::from(std::mem::take(&mut self.data));
+        let mut start = 0;
+        let out = self
+            .ends
+            .iter()
+            .map(|&e| {
+                let v = ByteArray::from(data.slice(start..e));
+                start = e;
+                v
+            })
+            .collect();
+        self.ends.clear();
+        out
+    }
+    fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
+    }
+}
+
+/// A nullable string column of varied values.
+#[derive(Default)]
+pub struct StrCol {
+    buf: StrBuf,
+    def: Vec<i16>,
+}
+
+impl StrCol {
+    #[inline]
+    pub fn append_value(&mut self, s: &str) {
+        self.buf.push(s);
+        self.def.push(1);
+    }
+    #[inline]
+    pub fn append_null(&mut self) {
+        self.def.push(0);
+    }
+}
+
+/// A `MAP<string, V>` column: per entry a key and a value; a row with no
+/// entries is one empty-map level.
+pub struct MapCol<V> {
+    keys: StrBuf,
+    vals: V,
+    rep: Vec<i16>,
+    /// 1: an entry (key and value present), 0: an empty map.
+    def: Vec<i16>,
+    in_row: bool,
+}
+
+impl<V: Default> Default for MapCol<V> {
+    fn default() -> Self {
+        MapCol {
+            keys: StrBuf::default(),
+            vals: V::default(),
+            rep: Vec::new(),
+            def: Vec::new(),
+            in_row: false,
+        }
+    }
+}
+
+impl<V> MapCol<V> {
+    #[inline]
+    fn key(&mut self, k: &str) -> &mut V {
+        self.rep.push(i16::from(self.in_row));
+        self.def.push(1);
+        self.in_row = true;
+        self.keys.push(k);
+        &mut self.vals
+    }
+    /// The row is complete.
+    #[inline]
+    pub fn end_row(&mut self) {
+        if !self.in_row {
+            self.rep.push(0);
+            self.def.push(0);
+        }
+        self.in_row = false;
+    }
+}
+
+impl MapCol<Vec<i64>> {
+    #[inline]
+    pub fn insert(&mut self, k: &str, v: i64) {
+        self.key(k).push(v);
+    }
+}
+
+impl MapCol<Vec<f64>> {
+    #[inline]
+    pub fn insert(&mut self, k: &str, v: f64) {
+        self.key(k).push(v);
+    }
+}
+
+impl MapCol<StrBuf> {
+    #[inline]
+    pub fn insert(&mut self, k: &str, v: &str) {
+        self.key(k).push(v);
+    }
+}
+
+/// The columns both tables start with: time, source, host, and the
+/// row's name (the metric, the event type).
+#[derive(Default)]
+pub struct Head {
+    pub time: RunCol<i64>,
+    pub source: DictCol,
+    pub host: DictCol,
+    pub name: DictCol,
+}
+
+impl Head {
+    fn write(&mut self, t: &mut Table) -> Result<()> {
+        t.times(0, &mut self.time)?;
+        t.names(1, &mut self.source)?;
+        t.names(2, &mut self.host)?;
+        t.names(3, &mut self.name)
     }
 }
 
 /// The samples table's columns for one batch.
+#[derive(Default)]
 pub struct SampleCols {
-    pub time: TimeCol,
-    pub source: DictCol,
-    pub host: DictCol,
-    pub metric: DictCol,
+    pub head: Head,
     pub instance: DictCol,
-    pub f64: Float64Builder,
-    pub i64: Int64Builder,
-    pub str: StringBuilder,
+    pub f64: NumCol<f64>,
+    pub i64: NumCol<i64>,
+    pub str: StrCol,
     pub units: DictCol,
     pub semantics: DictCol,
 }
 
+/// How each leaf column of the samples table is written.
+pub const SAMPLES_KINDS: &[Kind] = &[
+    Kind::Times,
+    Kind::Names,
+    Kind::Names,
+    Kind::Names,
+    Kind::Names,
+    Kind::Plain,
+    Kind::Plain,
+    Kind::Plain,
+    Kind::Names,
+    Kind::Names,
+];
+
 impl SampleCols {
-    pub fn new(rows: usize) -> SampleCols {
-        SampleCols {
-            time: TimeCol(Vec::with_capacity(rows)),
-            source: DictCol::default(),
-            host: DictCol::default(),
-            metric: DictCol::default(),
-            instance: DictCol::default(),
-            f64: Float64Builder::with_capacity(rows),
-            i64: Int64Builder::with_capacity(rows),
-            str: StringBuilder::new(),
-            units: DictCol::default(),
-            semantics: DictCol::default(),
-        }
-    }
-    pub fn batch(&mut self, schema: &SchemaRef, names: &Interner) -> RecordBatch {
-        let cols: Vec<ArrayRef> = vec![
-            self.time.finish(),
-            self.source.finish(names),
-            self.host.finish(names),
-            self.metric.finish(names),
-            self.instance.finish(names),
-            Arc::new(self.f64.finish()),
-            Arc::new(self.i64.finish()),
-            Arc::new(self.str.finish()),
-            self.units.finish(names),
-            self.semantics.finish(names),
-        ];
-        RecordBatch::try_new(schema.clone(), cols).expect("columns match the samples schema")
+    /// Encode the batch into the table's row group; the batch is empty
+    /// after.
+    pub fn write(&mut self, t: &mut Table, names: &Interner) -> Result<()> {
+        let rows = self.f64.def.len();
+        self.head.write(t)?;
+        t.names(4, &mut self.instance)?;
+        t.plain(5, &self.f64.def, &self.f64.vals)?;
+        t.plain(6, &self.i64.def, &self.i64.vals)?;
+        t.plain(7, &self.str.def, &self.str.buf)?;
+        t.names(8, &mut self.units)?;
+        t.names(9, &mut self.semantics)?;
+        self.f64.clear();
+        self.i64.clear();
+        self.str.buf.clear();
+        self.str.def.clear();
+        t.rows_done(rows, names)
     }
 }
 
 /// The events table's columns for one batch.
+#[derive(Default)]
 pub struct EventCols {
-    pub time: TimeCol,
-    pub source: DictCol,
-    pub host: DictCol,
-    pub ty: DictCol,
-    pub cpu: arrow_array::builder::Int32Builder,
-    pub pid: Int64Builder,
+    pub head: Head,
+    pub cpu: NumCol<i32>,
+    pub pid: NumCol<i64>,
     pub stream: DictCol,
-    pub fi64: MapBuilder<StringBuilder, Int64Builder>,
-    pub ff64: MapBuilder<StringBuilder, Float64Builder>,
-    pub fstr: MapBuilder<StringBuilder, StringBuilder>,
+    pub fi64: MapCol<Vec<i64>>,
+    pub ff64: MapCol<Vec<f64>>,
+    pub fstr: MapCol<StrBuf>,
 }
 
+/// How each leaf column of the events table is written (the maps' keys
+/// and values by the crate's writer: they need repetition levels).
+pub const EVENTS_KINDS: &[Kind] = &[
+    Kind::Times,
+    Kind::Names,
+    Kind::Names,
+    Kind::Names,
+    Kind::Typed,
+    Kind::Typed,
+    Kind::Names,
+    Kind::Typed,
+    Kind::Typed,
+    Kind::Typed,
+    Kind::Typed,
+    Kind::Typed,
+    Kind::Typed,
+];
+
 impl EventCols {
-    pub fn new(rows: usize) -> EventCols {
-        EventCols {
-            time: TimeCol(Vec::with_capacity(rows)),
-            source: DictCol::default(),
-            host: DictCol::default(),
-            ty: DictCol::default(),
-            cpu: arrow_array::builder::Int32Builder::with_capacity(rows),
-            pid: Int64Builder::with_capacity(rows),
-            stream: DictCol::default(),
-            fi64: MapBuilder::new(None, StringBuilder::new(), Int64Builder::new()),
-            ff64: MapBuilder::new(None, StringBuilder::new(), Float64Builder::new()),
-            fstr: MapBuilder::new(None, StringBuilder::new(), StringBuilder::new()),
+    /// Encode the batch into the table's row group; the batch is empty
+    /// after.
+    pub fn write(&mut self, t: &mut Table, names: &Interner) -> Result<()> {
+        let rows = self.cpu.def.len();
+        self.head.write(t)?;
+        t.num::<Int32Type>(4, &self.cpu.vals, Some(&self.cpu.def), None)?;
+        t.num::<Int64Type>(5, &self.pid.vals, Some(&self.pid.def), None)?;
+        t.names(6, &mut self.stream)?;
+        self.cpu.clear();
+        self.pid.clear();
+        let fi = std::mem::take(&mut self.fi64.vals);
+        t.map(7, &mut self.fi64, |t, i, def, rep| {
+            t.num::<Int64Type>(i, &fi, Some(def), Some(rep))
+        })?;
+        let ff = std::mem::take(&mut self.ff64.vals);
+        t.map(9, &mut self.ff64, |t, i, def, rep| {
+            t.num::<DoubleType>(i, &ff, Some(def), Some(rep))
+        })?;
+        let fs = self.fstr.vals.take();
+        t.map(11, &mut self.fstr, |t, i, def, rep| {
+            t.num::<ByteArrayType>(i, &fs, Some(def), Some(rep))
+        })?;
+        t.rows_done(rows, names)
+    }
+}
+
+// ---------------------------------------------------------------------
+// Column chunks of the row group being written.
+
+thread_local! {
+    /// One zstd context for the pages this module encodes itself.
+    static ZSTD: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+fn zstd_compress(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    ZSTD.with(|z| {
+        let mut z = z.borrow_mut();
+        if z.is_none() {
+            *z = Some(zstd::bulk::Compressor::new(DEFAULT_ZSTD_LEVEL)?);
+        }
+        z.as_mut().expect("set above").compress(data)
+    })
+}
+
+/// A value of a level or index stream.
+trait Level: Copy + PartialEq {
+    fn bits(self) -> u64;
+}
+
+impl Level for u32 {
+    fn bits(self) -> u64 {
+        self.into()
+    }
+}
+
+impl Level for i16 {
+    fn bits(self) -> u64 {
+        self as u16 as u64
+    }
+}
+
+/// The RLE / bit-packed hybrid encoding (Parquet's levels and dictionary
+/// indices) of `vals`, `bw` bits each, appended to `out`: runs of eight or
+/// more equal values as one run, the rest bit-packed in groups of eight.
+fn rle_hybrid<T: Level>(vals: &[T], bw: u8, out: &mut Vec<u8>) {
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    fn packed(lit: &[u64], bw: u8, out: &mut Vec<u8>) {
+        if lit.is_empty() {
+            return;
+        }
+        debug_assert_eq!(lit.len() % 8, 0);
+        varint(((lit.len() / 8) as u64) << 1 | 1, out);
+        let (mut acc, mut bits) = (0u64, 0u32);
+        for &v in lit {
+            acc |= v << bits;
+            bits += u32::from(bw);
+            while bits >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                bits -= 8;
+            }
         }
     }
-    pub fn batch(&mut self, schema: &SchemaRef, names: &Interner) -> RecordBatch {
-        let cols: Vec<ArrayRef> = vec![
-            self.time.finish(),
-            self.source.finish(names),
-            self.host.finish(names),
-            self.ty.finish(names),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.pid.finish()),
-            self.stream.finish(names),
-            Arc::new(self.fi64.finish()),
-            Arc::new(self.ff64.finish()),
-            Arc::new(self.fstr.finish()),
-        ];
-        RecordBatch::try_new(schema.clone(), cols).expect("columns match the events schema")
+    let width = usize::from(bw).div_ceil(8);
+    let mut lit: Vec<u64> = Vec::new();
+    let mut i = 0;
+    while i < vals.len() {
+        let v = vals[i];
+        let mut run = 1;
+        while i + run < vals.len() && vals[i + run] == v {
+            run += 1;
+        }
+        // A run ends the literals, which must first fill their group of 8.
+        let pad = (8 - lit.len() % 8) % 8;
+        if run >= 8 + pad {
+            lit.extend(std::iter::repeat_n(v.bits(), pad));
+            packed(&lit, bw, out);
+            lit.clear();
+            varint(((run - pad) as u64) << 1, out);
+            out.extend_from_slice(&v.bits().to_le_bytes()[..width]);
+        } else {
+            lit.extend(vals[i..i + run].iter().map(|x| x.bits()));
+            if lit.len() >= 1024 {
+                let whole = lit.len() / 8 * 8;
+                packed(&lit[..whole], bw, out);
+                lit.drain(..whole);
+            }
+        }
+        i += run;
+    }
+    // The last group is padded with zeros; readers stop at the page's
+    // value count.
+    lit.resize(lit.len().div_ceil(8) * 8, 0);
+    packed(&lit, bw, out);
+}
+
+/// Definition levels of a data page (v1): their length, then the levels.
+fn def_levels(def: &[i16], out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    rle_hybrid(def, 1, out);
+    let n = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+}
+
+/// The pages of one column chunk, compressed, and what its metadata needs.
+#[derive(Default)]
+struct Pages {
+    pages: Vec<CompressedPage>,
+    bytes: usize,
+    values: u64,
+    nulls: u64,
+}
+
+impl Pages {
+    fn data_page(
+        &mut self,
+        raw: &[u8],
+        rows: usize,
+        nulls: usize,
+        enc: Encoding,
+    ) -> std::io::Result<()> {
+        let data = zstd_compress(raw)?;
+        self.bytes += data.len();
+        self.values += rows as u64;
+        self.nulls += nulls as u64;
+        let page = Page::DataPage {
+            buf: Bytes::from(data),
+            num_values: rows as u32,
+            encoding: enc,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        self.pages.push(CompressedPage::new(page, raw.len()));
+        Ok(())
+    }
+
+    /// The chunk's bytes (`first`, a dictionary page, before the data
+    /// pages) and metadata; empty after, for the next row group.
+    fn finish(
+        &mut self,
+        descr: &ColumnDescPtr,
+        first: Option<CompressedPage>,
+        encodings: Vec<Encoding>,
+        stats: Option<Statistics>,
+    ) -> parquet::errors::Result<(Bytes, ColumnCloseResult)> {
+        let mut sink = TrackedWrite::new(Vec::with_capacity(self.bytes + 4096));
+        let mut w = SerializedPageWriter::new(&mut sink);
+        let dict = first.map(|p| w.write_page(p)).transpose()?;
+        let mut specs: Vec<PageWriteSpec> = Vec::with_capacity(self.pages.len());
+        for p in self.pages.drain(..) {
+            specs.push(w.write_page(p)?);
+        }
+        let all = || dict.iter().chain(&specs);
+        let compressed: u64 = all().map(|s| s.compressed_size as u64).sum();
+        let uncompressed: u64 = all().map(|s| s.uncompressed_size as u64).sum();
+        let mut m = ColumnChunkMetaData::builder(descr.clone())
+            .set_compression(Compression::ZSTD(zstd_level()))
+            .set_encodings(encodings)
+            .set_num_values(self.values as i64)
+            .set_total_compressed_size(compressed as i64)
+            .set_total_uncompressed_size(uncompressed as i64)
+            .set_dictionary_page_offset(dict.as_ref().map(|s| s.offset as i64))
+            .set_data_page_offset(specs.first().map_or(0, |s| s.offset as i64));
+        if let Some(st) = stats {
+            m = m.set_statistics(st);
+        }
+        let close = ColumnCloseResult {
+            bytes_written: compressed,
+            rows_written: self.values,
+            metadata: m.build()?,
+            bloom_filter: None,
+            column_index: None,
+            offset_index: None,
+        };
+        self.bytes = 0;
+        self.values = 0;
+        self.nulls = 0;
+        Ok((Bytes::from(sink.into_inner()?), close))
+    }
+}
+
+/// The values of a dictionary column, in order of first use in the row
+/// group.
+trait Dict: Default {
+    type V: Copy + PartialEq;
+    /// The dictionary index of `v`, added if new.
+    fn key(&mut self, v: Self::V) -> u32;
+    fn len(&self) -> usize;
+    /// The dictionary page's values (PLAIN).
+    fn plain(&self, names: &Interner, out: &mut Vec<u8>);
+    /// Min and max over the dictionary: every entry is used.
+    fn stats(&self, names: &Interner, nulls: u64) -> Statistics;
+    fn clear(&mut self);
+}
+
+/// Interned strings: their id indexes the map, no hashing.
+#[derive(Default)]
+struct NameDict {
+    /// Interned id → dictionary index + 1 (0: not in this row group yet).
+    local: Vec<u32>,
+    ids: Vec<u32>,
+}
+
+impl Dict for NameDict {
+    type V = u32;
+    #[inline]
+    fn key(&mut self, g: u32) -> u32 {
+        let g = g as usize;
+        if g >= self.local.len() {
+            self.local.resize(g + 1, 0);
+        }
+        if self.local[g] == 0 {
+            self.ids.push(g as u32);
+            self.local[g] = self.ids.len() as u32;
+        }
+        self.local[g] - 1
+    }
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+    fn plain(&self, names: &Interner, out: &mut Vec<u8>) {
+        for &g in &self.ids {
+            let s = names.name(g).as_bytes();
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s);
+        }
+    }
+    fn stats(&self, names: &Interner, nulls: u64) -> Statistics {
+        let vals = || self.ids.iter().map(|&g| names.name(g));
+        let b = |s: &str| ByteArray::from(s.as_bytes().to_vec());
+        Statistics::byte_array(
+            vals().min().map(b),
+            vals().max().map(b),
+            None,
+            Some(nulls),
+            false,
+        )
+    }
+    fn clear(&mut self) {
+        for &g in &self.ids {
+            self.local[g as usize] = 0;
+        }
+        self.ids.clear();
+    }
+}
+
+/// Times: a sample's rows share one, so a lookup per run of rows.
+#[derive(Default)]
+struct TimeDict {
+    index: HashMap<i64, u32>,
+    vals: Vec<i64>,
+}
+
+impl Dict for TimeDict {
+    type V = i64;
+    fn key(&mut self, t: i64) -> u32 {
+        let n = self.vals.len() as u32;
+        *self.index.entry(t).or_insert_with(|| {
+            self.vals.push(t);
+            n
+        })
+    }
+    fn len(&self) -> usize {
+        self.vals.len()
+    }
+    fn plain(&self, _: &Interner, out: &mut Vec<u8>) {
+        for t in &self.vals {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+    fn stats(&self, _: &Interner, nulls: u64) -> Statistics {
+        let min = self.vals.iter().copied().min();
+        let max = self.vals.iter().copied().max();
+        Statistics::int64(min, max, None, Some(nulls), false)
+    }
+    fn clear(&mut self) {
+        self.index.clear();
+        self.vals.clear();
+    }
+}
+
+/// A dictionary column's chunk: the row group's dictionary and its data
+/// pages of indices.
+struct DictChunk<D> {
+    descr: ColumnDescPtr,
+    stats: bool,
+    dict: D,
+    pages: Pages,
+    keys: Vec<u32>,
+    def: Vec<i16>,
+    buf: Vec<u8>,
+}
+
+impl<D: Dict> DictChunk<D> {
+    fn new(descr: ColumnDescPtr, stats: bool) -> Self {
+        DictChunk {
+            descr,
+            stats,
+            dict: D::default(),
+            pages: Pages::default(),
+            keys: Vec::new(),
+            def: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, col: &mut RunCol<D::V>) -> std::io::Result<()> {
+        self.keys.clear();
+        self.def.clear();
+        let mut rows = 0;
+        for &(v, n) in &col.runs {
+            let n = n as usize;
+            rows += n;
+            match v {
+                Some(v) => {
+                    let k = self.dict.key(v);
+                    self.keys.extend(std::iter::repeat_n(k, n));
+                    self.def.extend(std::iter::repeat_n(1, n));
+                }
+                None => self.def.extend(std::iter::repeat_n(0, n)),
+            }
+        }
+        col.clear();
+        if rows == 0 {
+            return Ok(());
+        }
+        self.buf.clear();
+        if self.descr.max_def_level() > 0 {
+            def_levels(&self.def, &mut self.buf);
+        }
+        let max = self.keys.iter().copied().max().unwrap_or(0);
+        let bw = (32 - max.leading_zeros()).max(1) as u8;
+        self.buf.push(bw);
+        rle_hybrid(&self.keys, bw, &mut self.buf);
+        let nulls = rows - self.keys.len();
+        self.pages
+            .data_page(&self.buf, rows, nulls, Encoding::RLE_DICTIONARY)
+    }
+
+    fn finish(&mut self, names: &Interner) -> parquet::errors::Result<(Bytes, ColumnCloseResult)> {
+        let mut plain = Vec::new();
+        self.dict.plain(names, &mut plain);
+        let page = Page::DictionaryPage {
+            buf: Bytes::from(zstd_compress(&plain)?),
+            num_values: self.dict.len() as u32,
+            encoding: Encoding::PLAIN,
+            is_sorted: false,
+        };
+        let stats = self.stats.then(|| self.dict.stats(names, self.pages.nulls));
+        let r = self.pages.finish(
+            &self.descr,
+            Some(CompressedPage::new(page, plain.len())),
+            vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY],
+            stats,
+        );
+        self.dict.clear();
+        r
+    }
+}
+
+/// Values that go into pages as they are (PLAIN): numbers, and varied
+/// strings.
+trait PlainValues {
+    fn len(&self) -> usize;
+    fn plain(&self, out: &mut Vec<u8>);
+    /// Min and max of these values, merged into `mm`.
+    fn min_max(&self, mm: &mut MinMax);
+}
+
+/// A column chunk's min and max so far.
+#[derive(Default)]
+enum MinMax {
+    #[default]
+    None,
+    I64(i64, i64),
+    F64(f64, f64),
+}
+
+/// Numbers, written as their little-endian bytes.
+trait Number: Copy {
+    fn put(self, out: &mut Vec<u8>);
+    /// Min and max of `vals`, merged into `mm`.
+    fn merge(vals: &[Self], mm: &mut MinMax);
+}
+
+impl Number for i64 {
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn merge(vals: &[i64], mm: &mut MinMax) {
+        let (Some(&lo), Some(&hi)) = (vals.iter().min(), vals.iter().max()) else {
+            return;
+        };
+        *mm = match *mm {
+            MinMax::I64(a, b) => MinMax::I64(a.min(lo), b.max(hi)),
+            _ => MinMax::I64(lo, hi),
+        };
+    }
+}
+
+impl Number for f64 {
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn merge(vals: &[f64], mm: &mut MinMax) {
+        // NaN orders nowhere: left out, as the format asks.
+        for &v in vals.iter().filter(|v| !v.is_nan()) {
+            *mm = match *mm {
+                MinMax::F64(a, b) => MinMax::F64(a.min(v), b.max(v)),
+                _ => MinMax::F64(v, v),
+            };
+        }
+    }
+}
+
+impl<T: Number> PlainValues for Vec<T> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn plain(&self, out: &mut Vec<u8>) {
+        for &v in self {
+            v.put(out);
+        }
+    }
+    fn min_max(&self, mm: &mut MinMax) {
+        T::merge(self, mm);
+    }
+}
+
+impl PlainValues for StrBuf {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+    fn plain(&self, out: &mut Vec<u8>) {
+        for v in self.values() {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+    }
+    fn min_max(&self, _: &mut MinMax) {}
+}
+
+/// A column of PLAIN pages (values written as they are).
+struct PlainChunk {
+    descr: ColumnDescPtr,
+    stats: bool,
+    mm: MinMax,
+    pages: Pages,
+    buf: Vec<u8>,
+}
+
+impl PlainChunk {
+    fn write(&mut self, def: &[i16], vals: &dyn PlainValues) -> std::io::Result<()> {
+        if def.is_empty() {
+            return Ok(());
+        }
+        self.buf.clear();
+        def_levels(def, &mut self.buf);
+        vals.plain(&mut self.buf);
+        if self.stats {
+            vals.min_max(&mut self.mm);
+        }
+        let nulls = def.len() - vals.len();
+        self.pages
+            .data_page(&self.buf, def.len(), nulls, Encoding::PLAIN)
+    }
+
+    fn finish(&mut self) -> parquet::errors::Result<(Bytes, ColumnCloseResult)> {
+        let nulls = Some(self.pages.nulls);
+        let stats = self.stats.then(|| match std::mem::take(&mut self.mm) {
+            MinMax::I64(lo, hi) => Statistics::int64(Some(lo), Some(hi), None, nulls, false),
+            // Zeros as the format orders them: -0 the least, +0 the most.
+            MinMax::F64(lo, hi) => Statistics::double(
+                Some(if lo == 0.0 { -0.0 } else { lo }),
+                Some(if hi == 0.0 { 0.0 } else { hi }),
+                None,
+                nulls,
+                false,
+            ),
+            MinMax::None => match self.descr.physical_type() {
+                PhysicalType::DOUBLE => Statistics::double(None, None, None, nulls, false),
+                _ => Statistics::int64(None, None, None, nulls, false),
+            },
+        });
+        self.pages.finish(
+            &self.descr,
+            None,
+            vec![Encoding::PLAIN, Encoding::RLE],
+            stats,
+        )
+    }
+}
+
+type Sink = Arc<Mutex<TrackedWrite<Vec<u8>>>>;
+
+/// Pages of one of the crate's column writers, kept in memory until the
+/// row group is spliced into the file.
+struct MemPages(Sink);
+
+impl PageWriter for MemPages {
+    fn write_page(&mut self, page: CompressedPage) -> parquet::errors::Result<PageWriteSpec> {
+        let mut sink = self.0.lock().expect("one writer per sink");
+        SerializedPageWriter::new(&mut sink).write_page(page)
+    }
+    fn close(&mut self) -> parquet::errors::Result<()> {
+        Ok(())
+    }
+}
+
+/// A column written by the parquet crate's own column writer.
+struct TypedChunk {
+    descr: ColumnDescPtr,
+    sink: Sink,
+    w: Option<ColumnWriter<'static>>,
+}
+
+impl TypedChunk {
+    fn writer(&mut self, props: &WriterPropertiesPtr) -> &mut ColumnWriter<'static> {
+        let (descr, sink) = (&self.descr, &self.sink);
+        self.w.get_or_insert_with(|| {
+            get_column_writer(
+                descr.clone(),
+                props.clone(),
+                Box::new(MemPages(sink.clone())),
+            )
+        })
+    }
+    fn bytes(&self) -> usize {
+        self.sink
+            .lock()
+            .expect("one writer per sink")
+            .bytes_written()
+    }
+    fn finish(&mut self) -> parquet::errors::Result<(Bytes, ColumnCloseResult)> {
+        let close = self.w.take().expect("a row group has rows").close()?;
+        let sink = std::mem::replace(
+            &mut *self.sink.lock().expect("one writer per sink"),
+            TrackedWrite::new(Vec::new()),
+        );
+        Ok((Bytes::from(sink.into_inner()?), close))
+    }
+}
+
+/// How a leaf column is written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// Dictionary pages from interned ids.
+    Names,
+    /// Dictionary pages of times.
+    Times,
+    /// PLAIN pages, min/max kept as the values pass.
+    Plain,
+    /// The parquet crate's column writer (repeated columns).
+    Typed,
+}
+
+enum Chunk {
+    Names(DictChunk<NameDict>),
+    Times(DictChunk<TimeDict>),
+    Plain(PlainChunk),
+    Typed(Box<TypedChunk>),
+}
+
+/// One Parquet file: the schema is fixed when it is created.
+pub struct Table {
+    path: PathBuf,
+    w: SerializedFileWriter<BufWriter<File>>,
+    props: WriterPropertiesPtr,
+    chunks: Vec<Chunk>,
+    group_rows: usize,
+    max_rows: usize,
+    max_bytes: usize,
+    rows: u64,
+}
+
+impl Table {
+    /// `kinds`: how each leaf column of `schema` is written.
+    pub fn new(path: &Path, schema: SchemaDescPtr, kinds: &[Kind], props: &Props) -> Result<Table> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        let f = File::create(path).map_err(|e| Error::io(path, e))?;
+        let wp = Arc::new(props.writer_properties());
+        let w = SerializedFileWriter::new(
+            BufWriter::with_capacity(1 << 18, f),
+            schema.root_schema_ptr(),
+            wp.clone(),
+        )
+        .map_err(perr(path))?;
+        debug_assert_eq!(kinds.len(), schema.num_columns());
+        let chunks = schema
+            .columns()
+            .iter()
+            .zip(kinds)
+            .map(|(d, k)| {
+                let stats = wp.statistics_enabled(d.path()) != EnabledStatistics::None;
+                match k {
+                    Kind::Names => Chunk::Names(DictChunk::new(d.clone(), stats)),
+                    Kind::Times => Chunk::Times(DictChunk::new(d.clone(), stats)),
+                    Kind::Plain => Chunk::Plain(PlainChunk {
+                        descr: d.clone(),
+                        stats,
+                        mm: MinMax::None,
+                        pages: Pages::default(),
+                        buf: Vec::new(),
+                    }),
+                    Kind::Typed => Chunk::Typed(Box::new(TypedChunk {
+                        descr: d.clone(),
+                        sink: Arc::new(Mutex::new(TrackedWrite::new(Vec::new()))),
+                        w: None,
+                    })),
+                }
+            })
+            .collect();
+        Ok(Table {
+            path: path.to_path_buf(),
+            w,
+            props: wp,
+            chunks,
+            group_rows: 0,
+            max_rows: props.row_group_rows(),
+            max_bytes: props.row_group_bytes(),
+            rows: 0,
+        })
+    }
+
+    fn names(&mut self, i: usize, col: &mut DictCol) -> Result<()> {
+        let Chunk::Names(c) = &mut self.chunks[i] else {
+            unreachable!("column {i} is a names column")
+        };
+        c.write(col).map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn times(&mut self, i: usize, col: &mut RunCol<i64>) -> Result<()> {
+        let Chunk::Times(c) = &mut self.chunks[i] else {
+            unreachable!("column {i} is a times column")
+        };
+        c.write(col).map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn plain(&mut self, i: usize, def: &[i16], vals: &dyn PlainValues) -> Result<()> {
+        let Chunk::Plain(c) = &mut self.chunks[i] else {
+            unreachable!("column {i} is a plain column")
+        };
+        c.write(def, vals).map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn num<T: DataType>(
+        &mut self,
+        i: usize,
+        vals: &[T::T],
+        def: Option<&[i16]>,
+        rep: Option<&[i16]>,
+    ) -> Result<()> {
+        let Chunk::Typed(c) = &mut self.chunks[i] else {
+            unreachable!("column {i} is written by the crate's writer")
+        };
+        let w = get_typed_column_writer_mut::<T>(c.writer(&self.props));
+        w.write_batch(vals, def, rep).map_err(perr(&self.path))?;
+        Ok(())
+    }
+
+    /// A map's key (leaf `i`) and value (leaf `i + 1`) columns.
+    fn map<V>(
+        &mut self,
+        i: usize,
+        m: &mut MapCol<V>,
+        value: impl FnOnce(&mut Table, usize, &[i16], &[i16]) -> Result<()>,
+    ) -> Result<()> {
+        let keys = m.keys.take();
+        self.num::<ByteArrayType>(i, &keys, Some(&m.def), Some(&m.rep))?;
+        // An entry's value is never null: definition level 2.
+        for d in &mut m.def {
+            *d *= 2;
+        }
+        value(self, i + 1, &m.def, &m.rep)?;
+        m.def.clear();
+        m.rep.clear();
+        Ok(())
+    }
+
+    fn rows_done(&mut self, rows: usize, names: &Interner) -> Result<()> {
+        self.group_rows += rows;
+        self.rows += rows as u64;
+        if self.group_rows >= self.max_rows || self.encoded_bytes() >= self.max_bytes {
+            self.end_group(names)?;
+        }
+        Ok(())
+    }
+
+    fn encoded_bytes(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|c| match c {
+                Chunk::Names(d) => d.pages.bytes,
+                Chunk::Times(d) => d.pages.bytes,
+                Chunk::Plain(p) => p.pages.bytes,
+                Chunk::Typed(t) => t.bytes(),
+            })
+            .sum()
+    }
+
+    fn end_group(&mut self, names: &Interner) -> Result<()> {
+        if self.group_rows == 0 {
+            return Ok(());
+        }
+        let path = &self.path;
+        let mut g = self.w.next_row_group().map_err(perr(path))?;
+        for c in &mut self.chunks {
+            let (bytes, close) = match c {
+                Chunk::Names(d) => d.finish(names),
+                Chunk::Times(d) => d.finish(names),
+                Chunk::Plain(p) => p.finish(),
+                Chunk::Typed(t) => t.finish(),
+            }
+            .map_err(perr(path))?;
+            g.append_column(&bytes, close).map_err(perr(path))?;
+        }
+        g.close().map_err(perr(path))?;
+        self.group_rows = 0;
+        Ok(())
+    }
+
+    /// Write the footer; the rows written.
+    pub fn close(mut self, names: &Interner) -> Result<u64> {
+        self.end_group(names)?;
+        self.w.close().map_err(perr(&self.path))?;
+        Ok(self.rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decode the hybrid encoding back (the format's definition, by hand).
+    fn decode(mut b: &[u8], bw: u8, n: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let mut h = 0u64;
+            let mut shift = 0;
+            loop {
+                let x = b[0];
+                b = &b[1..];
+                h |= u64::from(x & 0x7f) << shift;
+                shift += 7;
+                if x < 0x80 {
+                    break;
+                }
+            }
+            if h & 1 == 0 {
+                let w = usize::from(bw).div_ceil(8);
+                let mut v = [0u8; 8];
+                v[..w].copy_from_slice(&b[..w]);
+                b = &b[w..];
+                out.extend(std::iter::repeat_n(
+                    u64::from_le_bytes(v),
+                    (h >> 1) as usize,
+                ));
+            } else {
+                let count = (h >> 1) as usize * 8;
+                for k in 0..count {
+                    let bit = k * usize::from(bw);
+                    let mut v = 0u64;
+                    for j in 0..usize::from(bw) {
+                        let p = bit + j;
+                        v |= u64::from(b[p / 8] >> (p % 8) & 1) << j;
+                    }
+                    out.push(v);
+                }
+                b = &b[count * usize::from(bw) / 8..];
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn hybrid_round_trip() {
+        let mut vals: Vec<u32> = (0..37).map(|i| i * 7 % 13).collect();
+        vals.extend(std::iter::repeat_n(5, 20));
+        vals.extend([1, 2, 3]);
+        vals.extend(std::iter::repeat_n(1000, 9));
+        vals.extend((0..3000).map(|i| i % 1001));
+        let mut out = Vec::new();
+        rle_hybrid(&vals, 10, &mut out);
+        let want: Vec<u64> = vals.iter().map(|&v| v.into()).collect();
+        assert_eq!(decode(&out, 10, vals.len()), want);
+        let levels: Vec<i16> = (0..100).map(|i| i16::from(i % 3 != 0 || i > 50)).collect();
+        let mut out = Vec::new();
+        rle_hybrid(&levels, 1, &mut out);
+        let want: Vec<u64> = levels.iter().map(|&v| v as u64).collect();
+        assert_eq!(decode(&out, 1, levels.len()), want);
     }
 }

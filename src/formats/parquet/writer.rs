@@ -6,13 +6,13 @@
 //! the dataset (`Staged::commit_dataset`). docs/parquet.md.
 
 use super::schema;
-use super::table::{EventCols, Interner, Props, SampleCols, Table};
+use super::table::{EventCols, Interner, Props, SampleCols, Table, EVENTS_KINDS, SAMPLES_KINDS};
 use crate::error::{Error, Result};
 use crate::formats::kpi::text::X_ECU;
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::OutTarget;
-use arrow_schema::SchemaRef;
+use parquet::schema::types::SchemaDescPtr;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -96,14 +96,14 @@ struct Part {
 }
 
 impl Part {
-    fn new(samples_path: PathBuf, events_path: PathBuf, batch: usize) -> Part {
+    fn new(samples_path: PathBuf, events_path: PathBuf) -> Part {
         Part {
             samples_path,
             events_path,
             samples: None,
             events: None,
-            scols: SampleCols::new(batch),
-            ecols: EventCols::new(batch),
+            scols: SampleCols::default(),
+            ecols: EventCols::default(),
             srows: 0,
             erows: 0,
         }
@@ -113,25 +113,24 @@ impl Part {
 struct Shared {
     props: Props,
     batch: usize,
-    sschema: SchemaRef,
-    eschema: SchemaRef,
+    sschema: SchemaDescPtr,
+    eschema: SchemaDescPtr,
 }
 
 impl Shared {
+    fn samples_table(&self, path: &Path) -> Result<Table> {
+        Table::new(path, self.sschema.clone(), SAMPLES_KINDS, &self.props)
+    }
     fn flush_samples(&self, p: &mut Part, names: &Interner) -> Result<()> {
         if p.srows == 0 {
             return Ok(());
         }
         if p.samples.is_none() {
-            p.samples = Some(Table::new(
-                &p.samples_path,
-                self.sschema.clone(),
-                &self.props,
-            )?);
+            p.samples = Some(self.samples_table(&p.samples_path)?);
         }
-        let b = p.scols.batch(&self.sschema, names);
         p.srows = 0;
-        p.samples.as_mut().expect("opened above").write(&b)
+        p.scols
+            .write(p.samples.as_mut().expect("opened above"), names)
     }
     fn flush_events(&self, p: &mut Part, names: &Interner) -> Result<()> {
         if p.erows == 0 {
@@ -141,12 +140,13 @@ impl Shared {
             p.events = Some(Table::new(
                 &p.events_path,
                 self.eschema.clone(),
+                EVENTS_KINDS,
                 &self.props,
             )?);
         }
-        let b = p.ecols.batch(&self.eschema, names);
         p.erows = 0;
-        p.events.as_mut().expect("opened above").write(&b)
+        p.ecols
+            .write(p.events.as_mut().expect("opened above"), names)
     }
 }
 
@@ -208,10 +208,10 @@ impl ParquetWriter {
         let (dataset, parts) = if opts.dataset {
             (Some(path.clone()), Vec::new())
         } else {
-            let mut p = Part::new(path.clone(), events_path(path), batch);
+            let mut p = Part::new(path.clone(), events_path(path));
             // The samples table is always there, even with no rows: OUT is
             // what the user named.
-            p.samples = Some(Table::new(path, sh.sschema.clone(), &sh.props)?);
+            p.samples = Some(sh.samples_table(path)?);
             (None, vec![p])
         };
         Ok(ParquetWriter {
@@ -284,7 +284,6 @@ impl ParquetWriter {
                 self.parts.push(Part::new(
                     stage.join(DATASET_SAMPLES).join(&rel),
                     stage.join(DATASET_EVENTS).join(&rel),
-                    self.sh.batch,
                 ));
                 self.by_key.insert(key, self.parts.len() - 1);
                 self.parts.len() - 1
@@ -361,6 +360,8 @@ impl ParquetWriter {
                     .drop_item("metric values", "value of an undefined metric (no name)");
                 continue;
             };
+            // Rows of this metric not yet in the columns of runs.
+            let mut pending = 0;
             for (inst, v) in vals {
                 let iname = if *inst == PM_IN_NULL {
                     None
@@ -429,19 +430,17 @@ impl ParquetWriter {
                         c.str.append_value(&self.text);
                     }
                 }
-                c.time.push(t);
-                c.source.push(Some(src));
-                c.host.push(host);
-                c.metric.push(Some(mi.name));
                 c.instance.push(iname);
-                c.units.push(Some(mi.units));
-                c.semantics.push(Some(mi.sem));
+                pending += 1;
                 p.srows += 1;
                 self.sample_rows += 1;
                 if p.srows >= self.sh.batch {
+                    row_runs(c, t, src, host, &mi, pending);
+                    pending = 0;
                     self.sh.flush_samples(p, &self.names)?;
                 }
             }
+            row_runs(&mut self.parts[pi].scols, t, src, host, &mi, pending);
         }
         Ok(())
     }
@@ -462,10 +461,10 @@ impl ParquetWriter {
         let stream = stream.map(|s| Self::cached(&mut self.names, &mut self.last_stream, s));
         let pi = self.part(host, t);
         let c = &mut self.parts[pi].ecols;
-        c.time.push(t);
-        c.source.push(Some(src));
-        c.host.push(host);
-        c.ty.push(Some(ty));
+        c.head.time.push(Some(t));
+        c.head.source.push(Some(src));
+        c.head.host.push(host);
+        c.head.name.push(Some(ty));
         c.cpu.append_option(cpu.and_then(|c| i32::try_from(c).ok()));
         c.pid.append_option(pid);
         c.stream.push(stream);
@@ -475,10 +474,9 @@ impl ParquetWriter {
     fn end_event(&mut self, pi: usize) -> Result<()> {
         let p = &mut self.parts[pi];
         let c = &mut p.ecols;
-        let map_err = |e: arrow_schema::ArrowError| Error::Unsupported(e.to_string());
-        c.fi64.append(true).map_err(map_err)?;
-        c.ff64.append(true).map_err(map_err)?;
-        c.fstr.append(true).map_err(map_err)?;
+        c.fi64.end_row();
+        c.ff64.end_row();
+        c.fstr.end_row();
         p.erows += 1;
         self.event_rows += 1;
         if p.erows >= self.sh.batch {
@@ -514,51 +512,41 @@ impl ParquetWriter {
             };
             match v {
                 Value::I64(x) => {
-                    c.fi64.keys().append_value(name);
-                    c.fi64.values().append_value(*x);
+                    c.fi64.insert(name, *x);
                 }
                 Value::Enum(x) => {
-                    c.fi64.keys().append_value(name);
-                    c.fi64.values().append_value(*x);
+                    c.fi64.insert(name, *x);
                     // The label too, where the type names it (LTT lists it).
                     let label =
                         ti.labels.get(i).and_then(Option::as_ref).and_then(|ls| {
                             ls.iter().find(|(n, _)| n == x).map(|(_, l)| l.as_str())
                         });
                     if let Some(l) = label {
-                        c.fstr.keys().append_value(name);
-                        c.fstr.values().append_value(l);
+                        c.fstr.insert(name, l);
                     }
                 }
                 Value::U64(x) => match i64::try_from(*x) {
                     Ok(x) => {
-                        c.fi64.keys().append_value(name);
-                        c.fi64.values().append_value(x);
+                        c.fi64.insert(name, x);
                     }
                     Err(_) => {
-                        c.ff64.keys().append_value(name);
-                        c.ff64.values().append_value(*x as f64);
-                        c.fstr.keys().append_value(name);
-                        c.fstr.values().append_value(itoa::Buffer::new().format(*x));
+                        c.ff64.insert(name, *x as f64);
+                        c.fstr.insert(name, itoa::Buffer::new().format(*x));
                     }
                 },
                 Value::F32(x) => {
-                    c.ff64.keys().append_value(name);
-                    c.ff64.values().append_value(*x as f64);
+                    c.ff64.insert(name, *x as f64);
                 }
                 Value::F64(x) => {
-                    c.ff64.keys().append_value(name);
-                    c.ff64.values().append_value(*x);
+                    c.ff64.insert(name, *x);
                 }
                 Value::Str(s) => {
-                    c.fstr.keys().append_value(name);
-                    c.fstr.values().append_value(s);
+                    c.fstr.insert(name, s);
                 }
                 other => {
                     self.text.clear();
                     push_value_text(other, &mut self.text);
-                    c.fstr.keys().append_value(name);
-                    c.fstr.values().append_value(&self.text);
+                    c.fstr.insert(name, &self.text);
                 }
             }
         }
@@ -568,8 +556,7 @@ impl ParquetWriter {
     fn annotation(&mut self, a: &Annotation) -> Result<()> {
         let pi = self.begin_event(a.time.0, &a.extras, self.ty_annotation, None, None, None);
         let c = &mut self.parts[pi].ecols;
-        c.fstr.keys().append_value("text");
-        c.fstr.values().append_value(&a.text);
+        c.fstr.insert("text", &a.text);
         self.end_event(pi)
     }
 
@@ -577,6 +564,16 @@ impl ParquetWriter {
         let pi = self.begin_event(m.time.0, &m.extras, self.ty_mark, None, None, None);
         self.end_event(pi)
     }
+}
+
+/// The columns a sample's rows of one metric share, as one run of `n`.
+fn row_runs(c: &mut SampleCols, t: i64, src: u32, host: Option<u32>, mi: &MetricInfo, n: u32) {
+    c.head.time.push_n(Some(t), n);
+    c.head.source.push_n(Some(src), n);
+    c.head.host.push_n(host, n);
+    c.head.name.push_n(Some(mi.name), n);
+    c.units.push_n(Some(mi.units), n);
+    c.semantics.push_n(Some(mi.sem), n);
 }
 
 /// A value that is no plain number or text, as text: bytes as `0x…` hex,
@@ -634,10 +631,10 @@ impl TraceWriter for ParquetWriter {
             self.sh.flush_samples(&mut p, &self.names)?;
             self.sh.flush_events(&mut p, &self.names)?;
             if let Some(t) = p.samples.take() {
-                t.close()?;
+                t.close(&self.names)?;
             }
             if let Some(t) = p.events.take() {
-                t.close()?;
+                t.close(&self.names)?;
             }
         }
         let mut loss = std::mem::take(&mut self.loss);
