@@ -118,6 +118,6 @@ impl Format for PerfettoFormat {
             out,
             "a Perfetto trace is binary: give -o FILE.perfetto-trace",
         )?;
-        Ok(Box::new(writer::PerfettoWriter::new(p, header, opts)?))
+        writer::create(p, header, opts)
     }
 }
