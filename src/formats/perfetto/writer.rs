@@ -1145,26 +1145,18 @@ impl PerfettoWriter {
     /// What was written, with the counts of the loss report.
     fn report(&mut self) -> LossReport {
         let c = &self.counts;
-        let unmatched = self.p.unmatched_open + self.p.unmatched_close;
         let mut loss = std::mem::take(&mut self.loss);
-        for (what, n) in [
-            ("slices (paired entry/exit)", c.slices),
-            ("running slices (from schedchange)", c.running),
-            ("instants", c.instants),
-            ("counter values", c.counters),
-            ("log lines (android_log)", c.logs),
-            ("track descriptors", c.descriptors),
-        ] {
-            if n > 0 {
-                loss.wrote(what, n);
-            }
-        }
-        if unmatched > 0 {
-            loss.wrote(
-                "unmatched entries/exits (instants, category \"unmatched\")",
-                unmatched,
-            );
-        }
+        self.p.report(
+            &mut loss,
+            &[
+                ("slices (paired entry/exit)", c.slices),
+                ("running slices (from schedchange)", c.running),
+                ("instants", c.instants),
+                ("counter values", c.counters),
+                ("log lines (android_log)", c.logs),
+                ("track descriptors", c.descriptors),
+            ],
+        );
         loss
     }
 }
