@@ -605,19 +605,7 @@ fn rules_hold_and_chrome_json_agrees() {
         let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
         let rel = |t: u64| t as i64 + d.offset - cv.origin;
 
-        let mut ps: Vec<_> = d
-            .slices
-            .iter()
-            .map(|s| {
-                (
-                    s.track.clone(),
-                    s.name.clone(),
-                    s.cats.clone(),
-                    rel(s.begin),
-                    rel(s.end),
-                )
-            })
-            .collect();
+        let mut ps = slice_rows(&d, d.offset - cv.origin);
         let mut cs = cv.slices.clone();
         ps.sort_by(|a, b| a.partial_cmp(b).unwrap());
         cs.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -929,6 +917,23 @@ fn split_machines(data: &[u8]) -> BTreeMap<u64, Vec<u8>> {
 }
 
 type SliceRow = (String, String, String, i64, i64);
+
+/// The slices as (track, name, categories, begin, end), times shifted.
+fn slice_rows(d: &Decoded, shift: i64) -> Vec<SliceRow> {
+    let t = |x: u64| x as i64 + shift;
+    d.slices
+        .iter()
+        .map(|s| {
+            (
+                s.track.clone(),
+                s.name.clone(),
+                s.cats.clone(),
+                t(s.begin),
+                t(s.end),
+            )
+        })
+        .collect()
+}
 type InstantRow = (String, String, String, i64);
 type CounterRow = (String, i64, u64);
 type LogRow = (u64, String, u64, String);
@@ -938,19 +943,7 @@ type LogRow = (u64, String, u64, String);
 /// bits), log lines.
 fn seen(d: &Decoded) -> (Vec<SliceRow>, Vec<InstantRow>, Vec<CounterRow>, Vec<LogRow>) {
     let rt = |t: u64| t as i64 + d.offset;
-    let mut sl: Vec<_> = d
-        .slices
-        .iter()
-        .map(|s| {
-            (
-                s.track.clone(),
-                s.name.clone(),
-                s.cats.clone(),
-                rt(s.begin),
-                rt(s.end),
-            )
-        })
-        .collect();
+    let mut sl = slice_rows(d, d.offset);
     let mut ins: Vec<_> = d
         .instants
         .iter()
