@@ -126,8 +126,16 @@ struct Decoded {
     /// Incremental-state clears seen (the first included).
     clears: usize,
     dated: bool,
-    /// REALTIME minus the trace clock, from the clock snapshot.
+    /// REALTIME minus the trace clock, from the clock snapshot (or the
+    /// remote clock sync of a machine other than the first).
     offset: i64,
+    /// The one sequence id, and the machine id of the packets (0: none).
+    seq: u64,
+    machine: u64,
+    /// Track uuids declared.
+    uuids: Vec<u64>,
+    /// `SystemInfo.machine_name`, where written.
+    machine_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -166,6 +174,42 @@ fn decode_and_check(data: &[u8]) -> Decoded {
         let sq = get(10).map(|x| v(&x)).expect("trusted_packet_sequence_id");
         assert_ne!(sq, 0, "packet {idx}: sequence id 0");
         assert_eq!(*seq.get_or_insert(sq), sq, "packet {idx}: one sequence");
+        let machine = get(98).map(|x| v(&x)).unwrap_or(0);
+        if idx == 0 {
+            d.machine = machine;
+        }
+        assert_eq!(machine, d.machine, "packet {idx}: one machine");
+        if let Some(si) = get(45) {
+            let n = fields(b(&si))
+                .iter()
+                .find(|(f, _)| *f == 17)
+                .map(|(_, x)| s(x));
+            d.machine_name = n;
+        }
+        if let Some(rc) = get(107) {
+            // Another machine's clocks, tied to the host's: client and host
+            // snapshots alike (one time axis), before anything else.
+            assert_eq!(idx, 0, "the remote clock sync comes first");
+            let snap = |x: &F| -> HashMap<u64, i64> {
+                fields(b(x))
+                    .into_iter()
+                    .map(|(_, c)| {
+                        let cf = fields(b(&c));
+                        let g = |n: u32| cf.iter().find(|(f, _)| *f == n).map(|(_, x)| v(x));
+                        (g(1).unwrap(), g(2).unwrap() as i64)
+                    })
+                    .collect()
+            };
+            let rounds = fields(b(&rc));
+            assert_eq!(rounds.len(), 2, "two rounds: an offset needs both");
+            for (_, r) in &rounds {
+                let sc = fields(b(r));
+                let client = snap(&sc.iter().find(|(f, _)| *f == 2).unwrap().1);
+                let host = snap(&sc.iter().find(|(f, _)| *f == 3).unwrap().1);
+                assert_eq!(client, host, "offset 0 between the machines");
+                d.offset = client[&1] - client[&6];
+            }
+        }
         let ts = get(8).map(|x| v(&x));
         let flags = get(13).map(|x| v(&x)).unwrap_or(0);
         if flags & 1 != 0 {
@@ -217,6 +261,7 @@ fn decode_and_check(data: &[u8]) -> Decoded {
             let tf = fields(b(&td));
             let g = |n: u32| tf.iter().find(|(f, _)| *f == n).map(|(_, x)| *x);
             let uuid = v(&g(1).expect("uuid"));
+            d.uuids.push(uuid);
             if let Some(parent) = g(5) {
                 assert!(
                     tracks.contains_key(&v(&parent)),
@@ -363,6 +408,7 @@ fn decode_and_check(data: &[u8]) -> Decoded {
             }
         }
     }
+    d.seq = seq.unwrap_or(0);
     // Slices: as the trace processor reads them (sorted by time, ties in
     // file order), every end closes the slice its own begin opened.
     for (uuid, mut es) in edges {
@@ -552,19 +598,7 @@ fn rules_hold_and_chrome_json_agrees() {
         let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
         let rel = |t: u64| t as i64 + d.offset - cv.origin;
 
-        let mut ps: Vec<_> = d
-            .slices
-            .iter()
-            .map(|s| {
-                (
-                    s.track.clone(),
-                    s.name.clone(),
-                    s.cats.clone(),
-                    rel(s.begin),
-                    rel(s.end),
-                )
-            })
-            .collect();
+        let mut ps = slice_rows(&d, d.offset - cv.origin);
         let mut cs = cv.slices.clone();
         ps.sort_by(|a, b| a.partial_cmp(b).unwrap());
         cs.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -768,6 +802,13 @@ fn perfetto_python_bindings_parse_every_output() {
         let (_, p) = perfetto(&input, dir.path());
         paths.push(p);
     }
+    let lines = python_parse(&python, &paths);
+    assert_eq!(lines.lines().count(), paths.len());
+}
+
+/// Perfetto's Python bindings parse each trace, find no field unknown to
+/// the schema and re-encode it to exactly its size; one line per trace.
+fn python_parse(python: &Path, paths: &[PathBuf]) -> String {
     let script = r#"
 import sys
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -791,9 +832,8 @@ for path in sys.argv[1:]:
     assert len(t.SerializeToString()) == len(data), path
     print(path, len(t.packet))
 "#;
-    let o = common::output_ok(Command::new(&python).arg("-c").arg(script).args(&paths));
-    let lines = String::from_utf8_lossy(&o.stdout).lines().count();
-    assert_eq!(lines, paths.len());
+    let o = common::output_ok(Command::new(python).arg("-c").arg(script).args(paths));
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// `--rate`: a counter-semantics metric becomes its rate per second,
@@ -836,4 +876,205 @@ fn rate_turns_counters_into_rates() {
         series(&rate, "mem.util.free"),
         "instant metrics unchanged"
     );
+}
+
+/// The packets of each machine (`machine_id`, 0 where absent) as a trace
+/// of their own, in file order.
+fn split_machines(data: &[u8]) -> BTreeMap<u64, Vec<u8>> {
+    let mut out: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for (field, pf) in fields(data) {
+        assert_eq!(field, 1, "Trace has only packets (field 1)");
+        let p = b(&pf);
+        let m = fields(p)
+            .iter()
+            .find(|(f, _)| *f == 98)
+            .map(|(_, x)| v(x))
+            .unwrap_or(0);
+        let t = out.entry(m).or_default();
+        t.push(0x0a);
+        let mut n = p.len() as u64;
+        while n >= 0x80 {
+            t.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        t.push(n as u8);
+        t.extend_from_slice(p);
+    }
+    out
+}
+
+type SliceRow = (String, String, String, i64, i64);
+
+/// The slices as (track, name, categories, begin, end), times shifted.
+fn slice_rows(d: &Decoded, shift: i64) -> Vec<SliceRow> {
+    let t = |x: u64| x as i64 + shift;
+    d.slices
+        .iter()
+        .map(|s| {
+            (
+                s.track.clone(),
+                s.name.clone(),
+                s.cats.clone(),
+                t(s.begin),
+                t(s.end),
+            )
+        })
+        .collect()
+}
+type InstantRow = (String, String, String, i64);
+type CounterRow = (String, i64, u64);
+type LogRow = (u64, String, u64, String);
+
+/// What a user sees of one input, times on REALTIME (the clock the inputs
+/// share), each list sorted: slices, instants, counter values (exact
+/// bits), log lines.
+fn seen(d: &Decoded) -> (Vec<SliceRow>, Vec<InstantRow>, Vec<CounterRow>, Vec<LogRow>) {
+    let rt = |t: u64| t as i64 + d.offset;
+    let mut sl = slice_rows(d, d.offset);
+    let mut ins: Vec<_> = d
+        .instants
+        .iter()
+        .map(|i| (i.track.clone(), i.name.clone(), i.cats.clone(), rt(i.ts)))
+        .collect();
+    let mut cs: Vec<_> = d
+        .counters
+        .iter()
+        .map(|(n, t, v)| (n.clone(), rt(*t), v.to_bits()))
+        .collect();
+    let mut ls: Vec<_> = d
+        .logs
+        .iter()
+        .map(|l| (l.ts, l.tag.clone(), l.prio, l.msg.clone()))
+        .collect();
+    sl.sort();
+    ins.sort();
+    cs.sort();
+    ls.sort();
+    (sl, ins, cs, ls)
+}
+
+/// `convert a b c --to perfetto`: each input is a machine of its own (the
+/// first the host, without `machine_id`; the others 1, 2), named after the
+/// input, with its own sequence, interning, tracks and clock tie; each
+/// machine's packets keep the rules on their own and show what converting
+/// that input alone shows.
+#[test]
+fn several_inputs_are_one_machine_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = common::corpus();
+    let inputs = [
+        c.join("ltt/smp_example"),
+        c.join("dlt/testfile.dlt"),
+        c.join("pcp/live_v3"),
+    ];
+    let out = dir.path().join("all.perfetto-trace");
+    let o = Command::new(common::bin())
+        .arg("convert")
+        .args(&inputs)
+        .args(["--to", "perfetto", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("3 machines (one per input)"), "{stderr}");
+    let data = std::fs::read(&out).unwrap();
+    let parts = split_machines(&data);
+    assert_eq!(parts.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
+    let mut seqs = std::collections::HashSet::new();
+    let mut uuids = std::collections::HashSet::new();
+    let mut packets = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        let label = input.file_name().unwrap().to_string_lossy().into_owned();
+        let d = decode_and_check(&parts[&(i as u64)]);
+        assert_eq!(d.machine, i as u64);
+        assert_eq!(d.machine_name.as_deref(), Some(label.as_str()));
+        assert!(seqs.insert(d.seq), "{label}: a sequence of its own");
+        let own: std::collections::HashSet<u64> = d.uuids.iter().copied().collect();
+        for u in &own {
+            assert!(
+                uuids.insert(*u),
+                "{label}: track uuid {u} of another machine"
+            );
+        }
+        assert!(
+            d.clears >= 1,
+            "{label}: its first TrackEvent clears its state"
+        );
+        if i == 0 {
+            assert!(d.dated, "the host's clock snapshot: REALTIME primary");
+        }
+        let (alone, _) = perfetto(input, dir.path());
+        let a = seen(&decode_and_check(&alone));
+        let m = seen(&d);
+        assert_eq!(
+            (m.0.len(), m.1.len(), m.2.len(), m.3.len()),
+            (a.0.len(), a.1.len(), a.2.len(), a.3.len()),
+            "{label}: slices, instants, counter values, log lines as alone"
+        );
+        assert!(
+            m.0 == a.0,
+            "{label}: slices differ from converting it alone"
+        );
+        assert!(
+            m.1 == a.1,
+            "{label}: instants differ from converting it alone"
+        );
+        assert!(
+            m.2 == a.2,
+            "{label}: counter values differ from converting it alone"
+        );
+        assert!(
+            m.3 == a.3,
+            "{label}: log lines differ from converting it alone"
+        );
+        eprintln!(
+            "{label}: machine {i}, {} slices, {} instants, {} counter values, {} log lines",
+            m.0.len(),
+            m.1.len(),
+            m.2.len(),
+            m.3.len()
+        );
+        packets.push(fields(&parts[&(i as u64)]).len());
+    }
+    assert!(packets.iter().all(|&n| n > 2), "{packets:?}");
+
+    // Perfetto's own bindings: the file parses with nothing unknown, and
+    // each packet's machine_id and sequence are those of its input.
+    let Some(python) = common::peer("perfetto-python") else {
+        return;
+    };
+    python_parse(&python, std::slice::from_ref(&out));
+    let script = r#"
+import sys, collections
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+t = pb.Trace()
+t.ParseFromString(open(sys.argv[1], 'rb').read())
+n = collections.Counter()
+seq = {}
+for p in t.packet:
+    n[p.machine_id] += 1
+    assert seq.setdefault(p.machine_id, p.trusted_packet_sequence_id) == p.trusted_packet_sequence_id
+    if p.HasField('system_info'):
+        print('name', p.machine_id, p.system_info.machine_name)
+for m in sorted(n):
+    print('packets', m, n[m], seq[m])
+"#;
+    let o = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut want = String::new();
+    for (i, input) in inputs.iter().enumerate() {
+        let label = input.file_name().unwrap().to_string_lossy();
+        want.push_str(&format!("name {i} {label}\n"));
+    }
+    for (i, n) in packets.iter().enumerate() {
+        want.push_str(&format!("packets {i} {n} {}\n", i + 1));
+    }
+    assert_eq!(text, want);
 }

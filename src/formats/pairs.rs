@@ -166,6 +166,25 @@ impl<X> Default for Pairing<X> {
     }
 }
 
+impl<X> Pairing<X> {
+    /// Count what a writer wrote (`(what, n)`, none left out) and the
+    /// entries and exits left unpaired, into `loss`.
+    pub fn report(&self, loss: &mut crate::model::LossReport, wrote: &[(&str, u64)]) {
+        for &(what, n) in wrote {
+            if n > 0 {
+                loss.wrote(what, n);
+            }
+        }
+        let unmatched = self.unmatched_open + self.unmatched_close;
+        if unmatched > 0 {
+            loss.wrote(
+                "unmatched entries/exits (instants, category \"unmatched\")",
+                unmatched,
+            );
+        }
+    }
+}
+
 impl<X: Clone> Pairing<X> {
     /// Learn an event type: its pairing role and the fields that place it.
     pub fn define_type(&mut self, t: &Arc<EventType>, extra: X) {

@@ -889,25 +889,17 @@ impl TraceWriter for ChromeWriter {
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.close()?;
         let c = &self.counts;
-        let unmatched = self.p.unmatched_open + self.p.unmatched_close;
         let mut loss = std::mem::take(&mut self.loss);
-        for (what, n) in [
-            ("durations (X, paired entry/exit)", c.durations),
-            ("running slices (X, from schedchange)", c.running),
-            ("instants (i)", c.instants),
-            ("counter values (C)", c.counters),
-            ("metadata (M)", c.metadata),
-        ] {
-            if n > 0 {
-                loss.wrote(what, n);
-            }
-        }
-        if unmatched > 0 {
-            loss.wrote(
-                "unmatched entries/exits (instants, category \"unmatched\")",
-                unmatched,
-            );
-        }
+        self.p.report(
+            &mut loss,
+            &[
+                ("durations (X, paired entry/exit)", c.durations),
+                ("running slices (X, from schedchange)", c.running),
+                ("instants (i)", c.instants),
+                ("counter values (C)", c.counters),
+                ("metadata (M)", c.metadata),
+            ],
+        );
         Ok(loss)
     }
 }

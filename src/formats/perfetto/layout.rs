@@ -1,7 +1,8 @@
 //! Field numbers and enum values of the Perfetto trace messages polytrace
 //! writes (docs/specs/perfetto.md, printed from Perfetto's own descriptors).
 //! Prefixes name the message: P_ TracePacket, TD_ TrackDescriptor, TE_
-//! TrackEvent, DA_ DebugAnnotation, ID_/IE_ InternedData and its entries.
+//! TrackEvent, DA_ DebugAnnotation, ID_/IE_ InternedData and its entries,
+//! SI_ SystemInfo, RCS_/SC_ RemoteClockSync and its SyncedClocks.
 
 /// `Trace.packet`.
 pub const TRACE_PACKET: u32 = 1;
@@ -14,6 +15,17 @@ pub const P_SEQUENCE_FLAGS: u32 = 13;
 pub const P_CLOCK_SNAPSHOT: u32 = 6;
 pub const P_ANDROID_LOG: u32 = 39;
 pub const P_TRACK_DESCRIPTOR: u32 = 60;
+pub const P_SYSTEM_INFO: u32 = 45;
+pub const P_MACHINE_ID: u32 = 98;
+pub const P_REMOTE_CLOCK_SYNC: u32 = 107;
+
+/// `SystemInfo.machine_name`: the machine's label in the UI.
+pub const SI_MACHINE_NAME: u32 = 17;
+
+/// `RemoteClockSync.synced_clocks`, and in each the two ClockSnapshots.
+pub const RCS_SYNCED_CLOCKS: u32 = 1;
+pub const SC_CLIENT_CLOCKS: u32 = 2;
+pub const SC_HOST_CLOCKS: u32 = 3;
 
 pub const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
 pub const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;

@@ -89,7 +89,7 @@ pub const FORMAT: Export = Export {
             out,
             "a Perfetto trace is binary: give -o FILE.perfetto-trace",
         )?;
-        Ok(Box::new(writer::PerfettoWriter::new(p, header, opts)?))
+        writer::create(p, header, opts)
     },
     dataset: false,
 };

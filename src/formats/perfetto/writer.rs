@@ -31,8 +31,28 @@ pub const INTERN_LIMIT: usize = 8192;
 /// The trace clock's 0 is this long before the first item's time.
 const BOOT_MARGIN_NS: i64 = 1_000_000_000;
 
-/// The one packet sequence of a trace.
+/// The packet sequence of a single input (and of the first of several).
 const SEQ_ID: u64 = 1;
+
+/// Where packets go: the output file (one input), or a buffer the
+/// several-input writer moves into the file after each item.
+enum Sink {
+    File(ChunkedWriter<Box<dyn Write + Send>>),
+    Buffer(Vec<u8>),
+}
+
+/// Which machine a writer's packets are, with several inputs.
+#[derive(Debug, Clone, PartialEq)]
+enum Role {
+    /// One input: no machine fields (the output of a single input).
+    Only,
+    /// The first input: the host machine (no `machine_id`, which Perfetto
+    /// reads as 0), its clock snapshot sets the trace's clock.
+    Host { name: String },
+    /// Any other input: `machine_id` on every packet, its clocks tied to
+    /// the host's by a `remote_clock_sync` (see docs/perfetto.md).
+    Remote { id: u32, name: String },
+}
 
 /// A viewer track: a thread descriptor (`pid`, `tid`) with its own uuid,
 /// under the process descriptor of `pid`.
@@ -177,8 +197,15 @@ enum Kind {
 }
 
 pub struct PerfettoWriter {
-    out: ChunkedWriter<Box<dyn Write + Send>>,
+    out: Sink,
     path: Arc<PathBuf>,
+    role: Role,
+    /// This writer's `trusted_packet_sequence_id`.
+    seq_id: u64,
+    /// Track uuids are `n * stride + offset` (n = 1, 2, ...): unique across
+    /// the machines of one trace, `n` itself for a single input.
+    uuid_stride: u64,
+    uuid_offset: u64,
     header: Header,
     rate: bool,
     /// The packet being built (cleared, never shrunk).
@@ -241,18 +268,18 @@ pub fn log_priority(p: &str) -> Option<u64> {
 
 impl PerfettoWriter {
     pub fn new(path: &Path, header: &Header, opts: &WriteOptions) -> Result<PerfettoWriter> {
-        if let TimeBase::Cycles { hz: None, .. } = header.time_base {
-            return Err(Error::Usage(
-                "a Perfetto trace has nanosecond timestamps and this source has TSC cycles only: \
-                 give --tsc-hz HZ (as for --to pcp)"
-                    .into(),
-            ));
-        }
-        let sink: Box<dyn Write + Send> =
-            Box::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
-        Ok(PerfettoWriter {
-            out: ChunkedWriter::new(sink),
+        let out = Sink::File(ChunkedWriter::new(create_file(path, header)?));
+        Ok(PerfettoWriter::with_sink(out, path, header, opts))
+    }
+
+    fn with_sink(out: Sink, path: &Path, header: &Header, opts: &WriteOptions) -> PerfettoWriter {
+        PerfettoWriter {
+            out,
             path: Arc::new(path.to_path_buf()),
+            role: Role::Only,
+            seq_id: SEQ_ID,
+            uuid_stride: 1,
+            uuid_offset: 0,
             header: header.clone(),
             rate: opts.rate,
             pkt: Vec::with_capacity(4096),
@@ -279,7 +306,7 @@ impl PerfettoWriter {
             series: HashMap::new(),
             counts: Counts::default(),
             loss: LossReport::default(),
-        })
+        }
     }
 
     // ------------------------------------------------------------ packets
@@ -298,15 +325,38 @@ impl PerfettoWriter {
         }
         head[n] = len as u8;
         n += 1;
-        let p = self.path.clone();
-        self.out.write_all(&head[..n]).map_err(io_err(&p))?;
-        self.out.write_all(&self.pkt).map_err(io_err(&p))
+        match &mut self.out {
+            Sink::File(f) => {
+                let p = self.path.clone();
+                f.write_all(&head[..n]).map_err(io_err(&p))?;
+                f.write_all(&self.pkt).map_err(io_err(&p))
+            }
+            Sink::Buffer(b) => {
+                b.extend_from_slice(&head[..n]);
+                b.extend_from_slice(&self.pkt);
+                Ok(())
+            }
+        }
+    }
+
+    /// Move the packets buffered so far into `out` (several inputs).
+    fn drain_into(&mut self, out: &mut impl Write) -> Result<()> {
+        if let Sink::Buffer(b) = &mut self.out {
+            if !b.is_empty() {
+                out.write_all(b).map_err(io_err(&self.path))?;
+                b.clear();
+            }
+        }
+        Ok(())
     }
 
     /// The fields every packet starts with.
     fn packet_head(&mut self, ts: Option<u64>) {
         self.pkt.clear();
-        wire::varint_field(&mut self.pkt, P_SEQUENCE_ID, SEQ_ID);
+        wire::varint_field(&mut self.pkt, P_SEQUENCE_ID, self.seq_id);
+        if let Role::Remote { id, .. } = self.role {
+            wire::varint_field(&mut self.pkt, P_MACHINE_ID, id as u64);
+        }
         if let Some(t) = ts {
             wire::varint_field(&mut self.pkt, P_TIMESTAMP, t);
         }
@@ -326,9 +376,7 @@ impl PerfettoWriter {
         self.boot_zero = first.0.saturating_sub(BOOT_MARGIN_NS);
         let boot = self.ns(first);
         let real = self.realtime(first);
-        self.packet_head(Some(boot));
-        let dated = self.header.time_base.is_absolute();
-        wire::nested::<Error>(&mut self.pkt, P_CLOCK_SNAPSHOT, |b| {
+        let clocks = |b: &mut Vec<u8>| {
             for (id, t) in [(CLOCK_BOOTTIME, boot), (CLOCK_REALTIME, real)] {
                 wire::nested::<Error>(b, CS_CLOCKS, |b| {
                     wire::varint_field(b, CLK_ID, id);
@@ -336,12 +384,48 @@ impl PerfettoWriter {
                     Ok(())
                 })?;
             }
-            if dated {
-                wire::varint_field(b, CS_PRIMARY_CLOCK, CLOCK_REALTIME);
-            }
             Ok(())
-        })?;
-        self.flush_packet()
+        };
+        let name = match &self.role {
+            Role::Only => None,
+            Role::Host { name } | Role::Remote { name, .. } => Some(name.clone()),
+        };
+        if let Role::Remote { .. } = self.role {
+            // Perfetto's trace processor would let a clock snapshot on
+            // another machine take over the trace's clock; a remote clock
+            // sync only ties this machine's clocks to the host's. Two equal
+            // rounds: offset 0, the inputs share one time axis.
+            self.packet_head(None);
+            wire::nested::<Error>(&mut self.pkt, P_REMOTE_CLOCK_SYNC, |b| {
+                for _ in 0..2 {
+                    wire::nested::<Error>(b, RCS_SYNCED_CLOCKS, |b| {
+                        wire::nested::<Error>(b, SC_CLIENT_CLOCKS, clocks)?;
+                        wire::nested::<Error>(b, SC_HOST_CLOCKS, clocks)
+                    })?;
+                }
+                Ok(())
+            })?;
+        } else {
+            self.packet_head(Some(boot));
+            let dated = self.header.time_base.is_absolute();
+            wire::nested::<Error>(&mut self.pkt, P_CLOCK_SNAPSHOT, |b| {
+                clocks(b)?;
+                if dated {
+                    wire::varint_field(b, CS_PRIMARY_CLOCK, CLOCK_REALTIME);
+                }
+                Ok(())
+            })?;
+        }
+        self.flush_packet()?;
+        if let Some(name) = name {
+            self.packet_head(None);
+            wire::nested::<Error>(&mut self.pkt, P_SYSTEM_INFO, |b| {
+                wire::str_field(b, SI_MACHINE_NAME, &name);
+                Ok(())
+            })?;
+            self.flush_packet()?;
+        }
+        Ok(())
     }
 
     /// A time as a packet timestamp (trace clock): nanoseconds, exact. A
@@ -506,7 +590,7 @@ impl PerfettoWriter {
 
     fn uuid(&mut self) -> u64 {
         self.next_uuid += 1;
-        self.next_uuid
+        self.next_uuid * self.uuid_stride + self.uuid_offset
     }
 
     /// A process descriptor for `pid` named `name` (again on a rename).
@@ -1053,7 +1137,28 @@ impl PerfettoWriter {
         }
         self.close_pairs()?;
         let p = self.path.clone();
-        self.out.flush().map_err(io_err(&p))
+        match &mut self.out {
+            Sink::File(f) => f.flush().map_err(io_err(&p)),
+            Sink::Buffer(_) => Ok(()),
+        }
+    }
+
+    /// What was written, with the counts of the loss report.
+    fn report(&mut self) -> LossReport {
+        let c = &self.counts;
+        let mut loss = std::mem::take(&mut self.loss);
+        self.p.report(
+            &mut loss,
+            &[
+                ("slices (paired entry/exit)", c.slices),
+                ("running slices (from schedchange)", c.running),
+                ("instants", c.instants),
+                ("counter values", c.counters),
+                ("log lines (android_log)", c.logs),
+                ("track descriptors", c.descriptors),
+            ],
+        );
+        loss
     }
 }
 
@@ -1357,27 +1462,148 @@ impl TraceWriter for PerfettoWriter {
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         self.close()?;
-        let c = &self.counts;
-        let unmatched = self.p.unmatched_open + self.p.unmatched_close;
-        let mut loss = std::mem::take(&mut self.loss);
-        for (what, n) in [
-            ("slices (paired entry/exit)", c.slices),
-            ("running slices (from schedchange)", c.running),
-            ("instants", c.instants),
-            ("counter values", c.counters),
-            ("log lines (android_log)", c.logs),
-            ("track descriptors", c.descriptors),
-        ] {
-            if n > 0 {
-                loss.wrote(what, n);
+        Ok(self.report())
+    }
+}
+
+/// Check the time base, then create the output file.
+fn create_file(path: &Path, header: &Header) -> Result<Box<dyn Write + Send>> {
+    if let TimeBase::Cycles { hz: None, .. } = header.time_base {
+        return Err(Error::Usage(
+            "a Perfetto trace has nanosecond timestamps and this source has TSC cycles only: \
+             give --tsc-hz HZ (as for --to pcp)"
+                .into(),
+        ));
+    }
+    Ok(Box::new(
+        std::fs::File::create(path).map_err(|e| Error::io(path, e))?,
+    ))
+}
+
+/// The writer for `header`: one input as it is; a merged stream of several
+/// inputs (`keys::MERGE_SOURCES`) one machine per input.
+pub fn create(path: &Path, header: &Header, opts: &WriteOptions) -> Result<Box<dyn TraceWriter>> {
+    let mut labels: Vec<&str> = Vec::new();
+    if let Some(ExtraValue::List(l)) = header.extras.get(keys::MERGE_SOURCES) {
+        for v in l {
+            // Inputs of one label cannot be told apart: one machine.
+            if let ExtraValue::Str(s) = v {
+                if !labels.contains(&s.as_str()) {
+                    labels.push(s);
+                }
             }
         }
-        if unmatched > 0 {
-            loss.wrote(
-                "unmatched entries/exits (instants, category \"unmatched\")",
-                unmatched,
-            );
+    }
+    if labels.len() < 2 {
+        return Ok(Box::new(PerfettoWriter::new(path, header, opts)?));
+    }
+    let out = ChunkedWriter::new(create_file(path, header)?);
+    let n = labels.len() as u64;
+    let machines = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut w = PerfettoWriter::with_sink(Sink::Buffer(Vec::new()), path, header, opts);
+            w.role = match i {
+                0 => Role::Host {
+                    name: l.to_string(),
+                },
+                _ => Role::Remote {
+                    id: i as u32,
+                    name: l.to_string(),
+                },
+            };
+            w.seq_id = i as u64 + 1;
+            w.uuid_stride = n;
+            w.uuid_offset = i as u64;
+            w
+        })
+        .collect();
+    Ok(Box::new(MachinesWriter {
+        out,
+        path: path.to_path_buf(),
+        by_label: labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.to_string(), i))
+            .collect(),
+        machines,
+        started: false,
+    }))
+}
+
+/// Several inputs: one [`PerfettoWriter`] per input (a machine, with its
+/// own sequence, interning, tracks and clocks), each data item given to its
+/// input's by the `source` extra, definitions to all; their whole packets
+/// go into the file in item order.
+struct MachinesWriter {
+    out: ChunkedWriter<Box<dyn Write + Send>>,
+    path: PathBuf,
+    machines: Vec<PerfettoWriter>,
+    by_label: HashMap<String, usize>,
+    started: bool,
+}
+
+impl MachinesWriter {
+    fn machine_of(&self, x: &Extras) -> usize {
+        x.str(keys::SOURCE)
+            .and_then(|s| self.by_label.get(s))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn write_to(&mut self, m: usize, item: &Item) -> Result<()> {
+        self.machines[m].write_item(item)?;
+        self.machines[m].drain_into(&mut self.out)
+    }
+}
+
+impl TraceWriter for MachinesWriter {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        if !self.started && item.is_data() {
+            if let Some(t) = item.time() {
+                // Every machine on the one time axis, from the first item.
+                self.started = true;
+                for m in &mut self.machines {
+                    m.origin = Some(t);
+                    m.start(t)?;
+                    m.drain_into(&mut self.out)?;
+                }
+            }
         }
+        let m = match item {
+            Item::EventType(_) | Item::Metric(_) | Item::Indom(_) => {
+                for m in 0..self.machines.len() {
+                    self.write_to(m, item)?;
+                }
+                return Ok(());
+            }
+            // Dropped: counted once.
+            Item::Help(_) | Item::Labels(_) => 0,
+            Item::Event(e) => self.machine_of(&e.extras),
+            Item::EventRun(r) => self.machine_of(&r.event.extras),
+            Item::Sample(s) => self.machine_of(&s.extras),
+            Item::Mark(k) => self.machine_of(&k.extras),
+            Item::Annotation(a) => self.machine_of(&a.extras),
+        };
+        self.write_to(m, item)
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        if !self.started {
+            return Err(Error::nothing_to_write(
+                "nothing to write",
+                "the inputs have no events, samples, marks or annotations",
+            ));
+        }
+        let mut loss = LossReport::default();
+        for m in &mut self.machines {
+            m.close_pairs()?;
+            m.drain_into(&mut self.out)?;
+            loss.merge(&m.report());
+        }
+        loss.wrote("machines (one per input)", self.machines.len() as u64);
+        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
         Ok(loss)
     }
 }
