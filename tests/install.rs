@@ -24,7 +24,7 @@ fn release_binaries_are_stripped_and_small() {
     }
     let main = std::fs::metadata(&bin).unwrap().len();
     assert!(
-        main <= 10 << 20,
+        main <= 10_000_000,
         "polytrace is {main} bytes (at most 10 MB)"
     );
     assert!(
