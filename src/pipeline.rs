@@ -109,7 +109,14 @@ pub fn adapt(
     // Numeric DLT arguments and --extract captures as samples, beside
     // the events, for targets that graph series; before the time sort,
     // so that each sample travels with its message.
-    let args = source == FormatId::Dlt && ARG_SAMPLE_TARGETS.contains(&to.id());
+    // Merged inputs: a DLT one among them has its messages' samples too
+    // (only DLT verbose types give any).
+    let merged = reader
+        .header()
+        .extras
+        .get(crate::model::keys::MERGE_SOURCES)
+        .is_some();
+    let args = (source == FormatId::Dlt || merged) && ARG_SAMPLE_TARGETS.contains(&to.id());
     reader = match crate::stages::Derive::wrap(reader, args, &wopts.extract) {
         Ok(mut d) => {
             d.loss = Some(loss.clone());

@@ -496,11 +496,18 @@ impl Derive {
             self.extract_values(&plan, &text, ecu);
         }
         self.plans.insert(e.type_id, plan);
-        self.sample(e.time, e.raw_clock, inst)
+        self.sample(e.time, e.raw_clock, inst, &e.extras)
     }
 
-    /// The values gathered, as one sample.
-    fn sample(&mut self, time: Timestamp, raw_clock: Option<u64>, inst: InstId) -> Option<Sample> {
+    /// The values gathered, as one sample (of the message's input, when
+    /// inputs were merged: its `source` goes with it).
+    fn sample(
+        &mut self,
+        time: Timestamp,
+        raw_clock: Option<u64>,
+        inst: InstId,
+        of: &Extras,
+    ) -> Option<Sample> {
         if self.values.is_empty() {
             return None;
         }
@@ -512,6 +519,10 @@ impl Derive {
         });
         s.time = time;
         s.raw_clock = raw_clock;
+        s.extras = Extras::default();
+        if let Some(src) = of.get(keys::SOURCE) {
+            s.extras.set(keys::SOURCE, src.clone());
+        }
         s.metrics.clear();
         s.metrics
             .extend(self.values.drain(..).map(|(metric, v)| MetricValues {
@@ -553,7 +564,7 @@ impl Derive {
         let ecu = a.extras.get(X_ECU).is_some();
         let inst = if ecu { self.ecu(&ev) } else { PM_IN_NULL };
         self.extract_values(&plan, &a.text, ecu);
-        self.sample(a.time, a.raw_clock, inst)
+        self.sample(a.time, a.raw_clock, inst, &a.extras)
     }
 
     /// What follows `item` (definitions, then its sample), into `queue`.
