@@ -1877,15 +1877,18 @@ fn extracted_series_equal_the_numbers_in_the_payloads() {
 fn extract_refuses_a_bad_expression_and_counts_captures_that_are_no_number() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.csv");
+    let extract = |rule: &str| {
+        polytrace()
+            .args(["convert", "-o"])
+            .arg(&out)
+            .args(["--extract", rule])
+            .arg(mon_cpu())
+            .output()
+            .unwrap()
+    };
     // An invalid expression: exit 2, the regex crate's message with its
     // position, nothing written.
-    let o = polytrace()
-        .args(["convert", "-o"])
-        .arg(&out)
-        .args(["--extract", "MON.CPUS=usage (?P<x>[0-9.]+"])
-        .arg(mon_cpu())
-        .output()
-        .unwrap();
+    let o = extract("MON.CPUS=usage (?P<x>[0-9.]+");
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -1896,26 +1899,11 @@ fn extract_refuses_a_bad_expression_and_counts_captures_that_are_no_number() {
     );
     assert!(!out.exists());
     // No named group: nothing to take a value from.
-    let o = polytrace()
-        .args(["convert", "-o"])
-        .arg(&out)
-        .args(["--extract", "MON.CPUS=usage ([0-9.]+)"])
-        .arg(mon_cpu())
-        .output()
-        .unwrap();
+    let o = extract("MON.CPUS=usage ([0-9.]+)");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no named group"));
     // A capture that is no number is left out and counted.
-    let o = polytrace()
-        .args(["convert", "-o"])
-        .arg(&out)
-        .args([
-            "--extract",
-            "MON.CPUS=in (?P<word>[a-z]+) : (?P<cpu>[0-9.]+)%",
-        ])
-        .arg(mon_cpu())
-        .output()
-        .unwrap();
+    let o = extract("MON.CPUS=in (?P<word>[a-z]+) : (?P<cpu>[0-9.]+)%");
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

@@ -41,7 +41,7 @@ const AUTO_MIN_ENTRIES: u64 = 1024;
 const DEFAULT_PRIORITY: usize = 4;
 
 /// A string arg the string table had no room for (read back as "").
-pub(super) const NO_STRING: u64 = u64::MAX;
+const NO_STRING: u64 = u64::MAX;
 
 /// How the events of one source type are written.
 #[derive(Clone)]
@@ -71,6 +71,14 @@ struct Msg {
 }
 
 impl TypeMap {
+    /// The numeric args (a prefix of `arg_fields`): the ones a format or
+    /// spec names; text args follow them unnamed.
+    fn numeric_args<'a>(&'a self, t: &'a EventType) -> impl Iterator<Item = usize> + 'a {
+        self.arg_fields
+            .iter()
+            .copied()
+            .take_while(|&i| t.fields[i].ty.is_numeric())
+    }
     fn msg(&self) -> Msg {
         Msg {
             id: self.id,
@@ -427,7 +435,7 @@ impl TimelineWriter {
     /// strings (each stored as its string-table offset, so a command line
     /// or a message text survives; the format shows only the numbers, so
     /// Snabb's dump prints what it always printed).
-    fn numeric_fields(t: &EventType, max: usize) -> (Vec<usize>, usize) {
+    fn arg_fields(t: &EventType, max: usize) -> (Vec<usize>, usize) {
         let pick = |want: fn(&FieldType) -> bool| {
             t.fields
                 .iter()
@@ -445,7 +453,7 @@ impl TimelineWriter {
 
     fn map_type(&mut self, t: &EventType) -> TypeMap {
         let max = self.layout.max_args();
-        let (arg_fields, lost_fields) = Self::numeric_fields(t, max);
+        let (arg_fields, lost_fields) = Self::arg_fields(t, max);
         let mut tm = TypeMap {
             id: 0,
             offs: (0, 0),
@@ -466,11 +474,7 @@ impl TimelineWriter {
             Some(f) => f.clone().into_bytes(),
             None => {
                 let mut f = t.name.clone();
-                for &i in tm
-                    .arg_fields
-                    .iter()
-                    .filter(|&&i| t.fields[i].ty.is_numeric())
-                {
+                for i in tm.numeric_args(t) {
                     let w = sanitize_word(&t.fields[i].name);
                     f.push_str(" $");
                     f.push_str(if w.is_empty() { "arg" } else { &w });
@@ -557,11 +561,7 @@ impl TimelineWriter {
                     }
                 }
                 s.push(':');
-                let numeric = tm
-                    .arg_fields
-                    .iter()
-                    .filter(|&&i| t.fields[i].ty.is_numeric());
-                for (k, &i) in numeric.enumerate() {
+                for (k, i) in tm.numeric_args(t).enumerate() {
                     let w = sanitize_word(&t.fields[i].name);
                     s.push(' ');
                     if w.is_empty() {
