@@ -96,6 +96,17 @@ impl TraceReader for Count {
     fn recycle(&mut self, item: Item) {
         self.inner.recycle(item);
     }
+    fn recycle_batch(&mut self, items: &mut Vec<Item>) {
+        self.inner.recycle_batch(items);
+    }
+    // Passed on as a stage does, so the reader runs as in the command
+    // (event runs, restarts), not a path only the benchmark takes.
+    fn event_runs(&mut self) -> bool {
+        self.inner.event_runs()
+    }
+    fn restarts(&self) -> u64 {
+        self.inner.restarts()
+    }
 }
 
 fn convert(what: &str, src: &Path, to: polytrace::model::FormatId, out: &Path) {
