@@ -1744,6 +1744,120 @@ fn testfile_numeric_arguments_are_chrome_counters() {
     assert_eq!(got, expected_series(&args));
 }
 
+/// Expected values per metric name and kind (float or not), in any order:
+/// the kind is the column or counter field a writer must put them in.
+fn expected_typed_series(args: &[NumArg]) -> BTreeMap<(String, bool), Vec<f64>> {
+    let mut want: BTreeMap<(String, bool), Vec<f64>> = BTreeMap::new();
+    for a in args {
+        want.entry((a.base.clone(), a.float))
+            .or_default()
+            .push(a.value);
+    }
+    want.into_iter().map(|(k, v)| (k, sorted(v))).collect()
+}
+
+/// `convert --quiet -o OUT EXTRA… INPUT`, which must succeed.
+fn convert_ok(input: &Path, out: &Path, extra: &[&str]) {
+    polytrace()
+        .args(["convert", "--quiet", "-o"])
+        .arg(out)
+        .args(extra)
+        .arg(input)
+        .assert()
+        .success();
+}
+
+#[test]
+fn testfile_numeric_arguments_are_parquet_rows() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.parquet");
+    convert_ok(&input, &out, &[]);
+    // Every value a row of its own (the long table keeps values that share
+    // a time), integers in value_i64 and floats in value_f64, the ECU as
+    // host and instance.
+    let rows = common::duckdb(
+        &py,
+        &format!(
+            "SELECT metric, host, instance, value_i64, value_f64, value_str FROM read_parquet('{}')",
+            out.display()
+        ),
+    );
+    let mut got: BTreeMap<(String, bool), Vec<f64>> = BTreeMap::new();
+    for r in &rows {
+        assert_eq!(
+            (&r[1], &r[2], &r[5]),
+            (&"ECU".into(), &"ECU".into(), &String::new()),
+            "{r:?}"
+        );
+        let (float, v) = match (r[3].as_str(), r[4].as_str()) {
+            (i, "") => (false, i.parse::<i64>().unwrap() as f64),
+            ("", f) => (true, f.parse::<f64>().unwrap()),
+            _ => panic!("one value column per row: {r:?}"),
+        };
+        got.entry((base_of(&r[0]).to_string(), float))
+            .or_default()
+            .push(v);
+    }
+    let got: BTreeMap<_, _> = got.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+    assert_eq!(rows.len(), args.len());
+    assert_eq!(got, expected_typed_series(&args));
+}
+
+#[test]
+fn testfile_numeric_arguments_are_perfetto_counters() {
+    // Perfetto's own generated Python bindings decode the trace.
+    let Some(python) = common::peer("perfetto-python") else {
+        return;
+    };
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.pftrace");
+    convert_ok(&input, &out, &["--to", "perfetto"]);
+    let script = r#"
+import sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+t = pb.Trace()
+t.ParseFromString(open(sys.argv[1], 'rb').read())
+names = {p.track_descriptor.uuid: p.track_descriptor.name for p in t.packet
+         if p.HasField('track_descriptor') and p.track_descriptor.HasField('counter')}
+for p in t.packet:
+    e = p.track_event
+    if p.HasField('track_event') and e.type == pb.TrackEvent.TYPE_COUNTER:
+        kind = e.WhichOneof('counter_value_field')
+        print(names[e.track_uuid], kind, repr(getattr(e, kind)))
+"#;
+    let o = common::output_ok(
+        std::process::Command::new(python)
+            .arg("-c")
+            .arg(script)
+            .arg(&out),
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut got: BTreeMap<(String, bool), Vec<f64>> = BTreeMap::new();
+    for l in text.lines() {
+        let w: Vec<&str> = l.split(' ').collect();
+        // One counter track per series, named `METRIC[ECU]`.
+        assert!(w[0].ends_with("[ECU]"), "{l}");
+        let float = match w[1] {
+            "counter_value" => false,
+            "double_counter_value" => true,
+            other => panic!("{l}: {other}"),
+        };
+        got.entry((base_of(w[0]).to_string(), float))
+            .or_default()
+            .push(w[2].parse().unwrap());
+    }
+    let got: BTreeMap<_, _> = got.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+    assert_eq!(text.lines().count(), args.len());
+    assert_eq!(got, expected_typed_series(&args));
+}
+
 /// `convert --quiet -o OUT EXTRA… INPUT` (must succeed); OUT's CSV header
 /// and rows.
 fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
