@@ -517,3 +517,79 @@ fn merged_and_split_outputs_hold_every_message_once() {
         "{first}"
     );
 }
+
+/// Each record's length in a storage file (storage header + message).
+fn record_lens(file: &[u8]) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 0;
+    while p < file.len() {
+        assert_eq!(&file[p..p + 4], b"DLT\x01", "record at {p}");
+        let n = 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
+        v.push(n);
+        p += n;
+    }
+    assert_eq!(p, file.len());
+    v
+}
+
+/// `--split SIZE` into `.dlt` counts the bytes the writer holds as well as
+/// those on disk: every piece but the last reaches SIZE with its last
+/// message and was under SIZE before it; dlt-convert reads every piece,
+/// and the pieces joined are the unsplit output, byte for byte.
+#[test]
+fn split_by_size_cuts_at_the_message_that_reaches_the_size() {
+    let d = common::testdata().join("dlt");
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, size) in [("lifecycles.dlt", 2000usize), ("testfile.dlt", 1000)] {
+        let input = d.join(name);
+        let whole = tmp.path().join(format!("{name}.whole.dlt"));
+        let (code, _, err) = common::pt(&["convert", "--to", "dlt", "-o"], &[&whole, &input]);
+        assert_eq!(code, 0, "{err}");
+        let whole = std::fs::read(&whole).unwrap();
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("x.dlt");
+        let by = format!("{size}B");
+        let (code, _, err) = common::pt(
+            &["convert", "--to", "dlt", "--split", &by, "-o"],
+            &[&out, &input],
+        );
+        assert_eq!(code, 0, "{err}");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let n = files.len();
+        assert!(
+            n > 1 && n <= whole.len().div_ceil(size),
+            "{name}: {files:?}"
+        );
+        let mut joined = Vec::new();
+        let mut listed = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let b = std::fs::read(f).unwrap();
+            let last = *record_lens(&b).last().unwrap();
+            assert!(b.len() - last < size, "{}: {} bytes", f.display(), b.len());
+            if i + 1 < files.len() {
+                assert!(b.len() >= size, "{}: {} bytes", f.display(), b.len());
+            }
+            joined.extend_from_slice(&b);
+            if let Some(l) = common::dlt_convert_a(f) {
+                listed.extend(bodies(&l));
+            }
+        }
+        assert!(
+            joined == whole,
+            "{name}: the pieces joined differ from the unsplit output"
+        );
+        if let Some(l) = common::dlt_convert_a(&input) {
+            listed.sort();
+            assert_eq!(
+                listed,
+                bodies(&l),
+                "{name}: dlt-convert lines of the pieces"
+            );
+        }
+    }
+}

@@ -209,6 +209,10 @@ pub struct DltWriter<W: Write> {
     ctx_mcnt: HashMap<([u8; 4], [u8; 4]), u8>,
     /// Records waiting for the KPI group being collected (time, bytes).
     queue: VecDeque<(Timestamp, Vec<u8>)>,
+    /// Bytes of the records in `queue` (`--split SIZE` counts them).
+    queued_bytes: u64,
+    /// Bytes handed to `out` so far.
+    flushed: u64,
     records: u64,
     payload: Vec<u8>,
     rec: Vec<u8>,
@@ -263,6 +267,8 @@ impl<W: Write> DltWriter<W> {
             ids: Ids::default(),
             ctx_mcnt: HashMap::new(),
             queue: VecDeque::new(),
+            queued_bytes: 0,
+            flushed: 0,
             records: 0,
             payload: Vec::with_capacity(DEFAULT_PAYLOAD_MAX),
             rec: Vec::with_capacity(1 << 16),
@@ -358,15 +364,14 @@ impl<W: Write> DltWriter<W> {
         for g in groups {
             while self.queue.front().is_some_and(|(t, _)| *t < g.time) {
                 if let Some((_, r)) = self.queue.pop_front() {
+                    self.queued_bytes -= r.len() as u64;
                     self.rec.extend_from_slice(&r);
                 }
             }
             self.group(g)?;
         }
         if self.grouper.pending_time().is_none() || self.queue.len() > MAX_QUEUED {
-            for (_, r) in std::mem::take(&mut self.queue) {
-                self.rec.extend_from_slice(&r);
-            }
+            self.unqueue();
         }
         self.flush_rec()
     }
@@ -379,6 +384,7 @@ impl<W: Write> DltWriter<W> {
         self.records += 1;
         if self.grouper.pending_time().is_some() {
             let r = self.rec.split_off(start);
+            self.queued_bytes += r.len() as u64;
             self.queue.push_back((time, r));
             if self.queue.len() > MAX_QUEUED {
                 return self.emit(Vec::new());
@@ -821,9 +827,18 @@ impl<W: Write> DltWriter<W> {
             self.out
                 .write_all(&self.rec)
                 .map_err(|e| Error::io(&self.name, e))?;
+            self.flushed += self.rec.len() as u64;
             self.rec.clear();
         }
         Ok(())
+    }
+
+    /// Every queued record after the others, in order.
+    fn unqueue(&mut self) {
+        for (_, r) in std::mem::take(&mut self.queue) {
+            self.rec.extend_from_slice(&r);
+        }
+        self.queued_bytes = 0;
     }
 }
 
@@ -840,6 +855,11 @@ fn name_arg(marker: &str, value: &str) -> (ArgSpec, Value) {
 }
 
 impl<W: Write + Send> TraceWriter for DltWriter<W> {
+    /// Records written, held in `rec` or queued: what the file holds once
+    /// finished, but for a KPI group still being collected.
+    fn bytes_written(&self) -> Option<u64> {
+        Some(self.flushed + self.rec.len() as u64 + self.queued_bytes)
+    }
     fn write_item(&mut self, item: &Item) -> Result<()> {
         match item {
             Item::EventType(t) => {
@@ -891,9 +911,7 @@ impl<W: Write + Send> TraceWriter for DltWriter<W> {
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
         let groups = self.grouper.finish(&mut self.loss);
         self.emit(groups)?;
-        for (_, r) in std::mem::take(&mut self.queue) {
-            self.rec.extend_from_slice(&r);
-        }
+        self.unqueue();
         if self.records == 0 {
             return Err(Error::nothing_to_write(
                 "nothing to write as DLT",
