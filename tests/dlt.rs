@@ -1495,6 +1495,158 @@ fn boot_cycles_are_sorted_apart_and_kept_in_order() {
     assert_eq!(order, ["a1", "a3", "a2", "b2", "b1", "b3"], "{csv}");
 }
 
+/// Two ECUs logging at once (docs/dlt.md, "Order"): ECUA restarts while
+/// ECUB goes on. Item time = tmsp placed by the offset of its ECU's
+/// lifecycle, min(storage − tmsp). One file: the messages in item-time
+/// order, the sort cut where any ECU restarts (what waits leaves first).
+/// The ECUs in two files merged: each file so ordered, then merged by item
+/// time. The expected orders and times are computed here from the records.
+#[test]
+fn two_ecus_in_one_file_and_merged_are_ordered_by_item_time() {
+    // (ECU, text, storage ms after base, tmsp in 0.1 ms ticks)
+    let msgs: [(&[u8; 4], &str, i64, u32); 10] = [
+        (b"ECUA", "a1", 10_000, 900_000),
+        (b"ECUB", "b1", 10_600, 106_000),
+        (b"ECUB", "b2", 11_500, 102_000),
+        (b"ECUA", "a2", 12_000, 910_000),
+        (b"ECUB", "b3", 12_050, 120_000),
+        (b"ECUA", "a3", 12_100, 905_000),
+        // ECUA restarts: tmsp falls back by more than 50 s.
+        (b"ECUA", "a4", 20_000, 10_000),
+        (b"ECUB", "b4", 20_600, 201_000),
+        (b"ECUA", "a5", 21_000, 15_000),
+        // Late, and logged before b3: after the restart in one file.
+        (b"ECUB", "b5", 21_300, 113_000),
+    ];
+    let base = 1_795_335_400u32;
+    let rec = |m: &(&[u8; 4], &str, i64, u32)| {
+        let mut a = Args::default();
+        a.string(0x200, format!("{}\0", m.1).as_bytes());
+        let mut r = Rec::verbose(1, a.b);
+        r.secs = base + (m.2 / 1000) as u32;
+        r.usecs = (m.2 % 1000) as i32 * 1000;
+        (r.storage_ecu, r.ecu, r.tmsp) = (*m.0, *m.0, m.3);
+        r.bytes()
+    };
+    // Lifecycle of each message (a new one where its ECU's tmsp falls back
+    // by over 50 s) and whether it restarts one; item times in ms.
+    let mut last: BTreeMap<&[u8; 4], (u32, usize)> = BTreeMap::new();
+    let mut lc = Vec::new();
+    let mut restart = Vec::new();
+    let mut n = 0;
+    for m in &msgs {
+        let r = matches!(last.get(m.0), Some((t, _)) if *t > m.3 + 500_000);
+        if r || !last.contains_key(m.0) {
+            n += 1;
+        }
+        let l = if r || !last.contains_key(m.0) {
+            n
+        } else {
+            last[m.0].1
+        };
+        last.insert(m.0, (m.3, l));
+        lc.push(l);
+        restart.push(r);
+    }
+    let item_ms = |i: usize| {
+        let off = (0..msgs.len())
+            .filter(|&j| lc[j] == lc[i])
+            .map(|j| msgs[j].2 - msgs[j].3 as i64 / 10)
+            .min()
+            .unwrap();
+        off + msgs[i].3 as i64 / 10
+    };
+    // Cut at restarts, each part sorted by item time (stable).
+    let ordered = |idx: Vec<usize>, cut: bool| {
+        let mut out: Vec<usize> = Vec::new();
+        let mut part: Vec<usize> = Vec::new();
+        for i in idx {
+            if cut && restart[i] {
+                part.sort_by_key(|&j| item_ms(j));
+                out.append(&mut part);
+            }
+            part.push(i);
+        }
+        part.sort_by_key(|&j| item_ms(j));
+        out.extend(part);
+        out
+    };
+    let one: Vec<usize> = ordered((0..msgs.len()).collect(), true);
+    let of_ecu = |e: &[u8; 4]| {
+        (0..msgs.len())
+            .filter(|&i| msgs[i].0 == e)
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (
+        ordered(of_ecu(b"ECUA"), true),
+        ordered(of_ecu(b"ECUB"), true),
+    );
+    let mut merged: Vec<usize> = a.iter().chain(&b).copied().collect();
+    merged.sort_by_key(|&j| item_ms(j));
+    assert_ne!(one, merged, "the case where the two rules differ");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, idx: &[usize]| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            idx.iter()
+                .map(|&i| rec(&msgs[i]))
+                .collect::<Vec<_>>()
+                .concat(),
+        )
+        .unwrap();
+        p
+    };
+    let all = (0..msgs.len()).collect::<Vec<_>>();
+    let two = file("two.dlt", &all);
+    let (fa, fb) = (
+        file("a.dlt", &of_ecu(b"ECUA")),
+        file("b.dlt", &of_ecu(b"ECUB")),
+    );
+    let expect = |order: &[usize]| -> Vec<(String, String)> {
+        order
+            .iter()
+            .map(|&i| {
+                // The base is 2026-11-22 08:16:40 UTC; ns as the CSV writes them.
+                assert_eq!(base % 86_400, (8 * 60 + 16) * 60 + 40);
+                let ms = (8 * 60 + 16) * 60_000 + 40_000 + item_ms(i);
+                let (h, m, sec) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
+                let date = format!("2026-11-22T{h:02}:{m:02}:{sec:02}.{:03}000000Z", ms % 1000);
+                (date, msgs[i].1.to_string())
+            })
+            .collect()
+    };
+    let events = |inputs: &[&Path], name: &str| -> Vec<(String, String)> {
+        let out = dir.path().join(format!("{name}.csv"));
+        let mut c = polytrace();
+        c.args(["convert", "--quiet", "--events", "-o"])
+            .arg(&out)
+            .args(inputs);
+        c.assert().success();
+        let text = std::fs::read_to_string(dir.path().join(format!("{name}.events.csv"))).unwrap();
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        rd.records()
+            .map(|r| {
+                let r = r.unwrap();
+                (r[0].to_string(), r[r.len() - 1].to_string())
+            })
+            .collect()
+    };
+    assert_eq!(events(&[&two], "one"), expect(&one));
+    assert_eq!(events(&[&fa, &fb], "merged"), expect(&merged));
+    // Merged into .dlt: the same order, records as they were.
+    let out = dir.path().join("ab.dlt");
+    let (code, _, err) = common::pt(&["convert", "--to", "dlt", "-o"], &[&out, &fa, &fb]);
+    assert_eq!(code, 0, "{err}");
+    let want: Vec<u8> = merged
+        .iter()
+        .map(|&i| rec(&msgs[i]))
+        .collect::<Vec<_>>()
+        .concat();
+    assert!(std::fs::read(&out).unwrap() == want, "merged .dlt order");
+}
+
 // ------------------------------------------------------------ arguments as samples
 
 /// One numeric verbose argument of a log message, decoded here on its
