@@ -1353,6 +1353,91 @@ fn dlt_to_ltt_to_dlt_keeps_the_payload_text() {
     }
 }
 
+/// The records of a storage file, as stored.
+fn records_of(file: &[u8]) -> Vec<&[u8]> {
+    let mut v = Vec::new();
+    let mut p = 0;
+    while p < file.len() {
+        let n = 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
+        v.push(&file[p..p + n]);
+        p += n;
+    }
+    v
+}
+
+/// `.dlt → LTT → .dlt` on every DLT file under testdata/, compared with
+/// `cmp`: what docs/dlt.md says holds. Byte for byte where arrival order is
+/// time order and there is no KPI data; the same records in time order
+/// where messages arrived out of order; KPI captures regrouped by the KPI
+/// writer (their datasets: `dlt_to_dlt_keeps_groups_and_other_messages`).
+#[test]
+fn dlt_to_ltt_to_dlt_is_byte_for_byte_where_arrival_is_time_order() {
+    // Messages logged out of arrival order (a late application, boots).
+    let reordered = ["testfile_extended.dlt", "lifecycles.dlt", "mon-cpu.dlt"];
+    let kpi = ["B-buf400.dlt", "kpi-capture.dlt"];
+    // Refused: protocol v2, and a message without storage header.
+    let refused = ["testfile-v2.dlt", "dlt-viewer/testfile.dlt"];
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "dlt") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&common::testdata(), &mut files);
+    files.sort();
+    let mut seen = [0usize; 4];
+    for f in &files {
+        let is = |names: &[&str]| names.iter().any(|n| f.ends_with(n));
+        let d = tempfile::tempdir().unwrap();
+        let (ltt, back) = (d.path().join("x.ltt"), d.path().join("back.dlt"));
+        let (code, err) = convert(f, "ltt", &ltt, &["--quiet"]);
+        if is(&refused) {
+            assert_eq!(code, 2, "{}: {err}", f.display());
+            seen[3] += 1;
+            continue;
+        }
+        assert_eq!(code, 0, "{}: {err}", f.display());
+        let (code, err) = convert(&ltt, "dlt", &back, &["--quiet"]);
+        assert_eq!(code, 0, "{}: {err}", f.display());
+        let same = std::process::Command::new("cmp")
+            .arg("-s")
+            .arg(f)
+            .arg(&back)
+            .status()
+            .unwrap()
+            .success();
+        let (a, b) = (std::fs::read(f).unwrap(), std::fs::read(&back).unwrap());
+        if is(&kpi) {
+            assert!(
+                !same,
+                "{}: now byte for byte; update docs/dlt.md",
+                f.display()
+            );
+            seen[2] += 1;
+        } else if is(&reordered) {
+            assert!(
+                !same,
+                "{}: now byte for byte; update docs/dlt.md",
+                f.display()
+            );
+            let (mut ra, mut rb) = (records_of(&a), records_of(&b));
+            ra.sort();
+            rb.sort();
+            assert!(ra == rb, "{}: not the same records", f.display());
+            seen[1] += 1;
+        } else {
+            assert!(same, "{}: differs after the round trip", f.display());
+            seen[0] += 1;
+        }
+    }
+    assert_eq!(seen, [10, 3, 2, 2], "identical, reordered, KPI, refused");
+}
+
 #[test]
 fn smp_example_as_dlt_has_one_message_per_event() {
     let src = common::corpus().join("ltt/smp_example");
