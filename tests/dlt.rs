@@ -1377,19 +1377,7 @@ fn dlt_to_ltt_to_dlt_is_byte_for_byte_where_arrival_is_time_order() {
     let kpi = ["B-buf400.dlt", "kpi-capture.dlt"];
     // Refused: protocol v2, and a message without storage header.
     let refused = ["testfile-v2.dlt", "dlt-viewer/testfile.dlt"];
-    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "dlt") {
-                out.push(p);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(&common::testdata(), &mut files);
-    files.sort();
+    let files = common::all_dlt_files();
     let mut seen = [0usize; 4];
     for f in &files {
         let is = |names: &[&str]| names.iter().any(|n| f.ends_with(n));
@@ -1825,6 +1813,14 @@ fn numeric_args(file: &[u8]) -> Vec<NumArg> {
     out
 }
 
+/// dlt-daemon's `testfile.dlt`, its numeric arguments decoded here, and a
+/// scratch directory.
+fn testfile_args() -> (PathBuf, Vec<NumArg>, tempfile::TempDir) {
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    (input, args, tempfile::tempdir().unwrap())
+}
+
 /// A derived metric's name without the class suffix polytrace adds where
 /// one name holds integers and floats (docs/dlt.md).
 fn base_of(metric: &str) -> &str {
@@ -1853,11 +1849,9 @@ fn testfile_numeric_arguments_are_series_in_pcp() {
     let Some(pmdumplog) = common::peer("pmdumplog") else {
         return;
     };
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
+    let (input, args, dir) = testfile_args();
     // TES1 [1011], TES2's ten integers and two floats, TES3's 21 numbers, TES4's 18.
     assert_eq!(args.len(), 1 + 12 + 21 + 18);
-    let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
     polytrace()
         .args(["convert", "--quiet", "--to", "pcp", "-o"])
@@ -1888,9 +1882,7 @@ fn testfile_numeric_arguments_are_typed_csv_columns() {
     let Some(py) = common::venv_python() else {
         return;
     };
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
-    let dir = tempfile::tempdir().unwrap();
+    let (input, args, dir) = testfile_args();
     let out = dir.path().join("t.csv");
     polytrace()
         .args(["convert", "--quiet", "--events", "-o"])
@@ -1958,16 +1950,9 @@ fn testfile_numeric_arguments_are_typed_csv_columns() {
 
 #[test]
 fn testfile_numeric_arguments_are_chrome_counters() {
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
-    let dir = tempfile::tempdir().unwrap();
+    let (input, args, dir) = testfile_args();
     let out = dir.path().join("t.json");
-    polytrace()
-        .args(["convert", "--quiet", "-o"])
-        .arg(&out)
-        .arg(&input)
-        .assert()
-        .success();
+    convert_ok(&input, &out, &[]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let evs = v["traceEvents"].as_array().unwrap();
     let mut got: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -2009,9 +1994,7 @@ fn testfile_numeric_arguments_are_parquet_rows() {
     let Some(py) = common::venv_python() else {
         return;
     };
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
-    let dir = tempfile::tempdir().unwrap();
+    let (input, args, dir) = testfile_args();
     let out = dir.path().join("t.parquet");
     convert_ok(&input, &out, &[]);
     // Every value a row of its own (the long table keeps values that share
@@ -2051,9 +2034,7 @@ fn testfile_numeric_arguments_are_perfetto_counters() {
     let Some(python) = common::peer("perfetto-python") else {
         return;
     };
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
-    let dir = tempfile::tempdir().unwrap();
+    let (input, args, dir) = testfile_args();
     let out = dir.path().join("t.pftrace");
     convert_ok(&input, &out, &["--to", "perfetto"]);
     let script = r#"
@@ -2098,13 +2079,7 @@ for p in t.packet:
 /// `convert --quiet -o OUT EXTRA… INPUT` (must succeed); OUT's CSV header
 /// and rows.
 fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
-    polytrace()
-        .args(["convert", "--quiet", "-o"])
-        .arg(out)
-        .args(extra)
-        .arg(input)
-        .assert()
-        .success();
+    convert_ok(input, out, extra);
     let text = std::fs::read_to_string(out).unwrap();
     let mut rd = csv::Reader::from_reader(text.as_bytes());
     let hdr = rd.headers().unwrap().iter().map(str::to_string).collect();

@@ -443,6 +443,24 @@ fn viewer(dlt: &Path, home: &Path) -> Option<Vec<String>> {
     Some(v)
 }
 
+/// `convert --to dlt --split BY -o DIR/x.dlt INPUT` (must succeed): the
+/// pieces, in order.
+fn split_pieces(dir: &Path, by: &str, input: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join("x.dlt");
+    let (code, _, err) = common::pt(
+        &["convert", "--to", "dlt", "--split", by, "-o"],
+        &[&out, input],
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
 /// Merged and split `.dlt` outputs hold every input message once, control
 /// messages included: the inputs' dlt-convert lines (index aside) as a
 /// multiset equal the outputs', and dlt-viewer lists as many messages from
@@ -477,18 +495,7 @@ fn merged_and_split_outputs_hold_every_message_once() {
     let want = bodies(&common::dlt_convert_a(&lc).unwrap());
     for (by, pieces) in [("lifecycle", 3)] {
         let dir = tmp.path().join(by);
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("x.dlt");
-        let (code, _, err) = common::pt(
-            &["convert", "--to", "dlt", "--split", by, "-o"],
-            &[&out, &lc],
-        );
-        assert_eq!(code, 0, "{err}");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
+        let files = split_pieces(&dir, by, &lc);
         assert_eq!(files.len(), pieces, "--split {by}");
         let mut got = Vec::new();
         let mut seen = Vec::new();
@@ -547,19 +554,7 @@ fn split_by_size_cuts_at_the_message_that_reaches_the_size() {
         assert_eq!(code, 0, "{err}");
         let whole = std::fs::read(&whole).unwrap();
         let dir = tmp.path().join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("x.dlt");
-        let by = format!("{size}B");
-        let (code, _, err) = common::pt(
-            &["convert", "--to", "dlt", "--split", &by, "-o"],
-            &[&out, &input],
-        );
-        assert_eq!(code, 0, "{err}");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
+        let files = split_pieces(&dir, &format!("{size}B"), &input);
         let n = files.len();
         assert!(
             n > 1 && n <= whole.len().div_ceil(size),
