@@ -411,7 +411,7 @@ impl<W: Write> DltWriter<W> {
 
     /// An original record: written in file order (`dlt.order`), held
     /// while records before it are still to come. Items of a merge (a
-    /// `source` extra) and a second run of orders are written as they come.
+    /// `source` extra) and orders that start again are written as they come.
     fn original(&mut self, raw: &[u8], time: Timestamp, x: &Extras) -> Result<()> {
         let order = x
             .u64(X_ORDER)
