@@ -1334,12 +1334,10 @@ fn dlt_to_ltt_to_dlt_keeps_the_payload_text() {
             return;
         };
         // Control messages too: LTT carries them.
-        let mut a = payloads(&a);
-        let mut b = payloads(&b);
-        // An LTT tracefile is in time order, so messages logged out of
-        // order (testfile_extended) come back sorted: compare by text.
-        a.sort_by(|x, y| x.1.cmp(&y.1));
-        b.sort_by(|x, y| x.1.cmp(&y.1));
+        let a = payloads(&a);
+        let b = payloads(&b);
+        // In file order: messages logged out of order (testfile_extended)
+        // go through LTT in time order and come back where they were.
         assert_eq!(a.len(), b.len(), "{}", f.display());
         for (i, ((ida, ta), (idb, tb))) in a.iter().zip(&b).enumerate() {
             assert_eq!(ta, tb, "{}: message {i}", f.display());
@@ -1351,6 +1349,78 @@ fn dlt_to_ltt_to_dlt_keeps_the_payload_text() {
             }
         }
     }
+}
+
+/// The records of a storage file, as stored.
+fn records_of(file: &[u8]) -> Vec<&[u8]> {
+    let mut v = Vec::new();
+    let mut p = 0;
+    while p < file.len() {
+        let n = 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
+        v.push(&file[p..p + n]);
+        p += n;
+    }
+    v
+}
+
+/// `.dlt → LTT → .dlt` on every DLT file under testdata/, compared with
+/// `cmp`: byte for byte without KPI data, also where messages arrived out
+/// of time order (`testfile_extended.dlt`, `lifecycles.dlt`, `mon-cpu.dlt`:
+/// the LTT trace holds them in time order, `dlt.order` puts them back); KPI
+/// captures regrouped by the KPI writer, their other records as they were
+/// (their datasets: `dlt_and_kpi_through_ltt_keep_every_dataset_and_group`).
+#[test]
+fn dlt_to_ltt_to_dlt_is_byte_for_byte_without_kpi_data() {
+    let kpi = ["B-buf400.dlt", "kpi-capture.dlt"];
+    // Refused: protocol v2, and a message without storage header.
+    let refused = ["testfile-v2.dlt", "dlt-viewer/testfile.dlt"];
+    let files = common::all_dlt_files();
+    let mut seen = [0usize; 3];
+    for f in &files {
+        let is = |names: &[&str]| names.iter().any(|n| f.ends_with(n));
+        let d = tempfile::tempdir().unwrap();
+        let (ltt, back) = (d.path().join("x.ltt"), d.path().join("back.dlt"));
+        let (code, err) = convert(f, "ltt", &ltt, &["--quiet"]);
+        if is(&refused) {
+            assert_eq!(code, 2, "{}: {err}", f.display());
+            seen[2] += 1;
+            continue;
+        }
+        assert_eq!(code, 0, "{}: {err}", f.display());
+        let (code, err) = convert(&ltt, "dlt", &back, &["--quiet"]);
+        assert_eq!(code, 0, "{}: {err}", f.display());
+        let same = std::process::Command::new("cmp")
+            .arg("-s")
+            .arg(f)
+            .arg(&back)
+            .status()
+            .unwrap()
+            .success();
+        let (a, b) = (std::fs::read(f).unwrap(), std::fs::read(&back).unwrap());
+        if is(&kpi) {
+            assert!(
+                !same,
+                "{}: now byte for byte; update docs/dlt.md",
+                f.display()
+            );
+            // The records that are not KPI messages come back as they were.
+            let other = |v: &[u8]| -> Vec<Vec<u8>> {
+                let mut r: Vec<Vec<u8>> = (records_of(v).into_iter())
+                    .filter(|r| !r.windows(8).any(|w| w == b"PROCPROC"))
+                    .map(<[u8]>::to_vec)
+                    .collect();
+                r.sort();
+                r
+            };
+            let (oa, ob) = (other(&a), other(&b));
+            assert!(!oa.is_empty() && oa == ob, "{}: other records", f.display());
+            seen[1] += 1;
+        } else {
+            assert!(same, "{}: differs after the round trip", f.display());
+            seen[0] += 1;
+        }
+    }
+    assert_eq!(seen, [13, 2, 2], "identical, KPI, refused");
 }
 
 #[test]
@@ -1495,6 +1565,158 @@ fn boot_cycles_are_sorted_apart_and_kept_in_order() {
     assert_eq!(order, ["a1", "a3", "a2", "b2", "b1", "b3"], "{csv}");
 }
 
+/// Two ECUs logging at once (docs/dlt.md, "Order"): ECUA restarts while
+/// ECUB goes on. Item time = tmsp placed by the offset of its ECU's
+/// lifecycle, min(storage − tmsp). One file: the messages in item-time
+/// order, the sort cut where any ECU restarts (what waits leaves first).
+/// The ECUs in two files merged: each file so ordered, then merged by item
+/// time. The expected orders and times are computed here from the records.
+#[test]
+fn two_ecus_in_one_file_and_merged_are_ordered_by_item_time() {
+    // (ECU, text, storage ms after base, tmsp in 0.1 ms ticks)
+    let msgs: [(&[u8; 4], &str, i64, u32); 10] = [
+        (b"ECUA", "a1", 10_000, 900_000),
+        (b"ECUB", "b1", 10_600, 106_000),
+        (b"ECUB", "b2", 11_500, 102_000),
+        (b"ECUA", "a2", 12_000, 910_000),
+        (b"ECUB", "b3", 12_050, 120_000),
+        (b"ECUA", "a3", 12_100, 905_000),
+        // ECUA restarts: tmsp falls back by more than 50 s.
+        (b"ECUA", "a4", 20_000, 10_000),
+        (b"ECUB", "b4", 20_600, 201_000),
+        (b"ECUA", "a5", 21_000, 15_000),
+        // Late, and logged before b3: after the restart in one file.
+        (b"ECUB", "b5", 21_300, 113_000),
+    ];
+    let base = 1_795_335_400u32;
+    let rec = |m: &(&[u8; 4], &str, i64, u32)| {
+        let mut a = Args::default();
+        a.string(0x200, format!("{}\0", m.1).as_bytes());
+        let mut r = Rec::verbose(1, a.b);
+        r.secs = base + (m.2 / 1000) as u32;
+        r.usecs = (m.2 % 1000) as i32 * 1000;
+        (r.storage_ecu, r.ecu, r.tmsp) = (*m.0, *m.0, m.3);
+        r.bytes()
+    };
+    // Lifecycle of each message (a new one where its ECU's tmsp falls back
+    // by over 50 s) and whether it restarts one; item times in ms.
+    let mut last: BTreeMap<&[u8; 4], (u32, usize)> = BTreeMap::new();
+    let mut lc = Vec::new();
+    let mut restart = Vec::new();
+    let mut n = 0;
+    for m in &msgs {
+        let r = matches!(last.get(m.0), Some((t, _)) if *t > m.3 + 500_000);
+        if r || !last.contains_key(m.0) {
+            n += 1;
+        }
+        let l = if r || !last.contains_key(m.0) {
+            n
+        } else {
+            last[m.0].1
+        };
+        last.insert(m.0, (m.3, l));
+        lc.push(l);
+        restart.push(r);
+    }
+    let item_ms = |i: usize| {
+        let off = (0..msgs.len())
+            .filter(|&j| lc[j] == lc[i])
+            .map(|j| msgs[j].2 - msgs[j].3 as i64 / 10)
+            .min()
+            .unwrap();
+        off + msgs[i].3 as i64 / 10
+    };
+    // Cut at restarts, each part sorted by item time (stable).
+    let ordered = |idx: Vec<usize>, cut: bool| {
+        let mut out: Vec<usize> = Vec::new();
+        let mut part: Vec<usize> = Vec::new();
+        for i in idx {
+            if cut && restart[i] {
+                part.sort_by_key(|&j| item_ms(j));
+                out.append(&mut part);
+            }
+            part.push(i);
+        }
+        part.sort_by_key(|&j| item_ms(j));
+        out.extend(part);
+        out
+    };
+    let one: Vec<usize> = ordered((0..msgs.len()).collect(), true);
+    let of_ecu = |e: &[u8; 4]| {
+        (0..msgs.len())
+            .filter(|&i| msgs[i].0 == e)
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (
+        ordered(of_ecu(b"ECUA"), true),
+        ordered(of_ecu(b"ECUB"), true),
+    );
+    let mut merged: Vec<usize> = a.iter().chain(&b).copied().collect();
+    merged.sort_by_key(|&j| item_ms(j));
+    assert_ne!(one, merged, "the case where the two rules differ");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, idx: &[usize]| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            idx.iter()
+                .map(|&i| rec(&msgs[i]))
+                .collect::<Vec<_>>()
+                .concat(),
+        )
+        .unwrap();
+        p
+    };
+    let all = (0..msgs.len()).collect::<Vec<_>>();
+    let two = file("two.dlt", &all);
+    let (fa, fb) = (
+        file("a.dlt", &of_ecu(b"ECUA")),
+        file("b.dlt", &of_ecu(b"ECUB")),
+    );
+    let expect = |order: &[usize]| -> Vec<(String, String)> {
+        order
+            .iter()
+            .map(|&i| {
+                // The base is 2026-11-22 08:16:40 UTC; ns as the CSV writes them.
+                assert_eq!(base % 86_400, (8 * 60 + 16) * 60 + 40);
+                let ms = (8 * 60 + 16) * 60_000 + 40_000 + item_ms(i);
+                let (h, m, sec) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
+                let date = format!("2026-11-22T{h:02}:{m:02}:{sec:02}.{:03}000000Z", ms % 1000);
+                (date, msgs[i].1.to_string())
+            })
+            .collect()
+    };
+    let events = |inputs: &[&Path], name: &str| -> Vec<(String, String)> {
+        let out = dir.path().join(format!("{name}.csv"));
+        let mut c = polytrace();
+        c.args(["convert", "--quiet", "--events", "-o"])
+            .arg(&out)
+            .args(inputs);
+        c.assert().success();
+        let text = std::fs::read_to_string(dir.path().join(format!("{name}.events.csv"))).unwrap();
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        rd.records()
+            .map(|r| {
+                let r = r.unwrap();
+                (r[0].to_string(), r[r.len() - 1].to_string())
+            })
+            .collect()
+    };
+    assert_eq!(events(&[&two], "one"), expect(&one));
+    assert_eq!(events(&[&fa, &fb], "merged"), expect(&merged));
+    // Merged into .dlt: the same order, records as they were.
+    let out = dir.path().join("ab.dlt");
+    let (code, _, err) = common::pt(&["convert", "--to", "dlt", "-o"], &[&out, &fa, &fb]);
+    assert_eq!(code, 0, "{err}");
+    let want: Vec<u8> = merged
+        .iter()
+        .map(|&i| rec(&msgs[i]))
+        .collect::<Vec<_>>()
+        .concat();
+    assert!(std::fs::read(&out).unwrap() == want, "merged .dlt order");
+}
+
 // ------------------------------------------------------------ arguments as samples
 
 /// One numeric verbose argument of a log message, decoded here on its
@@ -1588,6 +1810,14 @@ fn numeric_args(file: &[u8]) -> Vec<NumArg> {
     out
 }
 
+/// dlt-daemon's `testfile.dlt`, its numeric arguments decoded here, and a
+/// scratch directory.
+fn testfile_args() -> (PathBuf, Vec<NumArg>, tempfile::TempDir) {
+    let input = common::corpus().join("dlt/testfile.dlt");
+    let args = numeric_args(&std::fs::read(&input).unwrap());
+    (input, args, tempfile::tempdir().unwrap())
+}
+
 /// A derived metric's name without the class suffix polytrace adds where
 /// one name holds integers and floats (docs/dlt.md).
 fn base_of(metric: &str) -> &str {
@@ -1616,11 +1846,9 @@ fn testfile_numeric_arguments_are_series_in_pcp() {
     let Some(pmdumplog) = common::peer("pmdumplog") else {
         return;
     };
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
+    let (input, args, dir) = testfile_args();
     // TES1 [1011], TES2's ten integers and two floats, TES3's 21 numbers, TES4's 18.
     assert_eq!(args.len(), 1 + 12 + 21 + 18);
-    let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
     polytrace()
         .args(["convert", "--quiet", "--to", "pcp", "-o"])
@@ -1651,9 +1879,7 @@ fn testfile_numeric_arguments_are_typed_csv_columns() {
     let Some(py) = common::venv_python() else {
         return;
     };
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
-    let dir = tempfile::tempdir().unwrap();
+    let (input, args, dir) = testfile_args();
     let out = dir.path().join("t.csv");
     polytrace()
         .args(["convert", "--quiet", "--events", "-o"])
@@ -1721,16 +1947,9 @@ fn testfile_numeric_arguments_are_typed_csv_columns() {
 
 #[test]
 fn testfile_numeric_arguments_are_chrome_counters() {
-    let input = common::corpus().join("dlt/testfile.dlt");
-    let args = numeric_args(&std::fs::read(&input).unwrap());
-    let dir = tempfile::tempdir().unwrap();
+    let (input, args, dir) = testfile_args();
     let out = dir.path().join("t.json");
-    polytrace()
-        .args(["convert", "--quiet", "-o"])
-        .arg(&out)
-        .arg(&input)
-        .assert()
-        .success();
+    convert_ok(&input, &out, &[]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let evs = v["traceEvents"].as_array().unwrap();
     let mut got: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -1744,9 +1963,20 @@ fn testfile_numeric_arguments_are_chrome_counters() {
     assert_eq!(got, expected_series(&args));
 }
 
-/// `convert --quiet -o OUT EXTRA… INPUT` (must succeed); OUT's CSV header
-/// and rows.
-fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
+/// Expected values per metric name and kind (float or not), in any order:
+/// the kind is the column or counter field a writer must put them in.
+fn expected_typed_series(args: &[NumArg]) -> BTreeMap<(String, bool), Vec<f64>> {
+    let mut want: BTreeMap<(String, bool), Vec<f64>> = BTreeMap::new();
+    for a in args {
+        want.entry((a.base.clone(), a.float))
+            .or_default()
+            .push(a.value);
+    }
+    want.into_iter().map(|(k, v)| (k, sorted(v))).collect()
+}
+
+/// `convert --quiet -o OUT EXTRA… INPUT`, which must succeed.
+fn convert_ok(input: &Path, out: &Path, extra: &[&str]) {
     polytrace()
         .args(["convert", "--quiet", "-o"])
         .arg(out)
@@ -1754,6 +1984,99 @@ fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<Str
         .arg(input)
         .assert()
         .success();
+}
+
+#[test]
+fn testfile_numeric_arguments_are_parquet_rows() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let (input, args, dir) = testfile_args();
+    let out = dir.path().join("t.parquet");
+    convert_ok(&input, &out, &[]);
+    // Every value a row of its own (the long table keeps values that share
+    // a time), integers in value_i64 and floats in value_f64, the ECU as
+    // host and instance.
+    let rows = common::duckdb(
+        &py,
+        &format!(
+            "SELECT metric, host, instance, value_i64, value_f64, value_str FROM read_parquet('{}')",
+            out.display()
+        ),
+    );
+    let mut got: BTreeMap<(String, bool), Vec<f64>> = BTreeMap::new();
+    for r in &rows {
+        assert_eq!(
+            (&r[1], &r[2], &r[5]),
+            (&"ECU".into(), &"ECU".into(), &String::new()),
+            "{r:?}"
+        );
+        let (float, v) = match (r[3].as_str(), r[4].as_str()) {
+            (i, "") => (false, i.parse::<i64>().unwrap() as f64),
+            ("", f) => (true, f.parse::<f64>().unwrap()),
+            _ => panic!("one value column per row: {r:?}"),
+        };
+        got.entry((base_of(&r[0]).to_string(), float))
+            .or_default()
+            .push(v);
+    }
+    let got: BTreeMap<_, _> = got.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+    assert_eq!(rows.len(), args.len());
+    assert_eq!(got, expected_typed_series(&args));
+}
+
+#[test]
+fn testfile_numeric_arguments_are_perfetto_counters() {
+    // Perfetto's own generated Python bindings decode the trace.
+    let Some(python) = common::peer("perfetto-python") else {
+        return;
+    };
+    let (input, args, dir) = testfile_args();
+    let out = dir.path().join("t.pftrace");
+    convert_ok(&input, &out, &["--to", "perfetto"]);
+    let script = r#"
+import sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+t = pb.Trace()
+t.ParseFromString(open(sys.argv[1], 'rb').read())
+names = {p.track_descriptor.uuid: p.track_descriptor.name for p in t.packet
+         if p.HasField('track_descriptor') and p.track_descriptor.HasField('counter')}
+for p in t.packet:
+    e = p.track_event
+    if p.HasField('track_event') and e.type == pb.TrackEvent.TYPE_COUNTER:
+        kind = e.WhichOneof('counter_value_field')
+        print(names[e.track_uuid], kind, repr(getattr(e, kind)))
+"#;
+    let o = common::output_ok(
+        std::process::Command::new(python)
+            .arg("-c")
+            .arg(script)
+            .arg(&out),
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut got: BTreeMap<(String, bool), Vec<f64>> = BTreeMap::new();
+    for l in text.lines() {
+        let w: Vec<&str> = l.split(' ').collect();
+        // One counter track per series, named `METRIC[ECU]`.
+        assert!(w[0].ends_with("[ECU]"), "{l}");
+        let float = match w[1] {
+            "counter_value" => false,
+            "double_counter_value" => true,
+            other => panic!("{l}: {other}"),
+        };
+        got.entry((base_of(w[0]).to_string(), float))
+            .or_default()
+            .push(w[2].parse().unwrap());
+    }
+    let got: BTreeMap<_, _> = got.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+    assert_eq!(text.lines().count(), args.len());
+    assert_eq!(got, expected_typed_series(&args));
+}
+
+/// `convert --quiet -o OUT EXTRA… INPUT` (must succeed); OUT's CSV header
+/// and rows.
+fn csv_of(input: &Path, out: &Path, extra: &[&str]) -> (Vec<String>, Vec<Vec<String>>) {
+    convert_ok(input, out, extra);
     let text = std::fs::read_to_string(out).unwrap();
     let mut rd = csv::Reader::from_reader(text.as_bytes());
     let hdr = rd.headers().unwrap().iter().map(str::to_string).collect();

@@ -25,24 +25,6 @@ fn dlt_dir() -> PathBuf {
     common::testdata().join("dlt")
 }
 
-/// Every `.dlt` under testdata (all folders), sorted.
-fn all_dlt_files() -> Vec<PathBuf> {
-    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "dlt") {
-                out.push(p);
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&common::testdata(), &mut v);
-    v.sort();
-    v
-}
-
 /// The golden listing beside a capture: `X.dlt-convert-a.txt`.
 fn golden_of(p: &Path) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
@@ -73,7 +55,7 @@ fn body(l: &str) -> &str {
 #[test]
 fn every_capture_dlt_convert_reads_is_listed_as_it_lists_it() {
     let mut n = 0;
-    for p in all_dlt_files() {
+    for p in common::all_dlt_files() {
         let g = golden_of(&p);
         if !g.exists() {
             continue;
@@ -475,7 +457,7 @@ fn every_verbose_argument_kind_is_typed_in_both_byte_orders() {
 #[test]
 fn no_testdata_dlt_file_has_an_untyped_verbose_message() {
     let mut n = 0;
-    for p in all_dlt_files() {
+    for p in common::all_dlt_files() {
         let o = run(&[&"info", &p]);
         if o.status.code() == Some(2) {
             // Not a v1 storage file (v2, a bare message): refused above.

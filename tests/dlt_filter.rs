@@ -443,6 +443,24 @@ fn viewer(dlt: &Path, home: &Path) -> Option<Vec<String>> {
     Some(v)
 }
 
+/// `convert --to dlt --split BY -o DIR/x.dlt INPUT` (must succeed): the
+/// pieces, in order.
+fn split_pieces(dir: &Path, by: &str, input: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join("x.dlt");
+    let (code, _, err) = common::pt(
+        &["convert", "--to", "dlt", "--split", by, "-o"],
+        &[&out, input],
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
 /// Merged and split `.dlt` outputs hold every input message once, control
 /// messages included: the inputs' dlt-convert lines (index aside) as a
 /// multiset equal the outputs', and dlt-viewer lists as many messages from
@@ -477,18 +495,7 @@ fn merged_and_split_outputs_hold_every_message_once() {
     let want = bodies(&common::dlt_convert_a(&lc).unwrap());
     for (by, pieces) in [("lifecycle", 3)] {
         let dir = tmp.path().join(by);
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("x.dlt");
-        let (code, _, err) = common::pt(
-            &["convert", "--to", "dlt", "--split", by, "-o"],
-            &[&out, &lc],
-        );
-        assert_eq!(code, 0, "{err}");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
+        let files = split_pieces(&dir, by, &lc);
         assert_eq!(files.len(), pieces, "--split {by}");
         let mut got = Vec::new();
         let mut seen = Vec::new();
@@ -516,4 +523,68 @@ fn merged_and_split_outputs_hold_every_message_once() {
             .contains(" ECU1 LOG- TEST log fatal "),
         "{first}"
     );
+}
+
+/// Each record's length in a storage file (storage header + message).
+fn record_lens(file: &[u8]) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 0;
+    while p < file.len() {
+        assert_eq!(&file[p..p + 4], b"DLT\x01", "record at {p}");
+        let n = 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
+        v.push(n);
+        p += n;
+    }
+    assert_eq!(p, file.len());
+    v
+}
+
+/// `--split SIZE` into `.dlt` counts the bytes the writer holds as well as
+/// those on disk: every piece but the last reaches SIZE with its last
+/// message and was under SIZE before it; dlt-convert reads every piece,
+/// and the pieces joined are the unsplit output, byte for byte.
+#[test]
+fn split_by_size_cuts_at_the_message_that_reaches_the_size() {
+    let d = common::testdata().join("dlt");
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, size) in [("lifecycles.dlt", 2000usize), ("testfile.dlt", 1000)] {
+        let input = d.join(name);
+        let whole = tmp.path().join(format!("{name}.whole.dlt"));
+        let (code, _, err) = common::pt(&["convert", "--to", "dlt", "-o"], &[&whole, &input]);
+        assert_eq!(code, 0, "{err}");
+        let whole = std::fs::read(&whole).unwrap();
+        let dir = tmp.path().join(name);
+        let files = split_pieces(&dir, &format!("{size}B"), &input);
+        let n = files.len();
+        assert!(
+            n > 1 && n <= whole.len().div_ceil(size),
+            "{name}: {files:?}"
+        );
+        let mut joined = Vec::new();
+        let mut listed = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let b = std::fs::read(f).unwrap();
+            let last = *record_lens(&b).last().unwrap();
+            assert!(b.len() - last < size, "{}: {} bytes", f.display(), b.len());
+            if i + 1 < files.len() {
+                assert!(b.len() >= size, "{}: {} bytes", f.display(), b.len());
+            }
+            joined.extend_from_slice(&b);
+            if let Some(l) = common::dlt_convert_a(f) {
+                listed.extend(bodies(&l));
+            }
+        }
+        assert!(
+            joined == whole,
+            "{name}: the pieces joined differ from the unsplit output"
+        );
+        if let Some(l) = common::dlt_convert_a(&input) {
+            listed.sort();
+            assert_eq!(
+                listed,
+                bodies(&l),
+                "{name}: dlt-convert lines of the pieces"
+            );
+        }
+    }
 }

@@ -348,3 +348,21 @@ pub fn dlt_convert_a(file: &Path) -> Option<Vec<u8>> {
     }
     Some(kept)
 }
+
+/// Every `.dlt` under testdata (all folders), sorted.
+pub fn all_dlt_files() -> Vec<PathBuf> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "dlt") {
+                out.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&testdata(), &mut v);
+    v.sort();
+    v
+}

@@ -50,6 +50,11 @@ pub const X_MSIN: &str = "dlt.msin";
 pub const X_TMSP: &str = "dlt.tmsp";
 /// The whole original record (storage header included).
 pub const X_RAW: &str = "dlt.raw";
+/// Arrival position: the number of messages read before this one that
+/// also became an event or annotation with `dlt.raw` (0, 1, 2, … with no
+/// gap), so a DLT writer fed them in time order (through LTT) can put the
+/// records back in file order.
+pub const X_ORDER: &str = "dlt.order";
 pub use crate::formats::kpi::text::X_STORAGE;
 /// Header: the offset (ns) added to tmsp × 100 µs for the first lifecycle.
 pub const X_OFFSET: &str = "dlt.time_offset_ns";
@@ -208,6 +213,8 @@ struct State {
     log_msgs: u64,
     nonverbose_msgs: u64,
     control_msgs: u64,
+    /// The next `dlt.order`.
+    order: u64,
     undecoded: u64,
     /// Verbose messages whose payload ends before their last argument.
     short_args: u64,
@@ -354,6 +361,8 @@ impl State {
             x.set(X_NOAR, ExtraValue::U64(e.noar as u64));
         }
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
+        x.set(X_ORDER, ExtraValue::U64(self.order));
+        self.order += 1;
         self.staged.push(Item::Event(Event {
             time,
             raw_clock: raw,
@@ -503,6 +512,8 @@ impl State {
         x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
         x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
+        x.set(X_ORDER, ExtraValue::U64(self.order));
+        self.order += 1;
         self.staged.push(Item::Annotation(Annotation {
             time,
             raw_clock: raw,
@@ -682,6 +693,7 @@ impl DltReader {
                 log_msgs: 0,
                 nonverbose_msgs: 0,
                 control_msgs: 0,
+                order: 0,
                 undecoded: 0,
                 short_args: 0,
                 lifecycles: lifecycle::Tracker::default(),

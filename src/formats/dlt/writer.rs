@@ -26,7 +26,7 @@
 use super::args::{self, ArgSpec, Degraded};
 use super::layout::{self, id_from, put_string_arg, RecordSpec};
 use super::reader::{
-    EVENT_ARG, METRIC_ARG, X_HTYP, X_MCNT, X_MSIN, X_NOAR, X_RAW, X_SESSION, X_STORAGE,
+    EVENT_ARG, METRIC_ARG, X_HTYP, X_MCNT, X_MSIN, X_NOAR, X_ORDER, X_RAW, X_SESSION, X_STORAGE,
     X_TYPE_INFO, X_UNITS, X_VERBOSE,
 };
 use crate::error::{Error, Result};
@@ -34,7 +34,7 @@ use crate::formats::kpi::grouper::{pack, tail_after, Group, Grouper, DEFAULT_PAY
 use crate::formats::kpi::text::{raw_clock_is_tmsp, X_APID, X_CTID, X_ECU};
 use crate::model::*;
 use crate::options::WriteOptions;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +47,10 @@ const TYPE_ARG: usize = 10;
 const PAYLOAD_HARD_MAX: usize = u16::MAX as usize - 26;
 /// Records held back for ordering before they are written anyway.
 const MAX_QUEUED: usize = 10_000;
+/// Original records held to restore file order: at most this many, and
+/// this many bytes (past either, the earliest goes out as if next).
+const MAX_HELD: usize = 65_536;
+const MAX_HELD_BYTES: usize = 16 << 20;
 /// htyp bits a record may keep from its source (the rest are fixed).
 const HTYP_KEEP: u8 = layout::HTYP_UEH | layout::HTYP_WEID | layout::HTYP_WSID | layout::HTYP_WTMS;
 
@@ -209,6 +213,17 @@ pub struct DltWriter<W: Write> {
     ctx_mcnt: HashMap<([u8; 4], [u8; 4]), u8>,
     /// Records waiting for the KPI group being collected (time, bytes).
     queue: VecDeque<(Timestamp, Vec<u8>)>,
+    /// Bytes of the records in `queue` (`--split SIZE` counts them).
+    queued_bytes: u64,
+    /// Bytes handed to `out` so far.
+    flushed: u64,
+    /// Original records by `dlt.order`, waiting for the ones before them
+    /// (time, record), their bytes, and the next order to write.
+    held: BTreeMap<u64, (Timestamp, Vec<u8>)>,
+    held_bytes: usize,
+    next_order: u64,
+    /// Off once a second stream of orders shows (a merge carried through).
+    restore: bool,
     records: u64,
     payload: Vec<u8>,
     rec: Vec<u8>,
@@ -263,6 +278,12 @@ impl<W: Write> DltWriter<W> {
             ids: Ids::default(),
             ctx_mcnt: HashMap::new(),
             queue: VecDeque::new(),
+            queued_bytes: 0,
+            flushed: 0,
+            held: BTreeMap::new(),
+            held_bytes: 0,
+            next_order: 0,
+            restore: true,
             records: 0,
             payload: Vec::with_capacity(DEFAULT_PAYLOAD_MAX),
             rec: Vec::with_capacity(1 << 16),
@@ -358,15 +379,14 @@ impl<W: Write> DltWriter<W> {
         for g in groups {
             while self.queue.front().is_some_and(|(t, _)| *t < g.time) {
                 if let Some((_, r)) = self.queue.pop_front() {
+                    self.queued_bytes -= r.len() as u64;
                     self.rec.extend_from_slice(&r);
                 }
             }
             self.group(g)?;
         }
         if self.grouper.pending_time().is_none() || self.queue.len() > MAX_QUEUED {
-            for (_, r) in std::mem::take(&mut self.queue) {
-                self.rec.extend_from_slice(&r);
-            }
+            self.unqueue();
         }
         self.flush_rec()
     }
@@ -379,6 +399,7 @@ impl<W: Write> DltWriter<W> {
         self.records += 1;
         if self.grouper.pending_time().is_some() {
             let r = self.rec.split_off(start);
+            self.queued_bytes += r.len() as u64;
             self.queue.push_back((time, r));
             if self.queue.len() > MAX_QUEUED {
                 return self.emit(Vec::new());
@@ -386,6 +407,50 @@ impl<W: Write> DltWriter<W> {
             return Ok(());
         }
         self.flush_rec()
+    }
+
+    /// An original record: written in file order (`dlt.order`), held
+    /// while records before it are still to come. Items of a merge (a
+    /// `source` extra) and orders that start again are written as they come.
+    fn original(&mut self, raw: &[u8], time: Timestamp, x: &Extras) -> Result<()> {
+        let order = x
+            .u64(X_ORDER)
+            .filter(|_| self.restore && x.get(crate::model::keys::SOURCE).is_none());
+        match order {
+            Some(n) if n >= self.next_order && !self.held.contains_key(&n) => {
+                self.held_bytes += raw.len();
+                self.held.insert(n, (time, raw.to_vec()));
+                self.release(false)
+            }
+            _ => {
+                if order.is_some() {
+                    self.restore = false;
+                    self.release(true)?;
+                }
+                let start = self.rec.len();
+                self.rec.extend_from_slice(raw);
+                self.place(start, time)
+            }
+        }
+    }
+
+    /// Held records whose turn has come (all of them with `all`).
+    fn release(&mut self, all: bool) -> Result<()> {
+        while let Some((&n, _)) = self.held.first_key_value() {
+            let full = self.held.len() > MAX_HELD || self.held_bytes > MAX_HELD_BYTES;
+            if !(all || full || n == self.next_order) {
+                break;
+            }
+            let Some((_, (time, r))) = self.held.pop_first() else {
+                break;
+            };
+            self.held_bytes -= r.len();
+            self.next_order = n + 1;
+            let start = self.rec.len();
+            self.rec.extend_from_slice(&r);
+            self.place(start, time)?;
+        }
+        Ok(())
     }
 
     fn next_mcnt(&mut self, apid: [u8; 4], ctid: [u8; 4]) -> u8 {
@@ -614,10 +679,8 @@ impl<W: Write> DltWriter<W> {
         if !self.forced {
             if let Some(raw) = e.extras.bytes(X_RAW) {
                 if layout::check_headers(raw).ok() == Some(raw.len()) {
-                    let start = self.rec.len();
-                    self.rec.extend_from_slice(raw);
                     self.loss.wrote("messages (original DLT records)", 1);
-                    return self.place(start, e.time);
+                    return self.original(raw, e.time, &e.extras);
                 }
             }
         }
@@ -784,10 +847,8 @@ impl<W: Write> DltWriter<W> {
         if !self.forced {
             if let Some(raw) = a.extras.bytes(X_RAW) {
                 if layout::check_headers(raw).ok() == Some(raw.len()) {
-                    let start = self.rec.len();
-                    self.rec.extend_from_slice(raw);
                     self.loss.wrote("annotations (original DLT records)", 1);
-                    return self.place(start, a.time);
+                    return self.original(raw, a.time, &a.extras);
                 }
             }
         }
@@ -821,9 +882,18 @@ impl<W: Write> DltWriter<W> {
             self.out
                 .write_all(&self.rec)
                 .map_err(|e| Error::io(&self.name, e))?;
+            self.flushed += self.rec.len() as u64;
             self.rec.clear();
         }
         Ok(())
+    }
+
+    /// Every queued record after the others, in order.
+    fn unqueue(&mut self) {
+        for (_, r) in std::mem::take(&mut self.queue) {
+            self.rec.extend_from_slice(&r);
+        }
+        self.queued_bytes = 0;
     }
 }
 
@@ -840,6 +910,11 @@ fn name_arg(marker: &str, value: &str) -> (ArgSpec, Value) {
 }
 
 impl<W: Write + Send> TraceWriter for DltWriter<W> {
+    /// Records written, held in `rec` or queued: what the file holds once
+    /// finished, but for a KPI group still being collected.
+    fn bytes_written(&self) -> Option<u64> {
+        Some(self.flushed + self.rec.len() as u64 + self.queued_bytes + self.held_bytes as u64)
+    }
     fn write_item(&mut self, item: &Item) -> Result<()> {
         match item {
             Item::EventType(t) => {
@@ -889,11 +964,10 @@ impl<W: Write + Send> TraceWriter for DltWriter<W> {
     }
 
     fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.release(true)?;
         let groups = self.grouper.finish(&mut self.loss);
         self.emit(groups)?;
-        for (_, r) in std::mem::take(&mut self.queue) {
-            self.rec.extend_from_slice(&r);
-        }
+        self.unqueue();
         if self.records == 0 {
             return Err(Error::nothing_to_write(
                 "nothing to write as DLT",
