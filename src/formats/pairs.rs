@@ -10,8 +10,12 @@
 //! start` / `breath end`). Matching is last-in first-out per key, so the
 //! durations on one track always nest.
 
+pub mod tracks;
+
 use crate::error::Result;
-use crate::model::{Event, EventType, EventTypeId, FieldType, MetricId, Timestamp, Value};
+use crate::model::{
+    Event, EventType, EventTypeId, FieldType, LossReport, MetricId, Timestamp, Value,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -255,6 +259,29 @@ impl<X: Clone> Pairing<X> {
         Some(ti)
     }
 
+    /// The type of an entry, with the name of its slice in `name`: the
+    /// stem and, where the entry has a `<stem>_id` field, its value
+    /// (`syscall 4`). None: the type is gone.
+    pub fn slice_type(&self, open: &Open, name: &mut String) -> Option<TypeInfo<X>> {
+        let oti = self.types.get(&open.type_id).cloned()?;
+        name.clear();
+        name.push_str(&self.stems[open.stem as usize].name);
+        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
+            name.push(' ');
+            v.push_text(name);
+        }
+        Some(oti)
+    }
+
+    /// The label of the running slice `pid` begins on CPU `c` (kept, for an
+    /// end that names its slice).
+    pub fn run_label(&mut self, c: u32, label: String) -> String {
+        if let Some(r) = self.cpus.get_mut(&c) {
+            r.label.clone_from(&label);
+        }
+        label
+    }
+
     fn pair_key(&self, e: &Event, stem: u32, home: usize) -> PairKey {
         if !(self.stems[stem as usize].per_process && self.has_sched) {
             return PairKey::Track(home);
@@ -270,22 +297,51 @@ impl<X: Clone> Pairing<X> {
     }
 }
 
+/// An instant to write: an event's time, type and fields on `track`
+/// (`unmatched`: an entry or exit without its other half).
+pub struct Point<'a> {
+    pub time: Timestamp,
+    pub ty: &'a EventType,
+    pub fields: &'a [Value],
+    pub track: usize,
+    pub unmatched: bool,
+}
+
+impl<'a> Point<'a> {
+    pub fn new(
+        time: Timestamp,
+        ty: &'a EventType,
+        fields: &'a [Value],
+        track: usize,
+        unmatched: bool,
+    ) -> Point<'a> {
+        Point {
+            time,
+            ty,
+            fields,
+            track,
+            unmatched,
+        }
+    }
+}
+
+/// The end of a slice from `open` closed by `close`: an exit earlier than
+/// its entry (a clock step) ends it where it starts, reported.
+pub fn slice_end(open: &Open, close: &Event, loss: &mut LossReport) -> Timestamp {
+    if close.time < open.time {
+        loss.degrade("durations", "exit earlier than its entry: duration 0");
+        return open.time;
+    }
+    close.time
+}
+
 /// A writer that shows paired events as slices: the pairing is shared, the
 /// encoding (instants, slices, running-slice edges) is the writer's.
 pub trait Slices {
     type Extra: Clone;
     fn pairing(&mut self) -> &mut Pairing<Self::Extra>;
     fn track(&mut self, key: TrackKey) -> Result<usize>;
-    /// An instant on `track` (`unmatched`: an entry or exit without its
-    /// other half).
-    fn instant(
-        &mut self,
-        time: Timestamp,
-        ty: &EventType,
-        fields: &[Value],
-        track: usize,
-        unmatched: bool,
-    ) -> Result<()>;
+    fn instant(&mut self, i: Point<'_>) -> Result<()>;
     /// A slice from an entry and its exit.
     fn slice(
         &mut self,
@@ -309,7 +365,7 @@ pub trait Slices {
                 return self.pair(e, ti, stem, side, home);
             }
         }
-        self.instant(e.time, &ti.ty, &e.fields, home, false)
+        self.instant(Point::new(e.time, &ti.ty, &e.fields, home, false))
     }
 
     fn key_track(&mut self, key: PairKey) -> Result<usize> {
@@ -356,7 +412,7 @@ pub trait Slices {
                     .and_then(|s| s.iter().rposition(|o| o.stem == stem));
                 let Some(i) = found else {
                     p.unmatched_close += 1;
-                    return self.instant(e.time, &ti.ty, &e.fields, home, true);
+                    return self.instant(Point::new(e.time, &ti.ty, &e.fields, home, true));
                 };
                 let stack = p.stacks.get_mut(&key).expect("found above");
                 // Entries above the match never closed: nesting is kept by
@@ -380,7 +436,7 @@ pub trait Slices {
         let p = self.pairing();
         p.unmatched_open += 1;
         if let Some(ti) = p.types.get(&o.type_id).cloned() {
-            self.instant(o.time, &ti.ty, &o.fields, o.home, true)?;
+            self.instant(Point::new(o.time, &ti.ty, &o.fields, o.home, true))?;
         }
         self.pairing().spare.push(o.fields);
         Ok(())
