@@ -150,6 +150,8 @@ pub struct Pairing<X> {
     pub stacks: BTreeMap<PairKey, Vec<Open>>,
     /// Field vectors of closed entries, reused for the next ones.
     spare: Vec<Vec<Value>>,
+    /// A slice's name (reused).
+    namebuf: String,
     pub unmatched_open: u64,
     pub unmatched_close: u64,
 }
@@ -164,6 +166,7 @@ impl<X> Default for Pairing<X> {
             cpus: BTreeMap::new(),
             stacks: BTreeMap::new(),
             spare: Vec::new(),
+            namebuf: String::new(),
             unmatched_open: 0,
             unmatched_close: 0,
         }
@@ -325,6 +328,17 @@ impl<'a> Point<'a> {
     }
 }
 
+/// A slice to write: an entry (`open`, of type `ty`) and the exit that
+/// closes it (`close`, of type `close_ti`), named `name`, on `track`.
+pub struct Span<'a, X> {
+    pub open: &'a Open,
+    pub ty: &'a TypeInfo<X>,
+    pub name: &'a str,
+    pub close: &'a Event,
+    pub close_ti: &'a TypeInfo<X>,
+    pub track: usize,
+}
+
 /// The end of a slice from `open` closed by `close`: an exit earlier than
 /// its entry (a clock step) ends it where it starts, reported.
 pub fn slice_end(open: &Open, close: &Event, loss: &mut LossReport) -> Timestamp {
@@ -343,15 +357,16 @@ pub trait Slices {
     fn track(&mut self, key: TrackKey) -> Result<usize>;
     fn instant(&mut self, i: Point<'_>) -> Result<()>;
     /// A slice from an entry and its exit.
-    fn slice(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo<Self::Extra>,
-        track: usize,
-    ) -> Result<()>;
-    /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()>;
+    fn slice(&mut self, s: Span<'_, Self::Extra>) -> Result<()>;
+    /// One edge of a running slice on the CPU's "running" track `track`.
+    fn run_edge(&mut self, track: usize, c: u32, pid: i64, at: Timestamp, begin: bool)
+        -> Result<()>;
+
+    /// An edge of the running slice of `pid` on CPU `c`.
+    fn run(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+        let track = self.track(TrackKey::CpuRun(c))?;
+        self.run_edge(track, c, pid, at, begin)
+    }
 
     /// After the writer's own handling of `e` (placed on `home`): scheduler
     /// switches, pairing, or an instant.
@@ -425,7 +440,21 @@ pub trait Slices {
                     self.unmatched_open(o)?;
                 }
                 let track = self.key_track(key)?;
-                self.slice(&open, e, ti, track)?;
+                let p = self.pairing();
+                let mut name = std::mem::take(&mut p.namebuf);
+                let r = match p.slice_type(&open, &mut name) {
+                    Some(oti) => self.slice(Span {
+                        open: &open,
+                        ty: &oti,
+                        name: &name,
+                        close: e,
+                        close_ti: ti,
+                        track,
+                    }),
+                    None => Ok(()),
+                };
+                self.pairing().namebuf = name;
+                r?;
                 self.pairing().spare.push(open.fields);
                 Ok(())
             }
@@ -466,7 +495,7 @@ pub trait Slices {
         if cur.is_none() {
             // Until now the process on this CPU was unknown: it was `out`,
             // running since the CPU's first event.
-            self.run_edge(c, out, first, true)?;
+            self.run(c, out, first, true)?;
             let p = self.pairing();
             if let Some(mut opens) = p.stacks.remove(&PairKey::Unknown(c)) {
                 let key = if out == 0 {
@@ -479,8 +508,8 @@ pub trait Slices {
                 *dest = opens;
             }
         }
-        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
-        self.run_edge(c, inn, e.time, true)?;
+        self.run(c, cur.unwrap_or(out), e.time, false)?;
+        self.run(c, inn, e.time, true)?;
         let r = self
             .pairing()
             .cpus
@@ -501,7 +530,7 @@ pub trait Slices {
             .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
             .collect();
         for (c, p, last) in open {
-            self.run_edge(c, p, last, false)?;
+            self.run(c, p, last, false)?;
         }
         let stacks = std::mem::take(&mut self.pairing().stacks);
         for (_, opens) in stacks {

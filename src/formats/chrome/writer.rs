@@ -6,9 +6,9 @@ use super::json::{write_f64, write_int, write_str, write_us, write_value};
 use crate::error::{Error, Result};
 use crate::formats::kpi::text::X_CTID;
 use crate::formats::pairs::tracks::{
-    annotation_name, is_counter_value, new_string, Describe, Layout, SliceExport, Track,
+    annotation_name, is_counter_value, Describe, Layout, SliceExport, Track,
 };
-use crate::formats::pairs::{slice_end, Open, Pairing, Point, Slices, TrackKey, TypeInfo};
+use crate::formats::pairs::{slice_end, Pairing, Point, Slices, Span, TrackKey, TypeInfo};
 use crate::model::*;
 use crate::output::{ChunkedWriter, OutTarget};
 use std::io::Write;
@@ -37,12 +37,9 @@ pub struct ChromeWriter {
     path: Arc<PathBuf>,
     header: Header,
     first_line: bool,
-    origin: Option<Timestamp>,
     p: Pairing<()>,
     lay: Layout<Series>,
-    namebuf: String,
     counts: Counts,
-    loss: LossReport,
 }
 
 fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -124,12 +121,9 @@ impl ChromeWriter {
             path: Arc::new(path),
             header: header.clone(),
             first_line: true,
-            origin: None,
             p: Pairing::default(),
             lay: Layout::new(header.source),
-            namebuf: String::new(),
             counts: Counts::default(),
-            loss: LossReport::default(),
         };
         Ok(w)
     }
@@ -156,7 +150,7 @@ impl ChromeWriter {
     }
 
     fn rel(&self, t: Timestamp) -> i64 {
-        t.0.saturating_sub(self.origin.unwrap_or(t).0)
+        t.0.saturating_sub(self.lay.origin.unwrap_or(t).0)
     }
 
     /// A metadata (`M`) line whose args `f` writes.
@@ -198,14 +192,7 @@ impl ChromeWriter {
     }
 
     fn close(&mut self) -> Result<()> {
-        if self.origin.is_none() {
-            // Metadata alone is no trace: say so rather than write an empty one.
-            return Err(Error::nothing_to_write(
-                "nothing to write",
-                "the input has no events, samples, marks or annotations",
-            ));
-        }
-        self.close_pairs()?;
+        self.end_pairs()?;
         let mut other: Vec<(String, String)> = vec![
             (
                 "generator".into(),
@@ -218,7 +205,7 @@ impl ChromeWriter {
         if let Some(h) = &self.header.host {
             other.push(("host".into(), h.clone()));
         }
-        if let Some(o) = self.origin {
+        if let Some(o) = self.lay.origin {
             // ts 0 is this instant of the source's clock.
             other.push(("origin_ns".into(), o.0.to_string()));
             if self.header.time_base.is_absolute() {
@@ -284,6 +271,18 @@ impl Describe for ChromeWriter {
         &mut self.lay
     }
 
+    fn new_series(&mut self, track: Track, name: String) -> Series {
+        Series {
+            name_json: serde_json::to_string(&name).expect("a string serialises"),
+            track,
+            last_str: None,
+        }
+    }
+
+    fn last_string(s: &mut Series) -> &mut Option<String> {
+        &mut s.last_str
+    }
+
     fn describe_process(&mut self, pid: i64, name: &str, sort: Option<i64>) -> Result<()> {
         self.meta("process_name", pid, pid, "name", name)?;
         if let Some(s) = sort {
@@ -318,20 +317,11 @@ impl Describe for ChromeWriter {
 impl SliceExport for ChromeWriter {
     const RULES: &'static [crate::formats::format::Rule] = super::WRITES;
 
-    fn loss(&mut self) -> &mut LossReport {
-        &mut self.loss
-    }
-
-    fn started(&self) -> bool {
-        self.origin.is_some()
-    }
-
-    fn first_time(&mut self, t: Timestamp) -> Result<()> {
-        self.origin = Some(t);
-        Ok(())
-    }
-
     fn type_extra(&mut self, _: &EventType) {}
+
+    fn finish_export(&mut self) -> Result<LossReport> {
+        self.report()
+    }
 
     fn placed_event(&mut self, e: &Event, ti: &TypeInfo<()>, home: usize) -> Result<()> {
         self.paired_event(e, ti, home)
@@ -342,12 +332,12 @@ impl SliceExport for ChromeWriter {
             return self.other_value(m, inst, v, t);
         }
         if v.as_f64().is_some_and(|x| !x.is_finite()) {
-            self.loss
+            self.lay.loss
                 .drop_item("metric values", "NaN or infinite: no JSON number");
             return Ok(());
         }
         let ts = self.rel(t);
-        let se = self.series(m, inst, new_series)?;
+        let se = self.series(m, inst)?;
         let (tr, name) = (se.track, std::mem::take(&mut se.name_json));
         let at = At::new("metric", ts, tr);
         let r = self.emit(|w| {
@@ -374,14 +364,7 @@ impl SliceExport for ChromeWriter {
 
     fn string_value(&mut self, m: MetricId, inst: InstId, s: &str, t: Timestamp) -> Result<()> {
         let ts = self.rel(t);
-        let se = self.series(m, inst, new_series)?;
-        if !new_string(&mut se.last_str, s) {
-            self.loss.degrade(
-                "string metric values",
-                "written as instants where the value changes; repeats left out",
-            );
-            return Ok(());
-        }
+        let se = self.series(m, inst)?;
         let (tr, name) = (se.track, se.name_json.clone());
         let at = At::new("metric", ts, tr);
         self.emit(|w| {
@@ -397,7 +380,7 @@ impl SliceExport for ChromeWriter {
     /// One record of a PCP event array: an instant with its parameters.
     fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()> {
         let ts = self.rel(rec.time);
-        let se = self.series(m, inst, new_series)?;
+        let se = self.series(m, inst)?;
         let (tr, name) = (se.track, se.name_json.clone());
         let params: Vec<(String, &Value)> = rec
             .params
@@ -457,15 +440,6 @@ impl SliceExport for ChromeWriter {
     }
 }
 
-/// A series' state, its name escaped once.
-fn new_series(_: &mut ChromeWriter, track: Track, name: String) -> Series {
-    Series {
-        name_json: serde_json::to_string(&name).expect("a string serialises"),
-        track,
-        last_str: None,
-    }
-}
-
 impl Slices for ChromeWriter {
     type Extra = ();
 
@@ -495,39 +469,26 @@ impl Slices for ChromeWriter {
     }
 
     /// An `X` event from an entry and its exit.
-    fn slice(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo<()>,
-        track: usize,
-    ) -> Result<()> {
-        let mut name = std::mem::take(&mut self.namebuf);
-        let Some(oti) = self.p.slice_type(open, &mut name) else {
-            self.namebuf = name;
-            return Ok(());
-        };
-        let ts = self.rel(open.time);
-        let dur = slice_end(open, close, &mut self.loss)
+    fn slice(&mut self, s: Span<'_, ()>) -> Result<()> {
+        let ts = self.rel(s.open.time);
+        let dur = slice_end(s.open, s.close, &mut self.lay.loss)
             .0
-            .saturating_sub(open.time.0);
+            .saturating_sub(s.open.time.0);
         let at = At {
             dur: Some(dur),
-            ..At::new(&oti.ty.category, ts, self.lay.tracks[track])
+            ..At::new(&s.ty.ty.category, ts, self.lay.tracks[s.track])
         };
-        let r = self.emit(|w| {
-            write_head(w, b"\"X\"", Name::Text(&name), &at)?;
-            let n = write_fields(w, &oti.ty, &open.fields, "")?;
-            if !close.fields.is_empty() {
+        self.emit(|w| {
+            write_head(w, b"\"X\"", Name::Text(s.name), &at)?;
+            let n = write_fields(w, &s.ty.ty, &s.open.fields, "")?;
+            if !s.close.fields.is_empty() {
                 if n > 0 {
                     w.write_all(b",")?;
                 }
-                write_fields(w, &close_ti.ty, &close.fields, "exit.")?;
+                write_fields(w, &s.close_ti.ty, &s.close.fields, "exit.")?;
             }
             w.write_all(b"}}")
-        });
-        self.namebuf = name;
-        r?;
+        })?;
         self.counts.durations += 1;
         Ok(())
     }
@@ -537,8 +498,7 @@ impl Slices for ChromeWriter {
     /// (not `X`) because slices touch: an `E` and the next `B` carry the
     /// same timestamp text, so no viewer's float `ts + dur` can make them
     /// overlap.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
-        let track = self.place(TrackKey::CpuRun(c))?;
+    fn run_edge(&mut self, track: usize, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
         let tr = self.lay.tracks[track];
         let label = if begin {
             self.p.run_label(c, self.lay.process_label(pid))
@@ -565,25 +525,18 @@ impl Slices for ChromeWriter {
     }
 }
 
-impl TraceWriter for ChromeWriter {
-    fn write_item(&mut self, item: &Item) -> Result<()> {
-        self.item(item)
-    }
-
-    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+impl ChromeWriter {
+    /// The trace's end, then what was written, for the loss report.
+    fn report(&mut self) -> Result<LossReport> {
         self.close()?;
         let c = &self.counts;
-        let mut loss = std::mem::take(&mut self.loss);
-        self.p.report(
-            &mut loss,
-            &[
-                ("durations (X, paired entry/exit)", c.durations),
-                ("running slices (X, from schedchange)", c.running),
-                ("instants (i)", c.instants),
-                ("counter values (C)", c.counters),
-                ("metadata (M)", c.metadata),
-            ],
-        );
-        Ok(loss)
+        let wrote = [
+            ("durations (X, paired entry/exit)", c.durations),
+            ("running slices (X, from schedchange)", c.running),
+            ("instants (i)", c.instants),
+            ("counter values (C)", c.counters),
+            ("metadata (M)", c.metadata),
+        ];
+        Ok(self.report_counts(&wrote))
     }
 }

@@ -39,6 +39,9 @@ pub struct MetricInfo {
 /// writer's own state per series (metric and instance).
 pub struct Layout<S> {
     source: FormatId,
+    /// The first data item's time.
+    pub origin: Option<Timestamp>,
+    pub loss: LossReport,
     pub tracks: Vec<Track>,
     by_key: HashMap<TrackKey, usize>,
     by_name: HashMap<String, usize>,
@@ -58,6 +61,8 @@ impl<S> Layout<S> {
     pub fn new(source: FormatId) -> Layout<S> {
         Layout {
             source,
+            origin: None,
+            loss: LossReport::default(),
             tracks: Vec::new(),
             by_key: HashMap::new(),
             by_name: HashMap::new(),
@@ -168,6 +173,10 @@ pub trait Describe {
         -> Result<u64>;
     /// The real process of `t` (its own thread track) is now `name`.
     fn rename(&mut self, t: Track, name: &str) -> Result<()>;
+    /// A new series' state, on `track`, named `name`.
+    fn new_series(&mut self, track: Track, name: String) -> Self::Series;
+    /// The last string value of a series (repeats are left out).
+    fn last_string(s: &mut Self::Series) -> &mut Option<String>;
     /// The process holding the idle task's tracks (pid 0 is the kernel's
     /// swapper, which some viewers treat specially).
     fn idle_group(&mut self) -> Result<i64>;
@@ -327,16 +336,11 @@ pub trait Describe {
         }
     }
 
-    /// The series of metric `m`, instance `inst`, made by `make` from its
-    /// track and name on first use: a process-keyed metric's values go to
+    /// The series of metric `m`, instance `inst`, made on first use: a
+    /// process-keyed metric's values go to
     /// the process's track (named after the instance), any other to the
     /// metric's, named `metric[instance]`.
-    fn series(
-        &mut self,
-        m: MetricId,
-        inst: InstId,
-        make: impl FnOnce(&mut Self, Track, String) -> Self::Series,
-    ) -> Result<&mut Self::Series> {
+    fn series(&mut self, m: MetricId, inst: InstId) -> Result<&mut Self::Series> {
         if !self.layout().series.contains_key(&(m, inst)) {
             let l = self.layout();
             let (mname, indom, pid_keyed) = match l.metrics.get(&m) {
@@ -364,7 +368,7 @@ pub trait Describe {
                 (t, name)
             };
             let tr = self.layout().tracks[track];
-            let s = make(self, tr, name);
+            let s = self.new_series(tr, name);
             self.layout().series.insert((m, inst), s);
         }
         Ok(self
@@ -380,9 +384,32 @@ pub trait Describe {
 pub trait SliceExport: Describe + Slices {
     /// What the format keeps and drops (its `WRITES`).
     const RULES: &'static [Rule];
-    fn loss(&mut self) -> &mut LossReport;
-    /// The first data item's time (the writer's origin).
-    fn first_time(&mut self, t: Timestamp) -> Result<()>;
+    /// The loss report, with what the writer wrote (`(what, n)`) and the
+    /// entries and exits left unpaired.
+    fn report_counts(&mut self, wrote: &[(&str, u64)]) -> LossReport {
+        let mut loss = std::mem::take(&mut self.layout().loss);
+        self.pairing().report(&mut loss, wrote);
+        loss
+    }
+
+    /// At the end: running slices and open entries closed; an error if the
+    /// stream had no data item (metadata alone is no trace).
+    fn end_pairs(&mut self) -> Result<()> {
+        if self.layout().origin.is_none() {
+            return Err(crate::error::Error::nothing_to_write(
+                "nothing to write",
+                "the input has no events, samples, marks or annotations",
+            ));
+        }
+        self.close_pairs()
+    }
+
+    /// At the end of the stream: what was written, for the loss report.
+    fn finish_export(&mut self) -> Result<LossReport>;
+    /// After the first data item's time is the origin.
+    fn first_time(&mut self, _: Timestamp) -> Result<()> {
+        Ok(())
+    }
     /// The writer's own facts of an event type, kept with its pairing.
     fn type_extra(&mut self, t: &EventType) -> Self::Extra;
     /// One value of metric `m`, instance `inst`, at `t`.
@@ -391,12 +418,12 @@ pub trait SliceExport: Describe + Slices {
     fn placed_event(&mut self, e: &Event, ti: &TypeInfo<Self::Extra>, home: usize) -> Result<()>;
     fn mark(&mut self, m: &Mark) -> Result<()>;
     fn annotation(&mut self, a: &Annotation) -> Result<()>;
-    fn started(&self) -> bool;
 
     /// One item of the stream.
     fn item(&mut self, item: &Item) -> Result<()> {
-        if !self.started() && item.is_data() {
+        if self.layout().origin.is_none() && item.is_data() {
             if let Some(t) = item.time() {
+                self.layout().origin = Some(t);
                 self.first_time(t)?;
             }
         }
@@ -407,7 +434,7 @@ pub trait SliceExport: Describe + Slices {
             }
             Item::Metric(m) => self.layout().define_metric(m),
             Item::Indom(u) => self.layout().indom(u),
-            Item::Help(_) | Item::Labels(_) => note_dropped(self.loss(), Self::RULES, item),
+            Item::Help(_) | Item::Labels(_) => note_dropped(&mut self.layout().loss, Self::RULES, item),
             Item::Event(e) => return self.event(e),
             Item::EventRun(r) => return r.each_item(|it| self.item(it)),
             Item::Sample(s) => return self.sample(s),
@@ -419,7 +446,7 @@ pub trait SliceExport: Describe + Slices {
 
     fn event(&mut self, e: &Event) -> Result<()> {
         let Some(ti) = self.pairing().begin_event(e) else {
-            self.loss()
+            self.layout().loss
                 .drop_item("events", "event of an undefined type (no name to show)");
             return Ok(());
         };
@@ -430,7 +457,7 @@ pub trait SliceExport: Describe + Slices {
     fn sample(&mut self, s: &Sample) -> Result<()> {
         for mv in &s.metrics {
             let Ok(vals) = &mv.values else {
-                self.loss()
+                self.layout().loss
                     .drop_item("metric values", "PCP error code instead of a value");
                 continue;
             };
@@ -451,7 +478,17 @@ pub trait SliceExport: Describe + Slices {
         t: Timestamp,
     ) -> Result<()> {
         match v {
-            Value::Str(s) => self.string_value(m, inst, s, t),
+            Value::Str(s) => {
+                let se = self.series(m, inst)?;
+                if !new_string(Self::last_string(se), s) {
+                    self.layout().loss.degrade(
+                        "string metric values",
+                        "written as instants where the value changes; repeats left out",
+                    );
+                    return Ok(());
+                }
+                self.string_value(m, inst, s, t)
+            }
             Value::Events(recs) => {
                 for rec in recs {
                     self.event_record(m, inst, rec)?;
@@ -459,7 +496,7 @@ pub trait SliceExport: Describe + Slices {
                 Ok(())
             }
             _ => {
-                self.loss().drop_item(
+                self.layout().loss.drop_item(
                     "metric values",
                     "aggregate or compound value: not a counter (CTF or PCP carry it)",
                 );
@@ -468,8 +505,19 @@ pub trait SliceExport: Describe + Slices {
         }
     }
 
-    /// A string value of a series, where it changes.
+    /// A string value of a series, where it changes (repeats are left out
+    /// before).
     fn string_value(&mut self, m: MetricId, inst: InstId, s: &str, t: Timestamp) -> Result<()>;
     /// One record of a PCP event array.
     fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()>;
+}
+
+impl<T: SliceExport + Send> TraceWriter for T {
+    fn write_item(&mut self, item: &Item) -> Result<()> {
+        self.item(item)
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<LossReport> {
+        self.finish_export()
+    }
 }

@@ -11,9 +11,9 @@ use crate::formats::chrome::json::write_value;
 use crate::formats::dlt::reader::X_RAW;
 use crate::formats::kpi::text::{X_CTID, X_ECU};
 use crate::formats::pairs::tracks::{
-    annotation_name, is_counter_value, new_string, Describe, Layout, SliceExport, Track,
+    annotation_name, is_counter_value, Describe, Layout, SliceExport, Track,
 };
-use crate::formats::pairs::{slice_end, Open, Pairing, Point, Slices, TrackKey};
+use crate::formats::pairs::{slice_end, Pairing, Point, Slices, Span, TrackKey};
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::ChunkedWriter;
@@ -256,7 +256,6 @@ pub struct PerfettoWriter {
     started: bool,
     /// The source time that is 0 on the trace clock (see `start`).
     boot_zero: i64,
-    origin: Option<Timestamp>,
     next_uuid: u64,
     p: Pairing<Option<u64>>,
     lay: Layout<Series>,
@@ -264,9 +263,7 @@ pub struct PerfettoWriter {
     procs: HashMap<i64, u64>,
     /// A log line's tag (reused).
     tagbuf: String,
-    namebuf: String,
     counts: Counts,
-    loss: LossReport,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -319,15 +316,12 @@ impl PerfettoWriter {
             iids: IntMap::default(),
             started: false,
             boot_zero: 0,
-            origin: None,
             next_uuid: 0,
             p: Pairing::default(),
             lay: Layout::new(header.source),
             procs: HashMap::new(),
             tagbuf: String::new(),
-            namebuf: String::new(),
             counts: Counts::default(),
-            loss: LossReport::default(),
         }
     }
 
@@ -359,6 +353,18 @@ impl PerfettoWriter {
                 Ok(())
             }
         }
+    }
+
+    /// A packet of one `field` (at `ts`), whose body `f` writes.
+    fn packet(
+        &mut self,
+        ts: Option<u64>,
+        field: u32,
+        f: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        self.packet_head(ts)?;
+        wire::nested::<Error>(&mut self.pkt, field, f)?;
+        self.flush_packet()
     }
 
     /// Move the packets buffered so far into `out` (several inputs).
@@ -432,8 +438,7 @@ impl PerfettoWriter {
             // another machine take over the trace's clock; a remote clock
             // sync only ties this machine's clocks to the host's. Two equal
             // rounds: offset 0, the inputs share one time axis.
-            self.packet_head(None)?;
-            wire::nested::<Error>(&mut self.pkt, P_REMOTE_CLOCK_SYNC, |b| {
+            self.packet(None, P_REMOTE_CLOCK_SYNC, |b| {
                 for _ in 0..2 {
                     wire::nested::<Error>(b, RCS_SYNCED_CLOCKS, |b| {
                         wire::nested::<Error>(b, SC_CLIENT_CLOCKS, clocks)?;
@@ -443,9 +448,8 @@ impl PerfettoWriter {
                 Ok(())
             })?;
         } else {
-            self.packet_head(Some(boot))?;
             let dated = self.header.time_base.is_absolute();
-            wire::nested::<Error>(&mut self.pkt, P_CLOCK_SNAPSHOT, |b| {
+            self.packet(Some(boot), P_CLOCK_SNAPSHOT, |b| {
                 clocks(b)?;
                 if dated {
                     wire::varint_field(b, CS_PRIMARY_CLOCK, CLOCK_REALTIME);
@@ -453,14 +457,11 @@ impl PerfettoWriter {
                 Ok(())
             })?;
         }
-        self.flush_packet()?;
         if let Some(name) = name {
-            self.packet_head(None)?;
-            wire::nested::<Error>(&mut self.pkt, P_SYSTEM_INFO, |b| {
+            self.packet(None, P_SYSTEM_INFO, |b| {
                 wire::str_field(b, SI_MACHINE_NAME, &name);
                 Ok(())
             })?;
-            self.flush_packet()?;
         }
         Ok(())
     }
@@ -471,7 +472,7 @@ impl PerfettoWriter {
     fn ns(&mut self, t: Timestamp) -> u64 {
         let d = t.0.saturating_sub(self.boot_zero);
         if d < 0 {
-            self.loss.degrade(
+            self.lay.loss.degrade(
                 "timestamps",
                 "over a second before the first item: written at the trace's start",
             );
@@ -483,7 +484,7 @@ impl PerfettoWriter {
     /// A time on REALTIME (log lines): the source's own time.
     fn realtime(&mut self, t: Timestamp) -> u64 {
         if t.0 < 0 {
-            self.loss
+            self.lay.loss
                 .degrade("timestamps", "before 0 on a relative clock: written as 0");
             return 0;
         }
@@ -587,6 +588,21 @@ impl PerfettoWriter {
         self.finish_event_packet()
     }
 
+    /// An instant the writer makes itself (metric strings, event records,
+    /// marks, annotations): of no event type of the stream.
+    fn own_instant(
+        &mut self,
+        t: Timestamp,
+        track: u64,
+        name: &str,
+        cat: &str,
+        args: (&EventType, &[Value]),
+    ) -> Result<()> {
+        self.track_event(Kind::Instant, t, track, name, (cat, false), args, None, None)?;
+        self.counts.instants += 1;
+        Ok(())
+    }
+
     /// A counter value on counter track `uuid`.
     fn counter_event(&mut self, t: Timestamp, uuid: u64, v: CounterValue) -> Result<()> {
         if self.intern.begin() {
@@ -612,8 +628,7 @@ impl PerfettoWriter {
     fn log(&mut self, t: Timestamp, tr: Track, prio: u64, tag: &str, msg: &str) -> Result<()> {
         let boot = self.ns(t);
         let ts = self.realtime(t);
-        self.packet_head(Some(boot))?;
-        wire::nested::<Error>(&mut self.pkt, P_ANDROID_LOG, |b| {
+        self.packet(Some(boot), P_ANDROID_LOG, |b| {
             wire::nested::<Error>(b, AL_EVENTS, |b| {
                 wire::int_field(b, LE_PID, tr.pid);
                 wire::int_field(b, LE_TID, tr.tid);
@@ -624,7 +639,6 @@ impl PerfettoWriter {
                 Ok(())
             })
         })?;
-        self.flush_packet()?;
         self.counts.logs += 1;
         Ok(())
     }
@@ -645,8 +659,7 @@ impl PerfettoWriter {
         if new {
             self.procs.insert(pid, uuid);
         }
-        self.packet_head(None)?;
-        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+        self.packet(None, P_TRACK_DESCRIPTOR, |b| {
             wire::varint_field(b, TD_UUID, uuid);
             wire::nested::<Error>(b, TD_PROCESS, |b| {
                 wire::int_field(b, PD_PID, pid);
@@ -654,7 +667,6 @@ impl PerfettoWriter {
                 Ok(())
             })
         })?;
-        self.flush_packet()?;
         self.counts.descriptors += 1;
         Ok(uuid)
     }
@@ -669,8 +681,7 @@ impl PerfettoWriter {
         rank: Option<i64>,
     ) -> Result<()> {
         let parent = self.procs.get(&pid).copied();
-        self.packet_head(None)?;
-        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+        self.packet(None, P_TRACK_DESCRIPTOR, |b| {
             wire::varint_field(b, TD_UUID, uuid);
             if let Some(p) = parent {
                 wire::varint_field(b, TD_PARENT_UUID, p);
@@ -686,7 +697,6 @@ impl PerfettoWriter {
             }
             Ok(())
         })?;
-        self.flush_packet()?;
         self.counts.descriptors += 1;
         Ok(())
     }
@@ -695,8 +705,7 @@ impl PerfettoWriter {
     fn counter_track(&mut self, pid: i64, name: &str, unit: &str) -> Result<u64> {
         let uuid = self.uuid();
         let parent = self.procs.get(&pid).copied();
-        self.packet_head(None)?;
-        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+        self.packet(None, P_TRACK_DESCRIPTOR, |b| {
             wire::varint_field(b, TD_UUID, uuid);
             if let Some(p) = parent {
                 wire::varint_field(b, TD_PARENT_UUID, p);
@@ -709,7 +718,6 @@ impl PerfettoWriter {
                 Ok(())
             })
         })?;
-        self.flush_packet()?;
         self.counts.descriptors += 1;
         Ok(uuid)
     }
@@ -746,13 +754,7 @@ impl PerfettoWriter {
     }
 
     fn close(&mut self) -> Result<()> {
-        if self.origin.is_none() {
-            return Err(Error::nothing_to_write(
-                "nothing to write",
-                "the input has no events, samples, marks or annotations",
-            ));
-        }
-        self.close_pairs()?;
+        self.end_pairs()?;
         let p = self.path.clone();
         match &mut self.out {
             Sink::File(f) => f.flush().map_err(io_err(&p)),
@@ -763,19 +765,15 @@ impl PerfettoWriter {
     /// What was written, with the counts of the loss report.
     fn report(&mut self) -> LossReport {
         let c = &self.counts;
-        let mut loss = std::mem::take(&mut self.loss);
-        self.p.report(
-            &mut loss,
-            &[
-                ("slices (paired entry/exit)", c.slices),
-                ("running slices (from schedchange)", c.running),
-                ("instants", c.instants),
-                ("counter values", c.counters),
-                ("log lines (android_log)", c.logs),
-                ("track descriptors", c.descriptors),
-            ],
-        );
-        loss
+        let wrote = [
+            ("slices (paired entry/exit)", c.slices),
+            ("running slices (from schedchange)", c.running),
+            ("instants", c.instants),
+            ("counter values", c.counters),
+            ("log lines (android_log)", c.logs),
+            ("track descriptors", c.descriptors),
+        ];
+        self.report_counts(&wrote)
     }
 }
 
@@ -939,6 +937,20 @@ impl Describe for PerfettoWriter {
         &mut self.lay
     }
 
+    fn new_series(&mut self, track: Track, name: String) -> Series {
+        Series {
+            name,
+            track,
+            counter_uuid: None,
+            last_str: None,
+            prev: None,
+        }
+    }
+
+    fn last_string(s: &mut Series) -> &mut Option<String> {
+        &mut s.last_str
+    }
+
     /// Perfetto orders processes itself: no sort key.
     fn describe_process(&mut self, pid: i64, name: &str, _: Option<i64>) -> Result<()> {
         self.process(pid, name).map(drop)
@@ -962,31 +974,16 @@ impl Describe for PerfettoWriter {
     }
 }
 
-/// A series' state: its counter track is made with its first number.
-fn new_series(_: &mut PerfettoWriter, track: Track, name: String) -> Series {
-    Series {
-        name,
-        track,
-        counter_uuid: None,
-        last_str: None,
-        prev: None,
-    }
-}
-
 impl SliceExport for PerfettoWriter {
     const RULES: &'static [crate::formats::format::Rule] = super::WRITES;
 
-    fn loss(&mut self) -> &mut LossReport {
-        &mut self.loss
-    }
-
-    fn started(&self) -> bool {
-        self.origin.is_some()
-    }
-
     fn first_time(&mut self, t: Timestamp) -> Result<()> {
-        self.origin = Some(t);
         self.start(t)
+    }
+
+    fn finish_export(&mut self) -> Result<LossReport> {
+        self.close()?;
+        Ok(self.report())
     }
 
     fn type_extra(&mut self, t: &EventType) -> Option<u64> {
@@ -1008,7 +1005,7 @@ impl SliceExport for PerfettoWriter {
         }
         let counter = self.lay.metrics.get(&m).is_some_and(|mi| mi.counter);
         let as_rate = self.rate && counter;
-        let se = self.series(m, inst, new_series)?;
+        let se = self.series(m, inst)?;
         let uuid = match se.counter_uuid {
             Some(u) => u,
             None => {
@@ -1057,32 +1054,14 @@ impl SliceExport for PerfettoWriter {
     }
 
     fn string_value(&mut self, m: MetricId, inst: InstId, s: &str, t: Timestamp) -> Result<()> {
-        let se = self.series(m, inst, new_series)?;
-        if !new_string(&mut se.last_str, s) {
-            self.loss.degrade(
-                "string metric values",
-                "written as instants where the value changes; repeats left out",
-            );
-            return Ok(());
-        }
+        let se = self.series(m, inst)?;
         let (uuid, name) = (se.track.id, se.name.clone());
         let vals = [Value::Str(s.to_string())];
-        self.track_event(
-            Kind::Instant,
-            t,
-            uuid,
-            &name,
-            ("metric", false),
-            (value_type(), &vals),
-            None,
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
+        self.own_instant(t, uuid, &name, "metric", (value_type(), &vals))
     }
 
     fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()> {
-        let se = self.series(m, inst, new_series)?;
+        let se = self.series(m, inst)?;
         let (uuid, name) = (se.track.id, se.name.clone());
         // Parameters as annotations named after their metric.
         let mut fields = vec![Field::new("flags", FieldType::Uint(4))];
@@ -1092,35 +1071,13 @@ impl SliceExport for PerfettoWriter {
             vals.push(p.value.clone());
         }
         let ty = EventType::new(0, "event record", &name, fields);
-        self.track_event(
-            Kind::Instant,
-            rec.time,
-            uuid,
-            &name,
-            ("event record", false),
-            (&ty, &vals),
-            None,
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
+        self.own_instant(rec.time, uuid, &name, "event record", (&ty, &vals))
     }
 
     fn mark(&mut self, m: &Mark) -> Result<()> {
         let track = self.place(TrackKey::Marks)?;
         let uuid = self.lay.tracks[track].id;
-        self.track_event(
-            Kind::Instant,
-            m.time,
-            uuid,
-            "mark",
-            ("mark", false),
-            (value_type(), &[]),
-            None,
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
+        self.own_instant(m.time, uuid, "mark", "mark", (value_type(), &[]))
     }
 
     fn annotation(&mut self, a: &Annotation) -> Result<()> {
@@ -1130,18 +1087,7 @@ impl SliceExport for PerfettoWriter {
         if let Some(c) = a.extras.str(X_CTID) {
             vals.push(Value::Str(c.to_string()));
         }
-        self.track_event(
-            Kind::Instant,
-            a.time,
-            uuid,
-            annotation_name(&a.text),
-            ("annotation", false),
-            (annotation_type(), &vals),
-            None,
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
+        self.own_instant(a.time, uuid, annotation_name(&a.text), "annotation", (annotation_type(), &vals))
     }
 }
 
@@ -1174,44 +1120,20 @@ impl Slices for PerfettoWriter {
 
     /// A slice from an entry and its exit: its begin and end, written when
     /// the exit is read (the trace processor sorts by time).
-    fn slice(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo,
-        track: usize,
-    ) -> Result<()> {
-        let mut name = std::mem::take(&mut self.namebuf);
-        let Some(oti) = self.p.slice_type(open, &mut name) else {
-            self.namebuf = name;
-            return Ok(());
-        };
-        let end = slice_end(open, close, &mut self.loss);
-        let uuid = self.lay.tracks[track].id;
-        let exit = (!close.fields.is_empty()).then_some((&*close_ti.ty, &close.fields[..]));
-        let r = self
-            .track_event(
-                Kind::Begin,
-                open.time,
-                uuid,
-                &name,
-                (&oti.ty.category, false),
-                (&oti.ty, &open.fields),
-                exit,
-                Some(oti.ty.id),
-            )
-            .and_then(|()| {
-                self.track_event(Kind::End, end, uuid, "", ("", false), (&oti.ty, &[]), None, None)
-            });
-        self.namebuf = name;
-        r?;
+    fn slice(&mut self, s: Span<'_, Option<u64>>) -> Result<()> {
+        let end = slice_end(s.open, s.close, &mut self.lay.loss);
+        let uuid = self.lay.tracks[s.track].id;
+        let ty = &s.ty.ty;
+        let exit = (!s.close.fields.is_empty()).then_some((&*s.close_ti.ty, &s.close.fields[..]));
+        let (cat, args) = ((ty.category.as_str(), false), (&**ty, &s.open.fields[..]));
+        self.track_event(Kind::Begin, s.open.time, uuid, s.name, cat, args, exit, Some(ty.id))?;
+        self.track_event(Kind::End, end, uuid, "", ("", false), (ty, &[]), None, None)?;
         self.counts.slices += 1;
         Ok(())
     }
 
     /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
-        let track = self.place(TrackKey::CpuRun(c))?;
+    fn run_edge(&mut self, track: usize, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
         let uuid = self.lay.tracks[track].id;
         let pid_ty = pid_type();
         if begin {
@@ -1232,17 +1154,6 @@ impl Slices for PerfettoWriter {
             self.track_event(Kind::End, at, uuid, "", ("", false), (pid_ty, &[]), None, None)?;
         }
         Ok(())
-    }
-}
-
-impl TraceWriter for PerfettoWriter {
-    fn write_item(&mut self, item: &Item) -> Result<()> {
-        self.item(item)
-    }
-
-    fn finish(mut self: Box<Self>) -> Result<LossReport> {
-        self.close()?;
-        Ok(self.report())
     }
 }
 
@@ -1345,7 +1256,7 @@ impl TraceWriter for MachinesWriter {
                 // Every machine on the one time axis, from the first item.
                 self.started = true;
                 for m in &mut self.machines {
-                    m.origin = Some(t);
+                    m.lay.origin = Some(t);
                     m.start(t)?;
                     m.drain_into(&mut self.out)?;
                 }
