@@ -741,7 +741,20 @@ fn epoch_ns(text: &str) -> i64 {
     // Days from 1970-01-01: whole years, then months of the year, then days.
     let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     let mut days: i64 = (1970..y).map(|y| if leap(y) { 366 } else { 365 }).sum();
-    let month_days = [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let month_days = [
+        31,
+        if leap(y) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     days += month_days[..(m - 1) as usize].iter().sum::<i64>() + d - 1;
     ((days * 24 + h) * 60 + mi) * 60 * 1_000_000_000 + sec * 1_000_000_000 + frac
 }
@@ -778,10 +791,18 @@ fn dated_times_read_as_csv_and_chrome_json_show_them() {
             let Ok(text) = std::fs::read_to_string(&f) else {
                 continue;
             };
-            times.extend(text.lines().skip(1).map(|l| l.split(',').next().unwrap().to_string()));
+            times.extend(
+                text.lines()
+                    .skip(1)
+                    .map(|l| l.split(',').next().unwrap().to_string()),
+            );
         }
         let csv_first = times.iter().min().expect("CSV rows");
-        assert_eq!(first, epoch_ns(csv_first), "{what}: first event vs CSV {csv_first}");
+        assert_eq!(
+            first,
+            epoch_ns(csv_first),
+            "{what}: first event vs CSV {csv_first}"
+        );
         let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
         let chrome_first = cv
             .slices
@@ -791,7 +812,11 @@ fn dated_times_read_as_csv_and_chrome_json_show_them() {
             .chain(cv.counters.iter().map(|c| c.1))
             .min()
             .unwrap();
-        assert_eq!(first, cv.origin + chrome_first, "{what}: first event vs Chrome JSON");
+        assert_eq!(
+            first,
+            cv.origin + chrome_first,
+            "{what}: first event vs Chrome JSON"
+        );
         eprintln!("{what}: first event {csv_first}");
     }
 }

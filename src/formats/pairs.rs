@@ -359,8 +359,14 @@ pub trait Slices {
     /// A slice from an entry and its exit.
     fn slice(&mut self, s: Span<'_, Self::Extra>) -> Result<()>;
     /// One edge of a running slice on the CPU's "running" track `track`.
-    fn run_edge(&mut self, track: usize, c: u32, pid: i64, at: Timestamp, begin: bool)
-        -> Result<()>;
+    fn run_edge(
+        &mut self,
+        track: usize,
+        c: u32,
+        pid: i64,
+        at: Timestamp,
+        begin: bool,
+    ) -> Result<()>;
 
     /// An edge of the running slice of `pid` on CPU `c`.
     fn run(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {

@@ -291,7 +291,13 @@ impl Describe for ChromeWriter {
         Ok(())
     }
 
-    fn describe_thread(&mut self, pid: i64, tid: i64, name: &str, sort: Option<i64>) -> Result<u64> {
+    fn describe_thread(
+        &mut self,
+        pid: i64,
+        tid: i64,
+        name: &str,
+        sort: Option<i64>,
+    ) -> Result<u64> {
         self.meta("thread_name", pid, tid, "name", name)?;
         if let Some(s) = sort {
             self.meta_int("thread_sort_index", pid, tid, s)?;
@@ -332,7 +338,8 @@ impl SliceExport for ChromeWriter {
             return self.other_value(m, inst, v, t);
         }
         if v.as_f64().is_some_and(|x| !x.is_finite()) {
-            self.lay.loss
+            self.lay
+                .loss
                 .drop_item("metric values", "NaN or infinite: no JSON number");
             return Ok(());
         }
@@ -498,7 +505,14 @@ impl Slices for ChromeWriter {
     /// (not `X`) because slices touch: an `E` and the next `B` carry the
     /// same timestamp text, so no viewer's float `ts + dur` can make them
     /// overlap.
-    fn run_edge(&mut self, track: usize, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+    fn run_edge(
+        &mut self,
+        track: usize,
+        c: u32,
+        pid: i64,
+        at: Timestamp,
+        begin: bool,
+    ) -> Result<()> {
         let tr = self.lay.tracks[track];
         let label = if begin {
             self.p.run_label(c, self.lay.process_label(pid))

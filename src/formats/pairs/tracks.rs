@@ -434,7 +434,9 @@ pub trait SliceExport: Describe + Slices {
             }
             Item::Metric(m) => self.layout().define_metric(m),
             Item::Indom(u) => self.layout().indom(u),
-            Item::Help(_) | Item::Labels(_) => note_dropped(&mut self.layout().loss, Self::RULES, item),
+            Item::Help(_) | Item::Labels(_) => {
+                note_dropped(&mut self.layout().loss, Self::RULES, item)
+            }
             Item::Event(e) => return self.event(e),
             Item::EventRun(r) => return r.each_item(|it| self.item(it)),
             Item::Sample(s) => return self.sample(s),
@@ -446,7 +448,8 @@ pub trait SliceExport: Describe + Slices {
 
     fn event(&mut self, e: &Event) -> Result<()> {
         let Some(ti) = self.pairing().begin_event(e) else {
-            self.layout().loss
+            self.layout()
+                .loss
                 .drop_item("events", "event of an undefined type (no name to show)");
             return Ok(());
         };
@@ -457,7 +460,8 @@ pub trait SliceExport: Describe + Slices {
     fn sample(&mut self, s: &Sample) -> Result<()> {
         for mv in &s.metrics {
             let Ok(vals) = &mv.values else {
-                self.layout().loss
+                self.layout()
+                    .loss
                     .drop_item("metric values", "PCP error code instead of a value");
                 continue;
             };
@@ -470,13 +474,7 @@ pub trait SliceExport: Describe + Slices {
 
     /// Values that are no counter: a string where it changes (`string`
     /// writes it), event records (`record`), aggregates dropped.
-    fn other_value(
-        &mut self,
-        m: MetricId,
-        inst: InstId,
-        v: &Value,
-        t: Timestamp,
-    ) -> Result<()> {
+    fn other_value(&mut self, m: MetricId, inst: InstId, v: &Value, t: Timestamp) -> Result<()> {
         match v {
             Value::Str(s) => {
                 let se = self.series(m, inst)?;

@@ -484,7 +484,8 @@ impl PerfettoWriter {
     /// A time on REALTIME (log lines): the source's own time.
     fn realtime(&mut self, t: Timestamp) -> u64 {
         if t.0 < 0 {
-            self.lay.loss
+            self.lay
+                .loss
                 .degrade("timestamps", "before 0 on a relative clock: written as 0");
             return 0;
         }
@@ -598,7 +599,16 @@ impl PerfettoWriter {
         cat: &str,
         args: (&EventType, &[Value]),
     ) -> Result<()> {
-        self.track_event(Kind::Instant, t, track, name, (cat, false), args, None, None)?;
+        self.track_event(
+            Kind::Instant,
+            t,
+            track,
+            name,
+            (cat, false),
+            args,
+            None,
+            None,
+        )?;
         self.counts.instants += 1;
         Ok(())
     }
@@ -956,7 +966,13 @@ impl Describe for PerfettoWriter {
         self.process(pid, name).map(drop)
     }
 
-    fn describe_thread(&mut self, pid: i64, tid: i64, name: &str, rank: Option<i64>) -> Result<u64> {
+    fn describe_thread(
+        &mut self,
+        pid: i64,
+        tid: i64,
+        name: &str,
+        rank: Option<i64>,
+    ) -> Result<u64> {
         let uuid = self.uuid();
         self.thread(uuid, pid, tid, name, rank)?;
         Ok(uuid)
@@ -1022,7 +1038,11 @@ impl SliceExport for PerfettoWriter {
                     (true, false) => format!("{units} / sec"),
                 };
                 let u = self.counter_track(pid, &name, &unit)?;
-                self.lay.series.get_mut(&(m, inst)).expect("made").counter_uuid = Some(u);
+                self.lay
+                    .series
+                    .get_mut(&(m, inst))
+                    .expect("made")
+                    .counter_uuid = Some(u);
                 u
             }
         };
@@ -1067,7 +1087,10 @@ impl SliceExport for PerfettoWriter {
         let mut fields = vec![Field::new("flags", FieldType::Uint(4))];
         let mut vals = vec![Value::U64(rec.flags as u64)];
         for p in &rec.params {
-            fields.push(Field::new(&self.lay.metric_name(p.metric), FieldType::String));
+            fields.push(Field::new(
+                &self.lay.metric_name(p.metric),
+                FieldType::String,
+            ));
             vals.push(p.value.clone());
         }
         let ty = EventType::new(0, "event record", &name, fields);
@@ -1087,7 +1110,13 @@ impl SliceExport for PerfettoWriter {
         if let Some(c) = a.extras.str(X_CTID) {
             vals.push(Value::Str(c.to_string()));
         }
-        self.own_instant(a.time, uuid, annotation_name(&a.text), "annotation", (annotation_type(), &vals))
+        self.own_instant(
+            a.time,
+            uuid,
+            annotation_name(&a.text),
+            "annotation",
+            (annotation_type(), &vals),
+        )
     }
 }
 
@@ -1126,14 +1155,30 @@ impl Slices for PerfettoWriter {
         let ty = &s.ty.ty;
         let exit = (!s.close.fields.is_empty()).then_some((&*s.close_ti.ty, &s.close.fields[..]));
         let (cat, args) = ((ty.category.as_str(), false), (&**ty, &s.open.fields[..]));
-        self.track_event(Kind::Begin, s.open.time, uuid, s.name, cat, args, exit, Some(ty.id))?;
+        self.track_event(
+            Kind::Begin,
+            s.open.time,
+            uuid,
+            s.name,
+            cat,
+            args,
+            exit,
+            Some(ty.id),
+        )?;
         self.track_event(Kind::End, end, uuid, "", ("", false), (ty, &[]), None, None)?;
         self.counts.slices += 1;
         Ok(())
     }
 
     /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(&mut self, track: usize, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+    fn run_edge(
+        &mut self,
+        track: usize,
+        c: u32,
+        pid: i64,
+        at: Timestamp,
+        begin: bool,
+    ) -> Result<()> {
         let uuid = self.lay.tracks[track].id;
         let pid_ty = pid_type();
         if begin {
@@ -1151,7 +1196,16 @@ impl Slices for PerfettoWriter {
             )?;
             self.counts.running += 1;
         } else {
-            self.track_event(Kind::End, at, uuid, "", ("", false), (pid_ty, &[]), None, None)?;
+            self.track_event(
+                Kind::End,
+                at,
+                uuid,
+                "",
+                ("", false),
+                (pid_ty, &[]),
+                None,
+                None,
+            )?;
         }
         Ok(())
     }
