@@ -339,6 +339,17 @@ pub struct Span<'a, X> {
     pub track: usize,
 }
 
+/// An edge of the running slice of process `pid` on CPU `cpu`'s "running"
+/// track `track`: its begin (switched in) or end (switched out).
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    pub track: usize,
+    pub cpu: u32,
+    pub pid: i64,
+    pub at: Timestamp,
+    pub begin: bool,
+}
+
 /// The end of a slice from `open` closed by `close`: an exit earlier than
 /// its entry (a clock step) ends it where it starts, reported.
 pub fn slice_end(open: &Open, close: &Event, loss: &mut LossReport) -> Timestamp {
@@ -358,20 +369,19 @@ pub trait Slices {
     fn instant(&mut self, i: Point<'_>) -> Result<()>;
     /// A slice from an entry and its exit.
     fn slice(&mut self, s: Span<'_, Self::Extra>) -> Result<()>;
-    /// One edge of a running slice on the CPU's "running" track `track`.
-    fn run_edge(
-        &mut self,
-        track: usize,
-        c: u32,
-        pid: i64,
-        at: Timestamp,
-        begin: bool,
-    ) -> Result<()>;
+    /// One edge of a running slice.
+    fn run_edge(&mut self, e: Edge) -> Result<()>;
 
     /// An edge of the running slice of `pid` on CPU `c`.
     fn run(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
         let track = self.track(TrackKey::CpuRun(c))?;
-        self.run_edge(track, c, pid, at, begin)
+        self.run_edge(Edge {
+            track,
+            cpu: c,
+            pid,
+            at,
+            begin,
+        })
     }
 
     /// After the writer's own handling of `e` (placed on `home`): scheduler

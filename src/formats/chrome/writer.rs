@@ -8,7 +8,7 @@ use crate::formats::kpi::text::X_CTID;
 use crate::formats::pairs::tracks::{
     annotation_name, is_counter_value, Describe, Layout, SliceExport, Track,
 };
-use crate::formats::pairs::{slice_end, Pairing, Point, Slices, Span, TrackKey, TypeInfo};
+use crate::formats::pairs::{slice_end, Edge, Pairing, Point, Slices, Span, TrackKey, TypeInfo};
 use crate::model::*;
 use crate::output::{ChunkedWriter, OutTarget};
 use std::io::Write;
@@ -19,7 +19,6 @@ pub struct Series {
     /// The counter name as a JSON string literal (escaped once).
     name_json: String,
     track: Track,
-    last_str: Option<String>,
 }
 
 #[derive(Default)]
@@ -275,12 +274,7 @@ impl Describe for ChromeWriter {
         Series {
             name_json: serde_json::to_string(&name).expect("a string serialises"),
             track,
-            last_str: None,
         }
-    }
-
-    fn last_string(s: &mut Series) -> &mut Option<String> {
-        &mut s.last_str
     }
 
     fn describe_process(&mut self, pid: i64, name: &str, sort: Option<i64>) -> Result<()> {
@@ -359,11 +353,7 @@ impl SliceExport for ChromeWriter {
             }
             w.write_all(b"}}")
         });
-        self.lay
-            .series
-            .get_mut(&(m, inst))
-            .expect("made above")
-            .name_json = name;
+        self.lay.series_mut(m, inst).expect("made above").name_json = name;
         r?;
         self.counts.counters += 1;
         Ok(())
@@ -505,34 +495,27 @@ impl Slices for ChromeWriter {
     /// (not `X`) because slices touch: an `E` and the next `B` carry the
     /// same timestamp text, so no viewer's float `ts + dur` can make them
     /// overlap.
-    fn run_edge(
-        &mut self,
-        track: usize,
-        c: u32,
-        pid: i64,
-        at: Timestamp,
-        begin: bool,
-    ) -> Result<()> {
-        let tr = self.lay.tracks[track];
-        let label = if begin {
-            self.p.run_label(c, self.lay.process_label(pid))
+    fn run_edge(&mut self, e: Edge) -> Result<()> {
+        let tr = self.lay.tracks[e.track];
+        let label = if e.begin {
+            self.p.run_label(e.cpu, self.lay.process_label(e.pid))
         } else {
             // The end names the slice as its begin did.
             self.p
                 .cpus
-                .get(&c)
+                .get(&e.cpu)
                 .map(|r| r.label.clone())
-                .unwrap_or_else(|| self.lay.process_label(pid))
+                .unwrap_or_else(|| self.lay.process_label(e.pid))
         };
-        let at = At::new("sched", self.rel(at), tr);
+        let at = At::new("sched", self.rel(e.at), tr);
         self.emit(|w| {
-            let ph: &[u8] = if begin { b"\"B\"" } else { b"\"E\"" };
+            let ph: &[u8] = if e.begin { b"\"B\"" } else { b"\"E\"" };
             write_head(w, ph, Name::Text(&label), &at)?;
             w.write_all(b"\"pid\":")?;
-            write_int(w, pid)?;
+            write_int(w, e.pid)?;
             w.write_all(b"}}")
         })?;
-        if begin {
+        if e.begin {
             self.counts.running += 1;
         }
         Ok(())

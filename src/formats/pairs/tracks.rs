@@ -52,7 +52,9 @@ pub struct Layout<S> {
     keybuf: String,
     pub metrics: HashMap<MetricId, MetricInfo>,
     indoms: HashMap<IndomId, HashMap<InstId, String>>,
-    pub series: HashMap<(MetricId, InstId), S>,
+    /// Per series the writer's state and the last string value (repeats
+    /// of it are left out).
+    series: HashMap<(MetricId, InstId), (S, Option<String>)>,
 }
 
 impl<S> Layout<S> {
@@ -125,6 +127,11 @@ impl<S> Layout<S> {
         }
     }
 
+    /// The writer's state of a series made by [`Describe::series`].
+    pub fn series_mut(&mut self, m: MetricId, inst: InstId) -> Option<&mut S> {
+        self.series.get_mut(&(m, inst)).map(|e| &mut e.0)
+    }
+
     /// The name of metric `m` (for a metric without a definition, its id).
     pub fn metric_name(&self, m: MetricId) -> String {
         self.metrics
@@ -175,8 +182,6 @@ pub trait Describe {
     fn rename(&mut self, t: Track, name: &str) -> Result<()>;
     /// A new series' state, on `track`, named `name`.
     fn new_series(&mut self, track: Track, name: String) -> Self::Series;
-    /// The last string value of a series (repeats are left out).
-    fn last_string(s: &mut Self::Series) -> &mut Option<String>;
     /// The process holding the idle task's tracks (pid 0 is the kernel's
     /// swapper, which some viewers treat specially).
     fn idle_group(&mut self) -> Result<i64>;
@@ -369,13 +374,9 @@ pub trait Describe {
             };
             let tr = self.layout().tracks[track];
             let s = self.new_series(tr, name);
-            self.layout().series.insert((m, inst), s);
+            self.layout().series.insert((m, inst), (s, None));
         }
-        Ok(self
-            .layout()
-            .series
-            .get_mut(&(m, inst))
-            .expect("inserted above"))
+        Ok(self.layout().series_mut(m, inst).expect("inserted above"))
     }
 }
 
@@ -477,8 +478,10 @@ pub trait SliceExport: Describe + Slices {
     fn other_value(&mut self, m: MetricId, inst: InstId, v: &Value, t: Timestamp) -> Result<()> {
         match v {
             Value::Str(s) => {
-                let se = self.series(m, inst)?;
-                if !new_string(Self::last_string(se), s) {
+                self.series(m, inst)?;
+                let l = self.layout();
+                let last = &mut l.series.get_mut(&(m, inst)).expect("made above").1;
+                if !new_string(last, s) {
                     self.layout().loss.degrade(
                         "string metric values",
                         "written as instants where the value changes; repeats left out",

@@ -13,7 +13,7 @@ use crate::formats::kpi::text::{X_CTID, X_ECU};
 use crate::formats::pairs::tracks::{
     annotation_name, is_counter_value, Describe, Layout, SliceExport, Track,
 };
-use crate::formats::pairs::{slice_end, Pairing, Point, Slices, Span, TrackKey};
+use crate::formats::pairs::{slice_end, Edge, Pairing, Point, Slices, Span, TrackKey};
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::ChunkedWriter;
@@ -62,7 +62,6 @@ pub struct Series {
     track: Track,
     /// The counter track of numeric values (made on the first one).
     counter_uuid: Option<u64>,
-    last_str: Option<String>,
     /// `--rate`: the previous (time, value) of a counter-semantics metric.
     prev: Option<(i64, f64)>,
 }
@@ -952,13 +951,8 @@ impl Describe for PerfettoWriter {
             name,
             track,
             counter_uuid: None,
-            last_str: None,
             prev: None,
         }
-    }
-
-    fn last_string(s: &mut Series) -> &mut Option<String> {
-        &mut s.last_str
     }
 
     /// Perfetto orders processes itself: no sort key.
@@ -1038,17 +1032,13 @@ impl SliceExport for PerfettoWriter {
                     (true, false) => format!("{units} / sec"),
                 };
                 let u = self.counter_track(pid, &name, &unit)?;
-                self.lay
-                    .series
-                    .get_mut(&(m, inst))
-                    .expect("made")
-                    .counter_uuid = Some(u);
+                self.lay.series_mut(m, inst).expect("made").counter_uuid = Some(u);
                 u
             }
         };
         let cv = if as_rate {
             let x = v.as_f64().unwrap_or(0.0);
-            let se = self.lay.series.get_mut(&(m, inst)).expect("made");
+            let se = self.lay.series_mut(m, inst).expect("made");
             let prev = se.prev.replace((t.0, x));
             // The first value, a counter that went down (reset or wrap) or
             // no time between: no rate to show.
@@ -1171,22 +1161,15 @@ impl Slices for PerfettoWriter {
     }
 
     /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(
-        &mut self,
-        track: usize,
-        c: u32,
-        pid: i64,
-        at: Timestamp,
-        begin: bool,
-    ) -> Result<()> {
-        let uuid = self.lay.tracks[track].id;
+    fn run_edge(&mut self, e: Edge) -> Result<()> {
+        let uuid = self.lay.tracks[e.track].id;
         let pid_ty = pid_type();
-        if begin {
-            let label = self.p.run_label(c, self.lay.process_label(pid));
-            let pid_val = [Value::I64(pid)];
+        if e.begin {
+            let label = self.p.run_label(e.cpu, self.lay.process_label(e.pid));
+            let pid_val = [Value::I64(e.pid)];
             self.track_event(
                 Kind::Begin,
-                at,
+                e.at,
                 uuid,
                 &label,
                 ("sched", false),
@@ -1198,7 +1181,7 @@ impl Slices for PerfettoWriter {
         } else {
             self.track_event(
                 Kind::End,
-                at,
+                e.at,
                 uuid,
                 "",
                 ("", false),
