@@ -136,6 +136,9 @@ struct Decoded {
     uuids: Vec<u64>,
     /// `SystemInfo.machine_name`, where written.
     machine_name: Option<String>,
+    /// The earliest TrackEvent or log packet time, read as Perfetto's trace
+    /// processor reads it, on REALTIME (nanoseconds since the epoch).
+    first_realtime: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -167,6 +170,11 @@ fn decode_and_check(data: &[u8]) -> Decoded {
     // Per track: (ts, packet index, begin?, name, cats) of slice edges.
     let mut edges: BTreeMap<u64, Vec<Edge>> = BTreeMap::new();
     let mut counter_last: HashMap<u64, u64> = HashMap::new();
+    // The clocks the clock snapshot (or remote clock sync) ties together,
+    // and the sequence's TracePacketDefaults.timestamp_clock_id (dropped by
+    // an incremental-state clear, as Perfetto drops the defaults then).
+    let mut snapshot: HashMap<u64, i64> = HashMap::new();
+    let mut defaults: Option<Option<u64>> = None;
     for (idx, (field, pf)) in fields(data).into_iter().enumerate() {
         assert_eq!(field, 1, "Trace has only packets (field 1)");
         let p = fields(b(&pf));
@@ -208,6 +216,7 @@ fn decode_and_check(data: &[u8]) -> Decoded {
                 let host = snap(&sc.iter().find(|(f, _)| *f == 3).unwrap().1);
                 assert_eq!(client, host, "offset 0 between the machines");
                 d.offset = client[&1] - client[&6];
+                snapshot = client;
             }
         }
         let ts = get(8).map(|x| v(&x));
@@ -216,6 +225,21 @@ fn decode_and_check(data: &[u8]) -> Decoded {
             tables.clear();
             seen_clear = true;
             d.clears += 1;
+            defaults = None;
+        } else if defaults.is_some() {
+            // TracePacketDefaults "require that any future packet emitted on
+            // the same sequence specifies SEQ_NEEDS_INCREMENTAL_STATE".
+            assert!(
+                flags & 2 != 0,
+                "packet {idx}: after TracePacketDefaults without SEQ_NEEDS_INCREMENTAL_STATE"
+            );
+        }
+        if let Some(tpd) = get(59) {
+            let clock = fields(b(&tpd))
+                .iter()
+                .find(|(f, _)| *f == 58)
+                .map(|(_, x)| v(x));
+            defaults = Some(clock);
         }
         if let Some(id) = get(12) {
             assert!(seen_clear, "packet {idx}: interned data before any clear");
@@ -256,6 +280,24 @@ fn decode_and_check(data: &[u8]) -> Decoded {
                 "snapshot at its BOOTTIME"
             );
             d.offset = clocks[&1] - clocks[&6];
+            snapshot = clocks;
+        } else if let Some(t) = ts {
+            // The clock a timestamp is read in: the packet's
+            // timestamp_clock_id, else the sequence defaults'. Without
+            // either, trace processors before 2026 read BOOTTIME and later
+            // ones the snapshot's primary clock (REALTIME for a dated
+            // source): polytrace must leave no packet to that difference.
+            let clock = get(58)
+                .map(|x| v(&x))
+                .or(defaults.flatten())
+                .unwrap_or_else(|| panic!("packet {idx}: timestamp in no stated clock"));
+            let (Some(&at), Some(&real)) = (snapshot.get(&clock), snapshot.get(&1)) else {
+                panic!("packet {idx}: clock {clock} not tied to REALTIME by a snapshot")
+            };
+            if get(11).is_some() || get(39).is_some() {
+                let rt = t as i64 - at + real;
+                d.first_realtime = Some(d.first_realtime.map_or(rt, |f| f.min(rt)));
+            }
         }
         if let Some(td) = get(60) {
             let tf = fields(b(&td));
@@ -593,7 +635,7 @@ fn rules_hold_and_chrome_json_agrees() {
         let d = decode_and_check(&data);
         assert!(
             d.clears >= 1,
-            "{what}: the first TrackEvent clears the state"
+            "{what}: the sequence's incremental state is cleared"
         );
         let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
         let rel = |t: u64| t as i64 + d.offset - cv.origin;
@@ -687,6 +729,96 @@ fn ltt_slices_and_annotations() {
             .any(|(_, a)| matches!(a, Arg::Uint(_) | Arg::Int(_))),
         "integer annotations"
     );
+}
+
+/// Nanoseconds since the epoch of a CSV time (`2016-07-04T13:11:43.000320682Z`),
+/// by the proleptic Gregorian calendar.
+fn epoch_ns(text: &str) -> i64 {
+    let n = |r: std::ops::Range<usize>| text[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    let (h, mi, sec, frac) = (n(11..13), n(14..16), n(17..19), n(20..29));
+    assert_eq!(&text[29..], "Z", "{text}");
+    // Days from 1970-01-01: whole years, then months of the year, then days.
+    let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let mut days: i64 = (1970..y).map(|y| if leap(y) { 366 } else { 365 }).sum();
+    let month_days = [
+        31,
+        if leap(y) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    days += month_days[..(m - 1) as usize].iter().sum::<i64>() + d - 1;
+    ((days * 24 + h) * 60 + mi) * 60 * 1_000_000_000 + sec * 1_000_000_000 + frac
+}
+
+/// Dated sources: every packet's time is in a clock the clock snapshot ties
+/// to REALTIME (checked in `decode_and_check`), and the first event, read
+/// as the trace processor reads it, is the time the CSV export prints and
+/// the Chrome JSON export's origin plus its first `ts`.
+#[test]
+fn dated_times_read_as_csv_and_chrome_json_show_them() {
+    // 1467637903 s: Python's datetime(2016, 7, 4, 13, 11, 43, tzinfo=utc).
+    assert_eq!(
+        epoch_ns("2016-07-04T13:11:43.000320682Z"),
+        1_467_637_903_000_320_682
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let c = common::corpus();
+    for input in [
+        c.join("ltt/smp_example"),
+        c.join("dlt/testfile.dlt"),
+        c.join("pcp/live_v3"),
+        c.join("kpi/kpi-capture.dlt"),
+    ] {
+        let what = input.display().to_string();
+        let (data, _) = perfetto(&input, dir.path());
+        let d = decode_and_check(&data);
+        assert!(d.dated, "{what}: REALTIME primary clock");
+        let first = d.first_realtime.expect("events");
+        let csv = dir.path().join("t.csv");
+        let _ = std::fs::remove_file(dir.path().join("t.events.csv"));
+        bin_run(&["--to", "csv", "--events"], &input, &csv);
+        let mut times = Vec::new();
+        for f in [csv.clone(), dir.path().join("t.events.csv")] {
+            let Ok(text) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            times.extend(
+                text.lines()
+                    .skip(1)
+                    .map(|l| l.split(',').next().unwrap().to_string()),
+            );
+        }
+        let csv_first = times.iter().min().expect("CSV rows");
+        assert_eq!(
+            first,
+            epoch_ns(csv_first),
+            "{what}: first event vs CSV {csv_first}"
+        );
+        let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
+        let chrome_first = cv
+            .slices
+            .iter()
+            .map(|s| s.3)
+            .chain(cv.instants.iter().map(|i| i.3))
+            .chain(cv.counters.iter().map(|c| c.1))
+            .min()
+            .unwrap();
+        assert_eq!(
+            first,
+            cv.origin + chrome_first,
+            "{what}: first event vs Chrome JSON"
+        );
+        eprintln!("{what}: first event {csv_first}");
+    }
 }
 
 /// DLT log messages: one log line each, as `dlt-convert -a` prints them
@@ -999,7 +1131,7 @@ fn several_inputs_are_one_machine_each() {
         }
         assert!(
             d.clears >= 1,
-            "{label}: its first TrackEvent clears its state"
+            "{label}: its sequence's incremental state is cleared"
         );
         if i == 0 {
             assert!(d.dated, "the host's clock snapshot: REALTIME primary");

@@ -10,8 +10,12 @@
 //! start` / `breath end`). Matching is last-in first-out per key, so the
 //! durations on one track always nest.
 
+pub mod tracks;
+
 use crate::error::Result;
-use crate::model::{Event, EventType, EventTypeId, FieldType, MetricId, Timestamp, Value};
+use crate::model::{
+    Event, EventType, EventTypeId, FieldType, LossReport, MetricId, Timestamp, Value,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -146,6 +150,8 @@ pub struct Pairing<X> {
     pub stacks: BTreeMap<PairKey, Vec<Open>>,
     /// Field vectors of closed entries, reused for the next ones.
     spare: Vec<Vec<Value>>,
+    /// A slice's name (reused).
+    namebuf: String,
     pub unmatched_open: u64,
     pub unmatched_close: u64,
 }
@@ -160,6 +166,7 @@ impl<X> Default for Pairing<X> {
             cpus: BTreeMap::new(),
             stacks: BTreeMap::new(),
             spare: Vec::new(),
+            namebuf: String::new(),
             unmatched_open: 0,
             unmatched_close: 0,
         }
@@ -255,6 +262,29 @@ impl<X: Clone> Pairing<X> {
         Some(ti)
     }
 
+    /// The type of an entry, with the name of its slice in `name`: the
+    /// stem and, where the entry has a `<stem>_id` field, its value
+    /// (`syscall 4`). None: the type is gone.
+    pub fn slice_type(&self, open: &Open, name: &mut String) -> Option<TypeInfo<X>> {
+        let oti = self.types.get(&open.type_id).cloned()?;
+        name.clear();
+        name.push_str(&self.stems[open.stem as usize].name);
+        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
+            name.push(' ');
+            v.push_text(name);
+        }
+        Some(oti)
+    }
+
+    /// The label of the running slice `pid` begins on CPU `c` (kept, for an
+    /// end that names its slice).
+    pub fn run_label(&mut self, c: u32, label: String) -> String {
+        if let Some(r) = self.cpus.get_mut(&c) {
+            r.label.clone_from(&label);
+        }
+        label
+    }
+
     fn pair_key(&self, e: &Event, stem: u32, home: usize) -> PairKey {
         if !(self.stems[stem as usize].per_process && self.has_sched) {
             return PairKey::Track(home);
@@ -270,32 +300,89 @@ impl<X: Clone> Pairing<X> {
     }
 }
 
+/// An instant to write: an event's time, type and fields on `track`
+/// (`unmatched`: an entry or exit without its other half).
+pub struct Point<'a> {
+    pub time: Timestamp,
+    pub ty: &'a EventType,
+    pub fields: &'a [Value],
+    pub track: usize,
+    pub unmatched: bool,
+}
+
+impl<'a> Point<'a> {
+    pub fn new(
+        time: Timestamp,
+        ty: &'a EventType,
+        fields: &'a [Value],
+        track: usize,
+        unmatched: bool,
+    ) -> Point<'a> {
+        Point {
+            time,
+            ty,
+            fields,
+            track,
+            unmatched,
+        }
+    }
+}
+
+/// A slice to write: an entry (`open`, of type `ty`) and the exit that
+/// closes it (`close`, of type `close_ti`), named `name`, on `track`.
+pub struct Span<'a, X> {
+    pub open: &'a Open,
+    pub ty: &'a TypeInfo<X>,
+    pub name: &'a str,
+    pub close: &'a Event,
+    pub close_ti: &'a TypeInfo<X>,
+    pub track: usize,
+}
+
+/// An edge of the running slice of process `pid` on CPU `cpu`'s "running"
+/// track `track`: its begin (switched in) or end (switched out).
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    pub track: usize,
+    pub cpu: u32,
+    pub pid: i64,
+    pub at: Timestamp,
+    pub begin: bool,
+}
+
+/// The end of a slice from `open` closed by `close`: an exit earlier than
+/// its entry (a clock step) ends it where it starts, reported.
+pub fn slice_end(open: &Open, close: &Event, loss: &mut LossReport) -> Timestamp {
+    if close.time < open.time {
+        loss.degrade("durations", "exit earlier than its entry: duration 0");
+        return open.time;
+    }
+    close.time
+}
+
 /// A writer that shows paired events as slices: the pairing is shared, the
 /// encoding (instants, slices, running-slice edges) is the writer's.
 pub trait Slices {
     type Extra: Clone;
     fn pairing(&mut self) -> &mut Pairing<Self::Extra>;
     fn track(&mut self, key: TrackKey) -> Result<usize>;
-    /// An instant on `track` (`unmatched`: an entry or exit without its
-    /// other half).
-    fn instant(
-        &mut self,
-        time: Timestamp,
-        ty: &EventType,
-        fields: &[Value],
-        track: usize,
-        unmatched: bool,
-    ) -> Result<()>;
+    fn instant(&mut self, i: Point<'_>) -> Result<()>;
     /// A slice from an entry and its exit.
-    fn slice(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo<Self::Extra>,
-        track: usize,
-    ) -> Result<()>;
-    /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()>;
+    fn slice(&mut self, s: Span<'_, Self::Extra>) -> Result<()>;
+    /// One edge of a running slice.
+    fn run_edge(&mut self, e: Edge) -> Result<()>;
+
+    /// An edge of the running slice of `pid` on CPU `c`.
+    fn run(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
+        let track = self.track(TrackKey::CpuRun(c))?;
+        self.run_edge(Edge {
+            track,
+            cpu: c,
+            pid,
+            at,
+            begin,
+        })
+    }
 
     /// After the writer's own handling of `e` (placed on `home`): scheduler
     /// switches, pairing, or an instant.
@@ -309,7 +396,7 @@ pub trait Slices {
                 return self.pair(e, ti, stem, side, home);
             }
         }
-        self.instant(e.time, &ti.ty, &e.fields, home, false)
+        self.instant(Point::new(e.time, &ti.ty, &e.fields, home, false))
     }
 
     fn key_track(&mut self, key: PairKey) -> Result<usize> {
@@ -356,7 +443,7 @@ pub trait Slices {
                     .and_then(|s| s.iter().rposition(|o| o.stem == stem));
                 let Some(i) = found else {
                     p.unmatched_close += 1;
-                    return self.instant(e.time, &ti.ty, &e.fields, home, true);
+                    return self.instant(Point::new(e.time, &ti.ty, &e.fields, home, true));
                 };
                 let stack = p.stacks.get_mut(&key).expect("found above");
                 // Entries above the match never closed: nesting is kept by
@@ -369,7 +456,21 @@ pub trait Slices {
                     self.unmatched_open(o)?;
                 }
                 let track = self.key_track(key)?;
-                self.slice(&open, e, ti, track)?;
+                let p = self.pairing();
+                let mut name = std::mem::take(&mut p.namebuf);
+                let r = match p.slice_type(&open, &mut name) {
+                    Some(oti) => self.slice(Span {
+                        open: &open,
+                        ty: &oti,
+                        name: &name,
+                        close: e,
+                        close_ti: ti,
+                        track,
+                    }),
+                    None => Ok(()),
+                };
+                self.pairing().namebuf = name;
+                r?;
                 self.pairing().spare.push(open.fields);
                 Ok(())
             }
@@ -380,7 +481,7 @@ pub trait Slices {
         let p = self.pairing();
         p.unmatched_open += 1;
         if let Some(ti) = p.types.get(&o.type_id).cloned() {
-            self.instant(o.time, &ti.ty, &o.fields, o.home, true)?;
+            self.instant(Point::new(o.time, &ti.ty, &o.fields, o.home, true))?;
         }
         self.pairing().spare.push(o.fields);
         Ok(())
@@ -410,7 +511,7 @@ pub trait Slices {
         if cur.is_none() {
             // Until now the process on this CPU was unknown: it was `out`,
             // running since the CPU's first event.
-            self.run_edge(c, out, first, true)?;
+            self.run(c, out, first, true)?;
             let p = self.pairing();
             if let Some(mut opens) = p.stacks.remove(&PairKey::Unknown(c)) {
                 let key = if out == 0 {
@@ -423,8 +524,8 @@ pub trait Slices {
                 *dest = opens;
             }
         }
-        self.run_edge(c, cur.unwrap_or(out), e.time, false)?;
-        self.run_edge(c, inn, e.time, true)?;
+        self.run(c, cur.unwrap_or(out), e.time, false)?;
+        self.run(c, inn, e.time, true)?;
         let r = self
             .pairing()
             .cpus
@@ -445,7 +546,7 @@ pub trait Slices {
             .filter_map(|(c, r)| r.current.map(|p| (*c, p, r.last)))
             .collect();
         for (c, p, last) in open {
-            self.run_edge(c, p, last, false)?;
+            self.run(c, p, last, false)?;
         }
         let stacks = std::mem::take(&mut self.pairing().stacks);
         for (_, opens) in stacks {

@@ -18,6 +18,11 @@ pub const P_TRACK_DESCRIPTOR: u32 = 60;
 pub const P_SYSTEM_INFO: u32 = 45;
 pub const P_MACHINE_ID: u32 = 98;
 pub const P_REMOTE_CLOCK_SYNC: u32 = 107;
+pub const P_TRACE_PACKET_DEFAULTS: u32 = 59;
+
+/// `TracePacketDefaults.timestamp_clock_id`: the clock of the sequence's
+/// packet timestamps.
+pub const TPD_TIMESTAMP_CLOCK_ID: u32 = 58;
 
 /// `SystemInfo.machine_name`: the machine's label in the UI.
 pub const SI_MACHINE_NAME: u32 = 17;

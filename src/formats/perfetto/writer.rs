@@ -9,9 +9,11 @@ use super::wire::{self, Oversize};
 use crate::error::{Error, Result};
 use crate::formats::chrome::json::write_value;
 use crate::formats::dlt::reader::X_RAW;
-use crate::formats::format::note_dropped;
-use crate::formats::kpi::text::{X_APID, X_CTID, X_ECU};
-use crate::formats::pairs::{Open, Pairing, Slices, TrackKey};
+use crate::formats::kpi::text::{X_CTID, X_ECU};
+use crate::formats::pairs::tracks::{
+    annotation_name, is_counter_value, Describe, Layout, SliceExport, Track,
+};
+use crate::formats::pairs::{slice_end, Edge, Pairing, Point, Slices, Span, TrackKey};
 use crate::model::*;
 use crate::options::WriteOptions;
 use crate::output::ChunkedWriter;
@@ -19,10 +21,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Synthetic pids and tids (CPU groups, metrics, ECUs) start here, far above
-/// any real PID (Linux caps them at 2^22) and within Perfetto's int32 pid.
-const SYNTHETIC_BASE: i64 = 1 << 30;
 
 /// Interned strings kept before the tables are dropped and the sequence's
 /// incremental state is cleared (bounded memory on long streams).
@@ -54,34 +52,16 @@ enum Role {
     Remote { id: u32, name: String },
 }
 
-/// A viewer track: a thread descriptor (`pid`, `tid`) with its own uuid,
-/// under the process descriptor of `pid`.
-#[derive(Debug, Clone, Copy)]
-struct Track {
-    uuid: u64,
-    pid: i64,
-    tid: i64,
-}
-
 /// The type facts only Perfetto uses: the Android log priority of a type
 /// with a log level or timeline priority.
 type TypeInfo = crate::formats::pairs::TypeInfo<Option<u64>>;
 
-struct MetricInfo {
-    name: String,
-    indom: Option<IndomId>,
-    pid_keyed: bool,
-    counter: bool,
-    units: String,
-}
-
-struct Series {
+pub struct Series {
     name: String,
     /// Where string values and event records go (instants).
     track: Track,
     /// The counter track of numeric values (made on the first one).
     counter_uuid: Option<u64>,
-    last_str: Option<String>,
     /// `--rate`: the previous (time, value) of a counter-semantics metric.
     prev: Option<(i64, f64)>,
 }
@@ -97,10 +77,59 @@ struct Counts {
     resets: u64,
 }
 
+/// A hasher for the interning tables' short strings: eight bytes a step
+/// (SipHash, and a byte a step, showed in profiles). Unkeyed, as
+/// `IntHasher`: the tables hold at most [`INTERN_LIMIT`] strings, so keys
+/// crafted to collide slow a lookup down, within that bound.
+#[derive(Default, Clone, Copy)]
+struct StrHasher(u64);
+
+impl std::hash::Hasher for StrHasher {
+    fn finish(&self) -> u64 {
+        // The full product folded: every bit reaches the bucket bits.
+        let p = (self.0 as u128).wrapping_mul(0x243f_6a88_85a3_08d3);
+        (p as u64) ^ ((p >> 64) as u64)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("eight bytes"));
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            let w = u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+    }
+}
+
 /// Interned strings of one kind (names, categories, annotation names).
 #[derive(Default)]
 struct Table {
-    ids: HashMap<Box<str>, u64>,
+    ids: HashMap<Box<str>, u64, std::hash::BuildHasherDefault<StrHasher>>,
+}
+
+/// The interned ids of an event type's category, name and field names,
+/// each filled where the interner gave it, valid while `generation` is the
+/// interner's: a repeat event then looks nothing up.
+#[derive(Default)]
+struct TypeIids {
+    generation: u64,
+    cat: Option<u64>,
+    name: Option<u64>,
+    fields: Vec<Option<u64>>,
+}
+
+/// The id of `s` from `slot`, or from the interner (then kept in `slot`).
+fn cached(slot: Option<&mut Option<u64>>, intern: &mut Interner, kind: u8, s: &str) -> u64 {
+    match slot {
+        Some(x) => *x.get_or_insert_with(|| intern.get(kind, s)),
+        None => intern.get(kind, s),
+    }
 }
 
 /// The interning state of the sequence.
@@ -111,6 +140,8 @@ struct Interner {
     /// Enum labels (debug annotation string values).
     labels: Table,
     next: u64,
+    /// Bumped whenever the tables are dropped (for [`TypeIids`]).
+    generation: u64,
     /// The next packet must clear the incremental state (first packet, or
     /// the tables were dropped).
     clear: bool,
@@ -129,6 +160,7 @@ impl Interner {
             args: Table::default(),
             labels: Table::default(),
             next: 1,
+            generation: 1,
             clear: true,
             new_names: Vec::new(),
             new_cats: Vec::new(),
@@ -153,6 +185,7 @@ impl Interner {
             self.args.ids.clear();
             self.labels.ids.clear();
             self.next = 1;
+            self.generation += 1;
             self.clear = true;
             return true;
         }
@@ -217,27 +250,19 @@ pub struct PerfettoWriter {
     /// A prefixed annotation name (reused).
     argname: String,
     intern: Interner,
+    /// Interned ids per event type of the stream (see [`TypeIids`]).
+    iids: IntMap<EventTypeId, TypeIids>,
     started: bool,
     /// The source time that is 0 on the trace clock (see `start`).
     boot_zero: i64,
-    origin: Option<Timestamp>,
     next_uuid: u64,
     p: Pairing<Option<u64>>,
-    tracks: Vec<Track>,
-    by_key: HashMap<TrackKey, usize>,
-    by_name: HashMap<String, usize>,
-    groups: HashMap<String, i64>,
+    lay: Layout<Series>,
     /// Process descriptors written: pid -> uuid.
     procs: HashMap<i64, u64>,
-    proc_names: HashMap<i64, String>,
-    next_syn: i64,
-    keybuf: String,
-    namebuf: String,
-    metrics: HashMap<MetricId, MetricInfo>,
-    indoms: HashMap<IndomId, HashMap<InstId, String>>,
-    series: HashMap<(MetricId, InstId), Series>,
+    /// A log line's tag (reused).
+    tagbuf: String,
     counts: Counts,
-    loss: LossReport,
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -287,25 +312,15 @@ impl PerfettoWriter {
             logbuf: Vec::new(),
             argname: String::new(),
             intern: Interner::new(),
+            iids: IntMap::default(),
             started: false,
             boot_zero: 0,
-            origin: None,
             next_uuid: 0,
             p: Pairing::default(),
-            tracks: Vec::new(),
-            by_key: HashMap::new(),
-            by_name: HashMap::new(),
-            groups: HashMap::new(),
+            lay: Layout::new(header.source),
             procs: HashMap::new(),
-            proc_names: HashMap::new(),
-            next_syn: SYNTHETIC_BASE,
-            keybuf: String::new(),
-            namebuf: String::new(),
-            metrics: HashMap::new(),
-            indoms: HashMap::new(),
-            series: HashMap::new(),
+            tagbuf: String::new(),
             counts: Counts::default(),
-            loss: LossReport::default(),
         }
     }
 
@@ -339,6 +354,18 @@ impl PerfettoWriter {
         }
     }
 
+    /// A packet of one `field` (at `ts`), whose body `f` writes.
+    fn packet(
+        &mut self,
+        ts: Option<u64>,
+        field: u32,
+        f: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        self.packet_head(ts)?;
+        wire::nested::<Error>(&mut self.pkt, field, f)?;
+        self.flush_packet()
+    }
+
     /// Move the packets buffered so far into `out` (several inputs).
     fn drain_into(&mut self, out: &mut impl Write) -> Result<()> {
         if let Sink::Buffer(b) = &mut self.out {
@@ -350,8 +377,12 @@ impl PerfettoWriter {
         Ok(())
     }
 
-    /// The fields every packet starts with.
-    fn packet_head(&mut self, ts: Option<u64>) {
+    /// The fields every packet starts with. Every packet needs the
+    /// sequence's incremental state (its packet defaults say which clock
+    /// `ts` is in); the first packet, and the first after the interning
+    /// tables are dropped, clears it and sets the defaults (again: a clear
+    /// drops them). See docs/perfetto.md, "Time".
+    fn packet_head(&mut self, ts: Option<u64>) -> Result<()> {
         self.pkt.clear();
         wire::varint_field(&mut self.pkt, P_SEQUENCE_ID, self.seq_id);
         if let Role::Remote { id, .. } = self.role {
@@ -360,6 +391,17 @@ impl PerfettoWriter {
         if let Some(t) = ts {
             wire::varint_field(&mut self.pkt, P_TIMESTAMP, t);
         }
+        let mut flags = SEQ_NEEDS_INCREMENTAL_STATE;
+        if self.intern.clear {
+            self.intern.clear = false;
+            flags |= SEQ_INCREMENTAL_STATE_CLEARED;
+            wire::nested::<Error>(&mut self.pkt, P_TRACE_PACKET_DEFAULTS, |b| {
+                wire::varint_field(b, TPD_TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME);
+                Ok(())
+            })?;
+        }
+        wire::varint_field(&mut self.pkt, P_SEQUENCE_FLAGS, flags);
+        Ok(())
     }
 
     /// The first packet: the clock snapshot that says how the timestamps
@@ -395,8 +437,7 @@ impl PerfettoWriter {
             // another machine take over the trace's clock; a remote clock
             // sync only ties this machine's clocks to the host's. Two equal
             // rounds: offset 0, the inputs share one time axis.
-            self.packet_head(None);
-            wire::nested::<Error>(&mut self.pkt, P_REMOTE_CLOCK_SYNC, |b| {
+            self.packet(None, P_REMOTE_CLOCK_SYNC, |b| {
                 for _ in 0..2 {
                     wire::nested::<Error>(b, RCS_SYNCED_CLOCKS, |b| {
                         wire::nested::<Error>(b, SC_CLIENT_CLOCKS, clocks)?;
@@ -406,9 +447,8 @@ impl PerfettoWriter {
                 Ok(())
             })?;
         } else {
-            self.packet_head(Some(boot));
             let dated = self.header.time_base.is_absolute();
-            wire::nested::<Error>(&mut self.pkt, P_CLOCK_SNAPSHOT, |b| {
+            self.packet(Some(boot), P_CLOCK_SNAPSHOT, |b| {
                 clocks(b)?;
                 if dated {
                     wire::varint_field(b, CS_PRIMARY_CLOCK, CLOCK_REALTIME);
@@ -416,14 +456,11 @@ impl PerfettoWriter {
                 Ok(())
             })?;
         }
-        self.flush_packet()?;
         if let Some(name) = name {
-            self.packet_head(None);
-            wire::nested::<Error>(&mut self.pkt, P_SYSTEM_INFO, |b| {
+            self.packet(None, P_SYSTEM_INFO, |b| {
                 wire::str_field(b, SI_MACHINE_NAME, &name);
                 Ok(())
             })?;
-            self.flush_packet()?;
         }
         Ok(())
     }
@@ -434,7 +471,7 @@ impl PerfettoWriter {
     fn ns(&mut self, t: Timestamp) -> u64 {
         let d = t.0.saturating_sub(self.boot_zero);
         if d < 0 {
-            self.loss.degrade(
+            self.lay.loss.degrade(
                 "timestamps",
                 "over a second before the first item: written at the trace's start",
             );
@@ -446,22 +483,16 @@ impl PerfettoWriter {
     /// A time on REALTIME (log lines): the source's own time.
     fn realtime(&mut self, t: Timestamp) -> u64 {
         if t.0 < 0 {
-            self.loss
+            self.lay
+                .loss
                 .degrade("timestamps", "before 0 on a relative clock: written as 0");
             return 0;
         }
         t.0 as u64
     }
 
-    /// Finish a TrackEvent packet: sequence flags, then the interned data it
-    /// defines. `self.pkt` already holds the head and the event.
+    /// Finish a TrackEvent packet: the interned data it defines. `self.pkt` already holds the head and the event.
     fn finish_event_packet(&mut self) -> Result<()> {
-        let mut flags = SEQ_NEEDS_INCREMENTAL_STATE;
-        if self.intern.clear {
-            flags |= SEQ_INCREMENTAL_STATE_CLEARED;
-            self.intern.clear = false;
-        }
-        wire::varint_field(&mut self.pkt, P_SEQUENCE_FLAGS, flags);
         let i = &self.intern;
         if !(i.new_names.is_empty()
             && i.new_cats.is_empty()
@@ -481,6 +512,8 @@ impl PerfettoWriter {
 
     /// A TrackEvent packet of `kind` on `track`, named `name`, with the
     /// fields of `ty` (then of `ty2`, prefixed `exit.`) as annotations.
+    /// `of`: the stream's event type `ty` is (its category, fields and,
+    /// for an instant, name), whose interned ids are then kept.
     #[allow(clippy::too_many_arguments)]
     fn track_event(
         &mut self,
@@ -491,17 +524,39 @@ impl PerfettoWriter {
         cats: (&str, bool),
         args: (&EventType, &[Value]),
         exit_args: Option<(&EventType, &[Value])>,
+        of: Option<EventTypeId>,
     ) -> Result<()> {
         if self.intern.begin() {
             self.counts.resets += 1;
         }
         let ts = self.ns(t);
-        self.packet_head(Some(ts));
-        let cat = self.intern.get(1, cats.0);
-        let unmatched = cats.1.then(|| self.intern.get(1, "unmatched"));
+        self.packet_head(Some(ts))?;
+        let Self {
+            pkt,
+            intern,
+            text,
+            argname,
+            iids,
+            ..
+        } = self;
+        let mut ids = of.map(|id| {
+            let e = iids.entry(id).or_default();
+            if e.generation != intern.generation {
+                e.generation = intern.generation;
+                e.cat = None;
+                e.name = None;
+                e.fields.clear();
+                e.fields.resize(args.0.fields.len(), None);
+            }
+            e
+        });
+        // In the interner's order: category, "unmatched", name, fields.
+        let cat = cached(ids.as_mut().map(|e| &mut e.cat), intern, 1, cats.0);
+        let unmatched = cats.1.then(|| intern.get(1, "unmatched"));
         let name_iid = match kind {
             Kind::End => None,
-            _ => Some(self.intern.get(0, name)),
+            Kind::Begin => Some(intern.get(0, name)),
+            Kind::Instant => Some(cached(ids.as_mut().map(|e| &mut e.name), intern, 0, name)),
         };
         let ty = match kind {
             Kind::Begin => TYPE_SLICE_BEGIN,
@@ -511,13 +566,7 @@ impl PerfettoWriter {
         // Annotation names are interned before the event is encoded (the
         // interner and the packet are separate buffers).
         let with_args = !matches!(kind, Kind::End);
-        let Self {
-            pkt,
-            intern,
-            text,
-            argname,
-            ..
-        } = self;
+        let slots = ids.map(|e| &mut e.fields[..]);
         wire::nested::<Error>(pkt, P_TRACK_EVENT, |b| {
             wire::varint_field(b, TE_TYPE, ty);
             wire::varint_field(b, TE_TRACK_UUID, track);
@@ -529,14 +578,38 @@ impl PerfettoWriter {
                 if let Some(u) = unmatched {
                     wire::varint_field(b, TE_CATEGORY_IIDS, u);
                 }
-                annotations(b, intern, text, argname, args.0, args.1, "")?;
-                if let Some((t2, v2)) = exit_args {
-                    annotations(b, intern, text, argname, t2, v2, "exit.")?;
+                annotations(b, intern, text, argname, args, "", slots)?;
+                if let Some(exit) = exit_args {
+                    annotations(b, intern, text, argname, exit, "exit.", None)?;
                 }
             }
             Ok(())
         })?;
         self.finish_event_packet()
+    }
+
+    /// An instant the writer makes itself (metric strings, event records,
+    /// marks, annotations): of no event type of the stream.
+    fn own_instant(
+        &mut self,
+        t: Timestamp,
+        track: u64,
+        name: &str,
+        cat: &str,
+        args: (&EventType, &[Value]),
+    ) -> Result<()> {
+        self.track_event(
+            Kind::Instant,
+            t,
+            track,
+            name,
+            (cat, false),
+            args,
+            None,
+            None,
+        )?;
+        self.counts.instants += 1;
+        Ok(())
     }
 
     /// A counter value on counter track `uuid`.
@@ -545,7 +618,7 @@ impl PerfettoWriter {
             self.counts.resets += 1;
         }
         let ts = self.ns(t);
-        self.packet_head(Some(ts));
+        self.packet_head(Some(ts))?;
         wire::nested::<Error>(&mut self.pkt, P_TRACK_EVENT, |b| {
             wire::varint_field(b, TE_TYPE, TYPE_COUNTER);
             wire::varint_field(b, TE_TRACK_UUID, uuid);
@@ -564,8 +637,7 @@ impl PerfettoWriter {
     fn log(&mut self, t: Timestamp, tr: Track, prio: u64, tag: &str, msg: &str) -> Result<()> {
         let boot = self.ns(t);
         let ts = self.realtime(t);
-        self.packet_head(Some(boot));
-        wire::nested::<Error>(&mut self.pkt, P_ANDROID_LOG, |b| {
+        self.packet(Some(boot), P_ANDROID_LOG, |b| {
             wire::nested::<Error>(b, AL_EVENTS, |b| {
                 wire::int_field(b, LE_PID, tr.pid);
                 wire::int_field(b, LE_TID, tr.tid);
@@ -576,17 +648,11 @@ impl PerfettoWriter {
                 Ok(())
             })
         })?;
-        self.flush_packet()?;
         self.counts.logs += 1;
         Ok(())
     }
 
     // ------------------------------------------------------------ tracks
-
-    fn syn(&mut self) -> i64 {
-        self.next_syn += 1;
-        self.next_syn
-    }
 
     fn uuid(&mut self) -> u64 {
         self.next_uuid += 1;
@@ -602,8 +668,7 @@ impl PerfettoWriter {
         if new {
             self.procs.insert(pid, uuid);
         }
-        self.packet_head(None);
-        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+        self.packet(None, P_TRACK_DESCRIPTOR, |b| {
             wire::varint_field(b, TD_UUID, uuid);
             wire::nested::<Error>(b, TD_PROCESS, |b| {
                 wire::int_field(b, PD_PID, pid);
@@ -611,7 +676,6 @@ impl PerfettoWriter {
                 Ok(())
             })
         })?;
-        self.flush_packet()?;
         self.counts.descriptors += 1;
         Ok(uuid)
     }
@@ -626,8 +690,7 @@ impl PerfettoWriter {
         rank: Option<i64>,
     ) -> Result<()> {
         let parent = self.procs.get(&pid).copied();
-        self.packet_head(None);
-        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+        self.packet(None, P_TRACK_DESCRIPTOR, |b| {
             wire::varint_field(b, TD_UUID, uuid);
             if let Some(p) = parent {
                 wire::varint_field(b, TD_PARENT_UUID, p);
@@ -643,7 +706,6 @@ impl PerfettoWriter {
             }
             Ok(())
         })?;
-        self.flush_packet()?;
         self.counts.descriptors += 1;
         Ok(())
     }
@@ -652,8 +714,7 @@ impl PerfettoWriter {
     fn counter_track(&mut self, pid: i64, name: &str, unit: &str) -> Result<u64> {
         let uuid = self.uuid();
         let parent = self.procs.get(&pid).copied();
-        self.packet_head(None);
-        wire::nested::<Error>(&mut self.pkt, P_TRACK_DESCRIPTOR, |b| {
+        self.packet(None, P_TRACK_DESCRIPTOR, |b| {
             wire::varint_field(b, TD_UUID, uuid);
             if let Some(p) = parent {
                 wire::varint_field(b, TD_PARENT_UUID, p);
@@ -666,190 +727,14 @@ impl PerfettoWriter {
                 Ok(())
             })
         })?;
-        self.flush_packet()?;
         self.counts.descriptors += 1;
         Ok(uuid)
-    }
-
-    fn group(&mut self, name: &str) -> Result<i64> {
-        if let Some(&p) = self.groups.get(name) {
-            return Ok(p);
-        }
-        let pid = self.syn();
-        self.groups.insert(name.to_string(), pid);
-        self.process(pid, name)?;
-        Ok(pid)
-    }
-
-    fn new_track(&mut self, pid: i64, tid: i64, name: &str, rank: Option<i64>) -> Result<usize> {
-        let uuid = self.uuid();
-        self.thread(uuid, pid, tid, name, rank)?;
-        self.tracks.push(Track { uuid, pid, tid });
-        Ok(self.tracks.len() - 1)
-    }
-
-    fn cpu_word(&self) -> &'static str {
-        if self.header.source == FormatId::Timeline {
-            "core"
-        } else {
-            "CPU"
-        }
-    }
-
-    fn cpu_group(&mut self) -> Result<i64> {
-        let name = if self.header.source == FormatId::Timeline {
-            "cores"
-        } else {
-            "CPUs"
-        };
-        self.group(name)
-    }
-
-    fn process_label(&self, pid: i64) -> String {
-        match self.proc_names.get(&pid) {
-            Some(n) => n.clone(),
-            None if pid == 0 => "idle (pid 0)".into(),
-            None => format!("pid {pid}"),
-        }
-    }
-
-    fn name_process(&mut self, pid: i64, name: &str) -> Result<()> {
-        if self.proc_names.get(&pid).is_some_and(|n| n == name) {
-            return Ok(());
-        }
-        self.proc_names.insert(pid, name.to_string());
-        if let Some(&t) = self.by_key.get(&TrackKey::Process(pid)) {
-            // The same uuids again: the descriptors are renamed in place.
-            self.process(pid, name)?;
-            let tr = self.tracks[t];
-            self.thread(tr.uuid, pid, pid, name, None)?;
-        }
-        Ok(())
-    }
-
-    fn track(&mut self, key: TrackKey) -> Result<usize> {
-        if let Some(&t) = self.by_key.get(&key) {
-            return Ok(t);
-        }
-        let word = self.cpu_word();
-        let t = match key {
-            TrackKey::Cpu(c) => {
-                let pid = self.cpu_group()?;
-                let tid = self.syn();
-                self.new_track(pid, tid, &format!("{word} {c}"), Some(3 * c as i64))?
-            }
-            TrackKey::CpuRun(c) => {
-                let pid = self.cpu_group()?;
-                let tid = self.syn();
-                let n = format!("{word} {c} running");
-                self.new_track(pid, tid, &n, Some(3 * c as i64 + 1))?
-            }
-            TrackKey::CpuUnknown(c) => {
-                let pid = self.cpu_group()?;
-                let tid = self.syn();
-                let n = format!("{word} {c}, process not yet known");
-                self.new_track(pid, tid, &n, Some(3 * c as i64 + 2))?
-            }
-            TrackKey::Idle(c) => {
-                // pid 0 is the kernel's swapper to Perfetto: a group of its own.
-                let pid = self.group("idle (pid 0)")?;
-                let tid = self.syn();
-                self.new_track(pid, tid, &format!("idle on {word} {c}"), Some(c as i64))?
-            }
-            TrackKey::Process(p) => {
-                let label = self.process_label(p);
-                self.process(p, &label)?;
-                self.new_track(p, p, &label, None)?
-            }
-            TrackKey::Metric(m) => {
-                let name = self
-                    .metrics
-                    .get(&m)
-                    .map(|i| i.name.clone())
-                    .unwrap_or_else(|| format!("metric {m}"));
-                let pid = self.syn();
-                self.process(pid, &name)?;
-                self.new_track(pid, pid, &name, None)?
-            }
-            TrackKey::Marks | TrackKey::Notes => {
-                let name = if key == TrackKey::Marks {
-                    "marks"
-                } else {
-                    "annotations"
-                };
-                let pid = self.group(name)?;
-                let tid = self.syn();
-                self.new_track(pid, tid, name, None)?
-            }
-        };
-        self.by_key.insert(key, t);
-        Ok(t)
-    }
-
-    fn named_track(&mut self, ga: &str, gb: &str, thread: &str) -> Result<usize> {
-        self.keybuf.clear();
-        self.keybuf.push_str(ga);
-        self.keybuf.push_str(gb);
-        self.keybuf.push('\0');
-        self.keybuf.push_str(thread);
-        if let Some(&t) = self.by_name.get(self.keybuf.as_str()) {
-            return Ok(t);
-        }
-        let key = self.keybuf.clone();
-        let pid = self.group(&format!("{ga}{gb}"))?;
-        let tid = self.syn();
-        let t = self.new_track(pid, tid, thread, None)?;
-        self.by_name.insert(key, t);
-        Ok(t)
-    }
-
-    fn home(&mut self, e: &Event, ti: &TypeInfo) -> Result<usize> {
-        if let Some(p) = ti
-            .pid_field
-            .and_then(|i| e.fields.get(i))
-            .and_then(Value::as_i128)
-            .and_then(|p| i64::try_from(p).ok())
-        {
-            if let Some(Value::Str(n)) = ti.name_field.and_then(|i| e.fields.get(i)) {
-                if !n.is_empty() {
-                    self.name_process(p, n)?;
-                }
-            }
-            return self.track(TrackKey::Process(p));
-        }
-        if let Some(c) = e.cpu {
-            return self.track(TrackKey::Cpu(c));
-        }
-        if let Some(ecu) = e.extras.str(X_ECU) {
-            let apid = e.extras.str(X_APID).unwrap_or("-");
-            return self.named_track("ECU ", ecu, apid);
-        }
-        let src = self.header.source.name();
-        if let Some(s) = &e.stream {
-            return self.named_track(src, " streams", s);
-        }
-        self.named_track(src, " events", &ti.ty.category)
-    }
-
-    // ------------------------------------------------------------ events
-
-    fn event(&mut self, e: &Event) -> Result<()> {
-        let Some(ti) = self.p.begin_event(e) else {
-            self.loss
-                .drop_item("events", "event of an undefined type (no name to show)");
-            return Ok(());
-        };
-        let home = self.home(e, &ti)?;
-        if let Some(p) = ti.extra {
-            self.log_line(e, &ti, home, p)?;
-        }
-        self.paired_event(e, &ti, home)
     }
 
     /// An event with a log level or priority as a log line: tag `APID:CTID`
     /// (DLT) or the category, the message the field values as text.
     fn log_line(&mut self, e: &Event, ti: &TypeInfo, home: usize, prio: u64) -> Result<()> {
-        let mut tag = std::mem::take(&mut self.keybuf);
+        let mut tag = std::mem::take(&mut self.tagbuf);
         tag.clear();
         tag.push_str(&ti.ty.category);
         let dlt = e.extras.str(X_ECU).is_some();
@@ -868,274 +753,17 @@ impl PerfettoWriter {
             Some(m) => crate::formats::dlt::text::payload(&m, &mut msg),
             None => log_message(&mut msg, &ti.ty, &e.fields, dlt),
         }
-        let tr = self.tracks[home];
+        let tr = self.lay.tracks[home];
         let text = String::from_utf8_lossy(&msg);
         let r = self.log(e.time, tr, prio, &tag, &text);
         drop(text);
-        self.keybuf = tag;
+        self.tagbuf = tag;
         self.logbuf = msg;
         r
     }
 
-    fn define_metric(&mut self, m: &MetricDesc) {
-        let name = m.name().to_string();
-        let pid_keyed =
-            m.indom.is_some() && (name.starts_with("kpi.proc.") || name.starts_with("proc."));
-        self.metrics.insert(
-            m.id,
-            MetricInfo {
-                name,
-                indom: m.indom,
-                pid_keyed,
-                counter: m.sem == Semantics::Counter,
-                units: m.units.pcp_str(),
-            },
-        );
-        self.series.retain(|(id, _), _| *id != m.id);
-    }
-
-    fn indom(&mut self, u: &IndomUpdate) {
-        let gone = crate::formats::pairs::update_instance_names(&mut self.indoms, u);
-        if !gone.is_empty() {
-            let metrics = &self.metrics;
-            self.series.retain(|(m, inst), _| {
-                !(metrics.get(m).is_some_and(|mi| mi.indom == Some(u.id)) && gone.contains(inst))
-            });
-        }
-    }
-
-    fn series(&mut self, m: MetricId, inst: InstId) -> Result<&mut Series> {
-        if !self.series.contains_key(&(m, inst)) {
-            let (mname, indom, pid_keyed) = match self.metrics.get(&m) {
-                Some(mi) => (mi.name.clone(), mi.indom, mi.pid_keyed),
-                None => (format!("metric {m}"), None, false),
-            };
-            let iname = indom
-                .and_then(|d| self.indoms.get(&d))
-                .and_then(|n| n.get(&inst))
-                .cloned();
-            let (track, name) = if pid_keyed && inst >= 0 {
-                if let Some(n) = &iname {
-                    if !self.proc_names.contains_key(&(inst as i64)) {
-                        self.name_process(inst as i64, n)?;
-                    }
-                }
-                (self.track(TrackKey::Process(inst as i64))?, mname)
-            } else {
-                let t = self.track(TrackKey::Metric(m))?;
-                let name = if inst == PM_IN_NULL {
-                    mname
-                } else {
-                    match &iname {
-                        Some(n) => format!("{mname}[{n}]"),
-                        None => format!("{mname}[{inst}]"),
-                    }
-                };
-                (t, name)
-            };
-            self.series.insert(
-                (m, inst),
-                Series {
-                    name,
-                    track: self.tracks[track],
-                    counter_uuid: None,
-                    last_str: None,
-                    prev: None,
-                },
-            );
-        }
-        Ok(self.series.get_mut(&(m, inst)).expect("inserted above"))
-    }
-
-    fn sample(&mut self, s: &Sample) -> Result<()> {
-        for mv in &s.metrics {
-            let vals = match &mv.values {
-                Ok(v) => v,
-                Err(_) => {
-                    self.loss
-                        .drop_item("metric values", "PCP error code instead of a value");
-                    continue;
-                }
-            };
-            for (inst, v) in vals {
-                self.value(mv.metric, *inst, v, s.time)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn value(&mut self, m: MetricId, inst: InstId, v: &Value, t: Timestamp) -> Result<()> {
-        match v {
-            Value::I64(_) | Value::U64(_) | Value::Enum(_) | Value::F32(_) | Value::F64(_) => {
-                let counter = self.metrics.get(&m).is_some_and(|mi| mi.counter);
-                let as_rate = self.rate && counter;
-                let se = self.series(m, inst)?;
-                let uuid = match se.counter_uuid {
-                    Some(u) => u,
-                    None => {
-                        let (pid, name) = (se.track.pid, se.name.clone());
-                        let units = self
-                            .metrics
-                            .get(&m)
-                            .map(|mi| mi.units.clone())
-                            .unwrap_or_default();
-                        let unit = match (as_rate, units.is_empty()) {
-                            (false, _) => units,
-                            (true, true) => "/ sec".into(),
-                            (true, false) => format!("{units} / sec"),
-                        };
-                        let u = self.counter_track(pid, &name, &unit)?;
-                        self.series.get_mut(&(m, inst)).expect("made").counter_uuid = Some(u);
-                        u
-                    }
-                };
-                let cv = if as_rate {
-                    let x = v.as_f64().unwrap_or(0.0);
-                    let se = self.series.get_mut(&(m, inst)).expect("made");
-                    let prev = se.prev.replace((t.0, x));
-                    // The first value, a counter that went down (reset or
-                    // wrap) or no time between: no rate to show.
-                    match prev {
-                        Some((t0, x0)) if t.0 > t0 && x >= x0 => {
-                            CounterValue::Double((x - x0) / ((t.0 - t0) as f64 / 1e9))
-                        }
-                        _ => return Ok(()),
-                    }
-                } else {
-                    match *v {
-                        Value::I64(x) | Value::Enum(x) => CounterValue::Int(x),
-                        Value::U64(x) => match i64::try_from(x) {
-                            Ok(x) => CounterValue::Int(x),
-                            Err(_) => CounterValue::Double(x as f64),
-                        },
-                        Value::F32(x) => CounterValue::Double(x as f64),
-                        Value::F64(x) => CounterValue::Double(x),
-                        _ => unreachable!("numeric arm"),
-                    }
-                };
-                self.counter_event(t, uuid, cv)?;
-            }
-            Value::Str(s) => {
-                let se = self.series(m, inst)?;
-                if se.last_str.as_deref() == Some(s.as_str()) {
-                    self.loss.degrade(
-                        "string metric values",
-                        "written as instants where the value changes; repeats left out",
-                    );
-                    return Ok(());
-                }
-                se.last_str = Some(s.clone());
-                let (uuid, name) = (se.track.uuid, se.name.clone());
-                let vals = [v.clone()];
-                self.track_event(
-                    Kind::Instant,
-                    t,
-                    uuid,
-                    &name,
-                    ("metric", false),
-                    (value_type(), &vals),
-                    None,
-                )?;
-                self.counts.instants += 1;
-            }
-            Value::Events(recs) => {
-                for rec in recs {
-                    self.event_record(m, inst, rec)?;
-                }
-            }
-            _ => self.loss.drop_item(
-                "metric values",
-                "aggregate or compound value: not a counter (CTF or PCP carry it)",
-            ),
-        }
-        Ok(())
-    }
-
-    fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()> {
-        let se = self.series(m, inst)?;
-        let (uuid, name) = (se.track.uuid, se.name.clone());
-        // Parameters as annotations named after their metric.
-        let mut fields = vec![Field::new("flags", FieldType::Uint(4))];
-        let mut vals = vec![Value::U64(rec.flags as u64)];
-        for p in &rec.params {
-            let n = self
-                .metrics
-                .get(&p.metric)
-                .map(|i| i.name.clone())
-                .unwrap_or_else(|| format!("metric {}", p.metric));
-            fields.push(Field::new(&n, FieldType::String));
-            vals.push(p.value.clone());
-        }
-        let ty = EventType::new(0, "event record", &name, fields);
-        self.track_event(
-            Kind::Instant,
-            rec.time,
-            uuid,
-            &name,
-            ("event record", false),
-            (&ty, &vals),
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
-    }
-
-    // ------------------------------------------------------------ others
-
-    fn mark(&mut self, m: &Mark) -> Result<()> {
-        let track = self.track(TrackKey::Marks)?;
-        let uuid = self.tracks[track].uuid;
-        self.track_event(
-            Kind::Instant,
-            m.time,
-            uuid,
-            "mark",
-            ("mark", false),
-            (value_type(), &[]),
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
-    }
-
-    fn annotation(&mut self, a: &Annotation) -> Result<()> {
-        let track = match a.extras.str(X_ECU) {
-            Some(ecu) => {
-                let apid = a.extras.str(X_APID).unwrap_or("-");
-                self.named_track("ECU ", ecu, apid)?
-            }
-            None => self.track(TrackKey::Notes)?,
-        };
-        let uuid = self.tracks[track].uuid;
-        let name = match a.text.char_indices().nth(80) {
-            Some((i, _)) => &a.text[..i],
-            None => a.text.as_str(),
-        };
-        let mut vals = vec![Value::Str(a.text.clone())];
-        if let Some(c) = a.extras.str(X_CTID) {
-            vals.push(Value::Str(c.to_string()));
-        }
-        self.track_event(
-            Kind::Instant,
-            a.time,
-            uuid,
-            name,
-            ("annotation", false),
-            (annotation_type(), &vals),
-            None,
-        )?;
-        self.counts.instants += 1;
-        Ok(())
-    }
-
     fn close(&mut self) -> Result<()> {
-        if self.origin.is_none() {
-            return Err(Error::nothing_to_write(
-                "nothing to write",
-                "the input has no events, samples, marks or annotations",
-            ));
-        }
-        self.close_pairs()?;
+        self.end_pairs()?;
         let p = self.path.clone();
         match &mut self.out {
             Sink::File(f) => f.flush().map_err(io_err(&p)),
@@ -1146,19 +774,15 @@ impl PerfettoWriter {
     /// What was written, with the counts of the loss report.
     fn report(&mut self) -> LossReport {
         let c = &self.counts;
-        let mut loss = std::mem::take(&mut self.loss);
-        self.p.report(
-            &mut loss,
-            &[
-                ("slices (paired entry/exit)", c.slices),
-                ("running slices (from schedchange)", c.running),
-                ("instants", c.instants),
-                ("counter values", c.counters),
-                ("log lines (android_log)", c.logs),
-                ("track descriptors", c.descriptors),
-            ],
-        );
-        loss
+        let wrote = [
+            ("slices (paired entry/exit)", c.slices),
+            ("running slices (from schedchange)", c.running),
+            ("instants", c.instants),
+            ("counter values", c.counters),
+            ("log lines (android_log)", c.logs),
+            ("track descriptors", c.descriptors),
+        ];
+        self.report_counts(&wrote)
     }
 }
 
@@ -1209,20 +833,24 @@ fn annotation_type() -> &'static EventType {
     })
 }
 
-/// The fields of an event as typed debug annotations, names interned.
+/// The fields of an event as typed debug annotations, names interned
+/// (their ids kept in `slots`, one per field of `ty`, where given).
 fn annotations(
     b: &mut Vec<u8>,
     intern: &mut Interner,
     text: &mut Vec<u8>,
     pname: &mut String,
-    ty: &EventType,
-    values: &[Value],
+    (ty, values): (&EventType, &[Value]),
     prefix: &str,
+    mut slots: Option<&mut [Option<u64>]>,
 ) -> Result<()> {
     for (i, v) in values.iter().enumerate() {
         let f = ty.fields.get(i);
         let iid = match (f, prefix.is_empty()) {
-            (Some(f), true) => intern.get(2, &f.name),
+            (Some(f), true) => {
+                let slot = slots.as_mut().and_then(|s| s.get_mut(i));
+                cached(slot, intern, 2, &f.name)
+            }
             _ => {
                 // Prefixed or unnamed: built once per field, rare.
                 pname.clear();
@@ -1311,6 +939,177 @@ fn log_message(out: &mut Vec<u8>, ty: &EventType, fields: &[Value], dlt: bool) {
     }
 }
 
+impl Describe for PerfettoWriter {
+    type Series = Series;
+
+    fn layout(&mut self) -> &mut Layout<Series> {
+        &mut self.lay
+    }
+
+    fn new_series(&mut self, track: Track, name: String) -> Series {
+        Series {
+            name,
+            track,
+            counter_uuid: None,
+            prev: None,
+        }
+    }
+
+    /// Perfetto orders processes itself: no sort key.
+    fn describe_process(&mut self, pid: i64, name: &str, _: Option<i64>) -> Result<()> {
+        self.process(pid, name).map(drop)
+    }
+
+    fn describe_thread(
+        &mut self,
+        pid: i64,
+        tid: i64,
+        name: &str,
+        rank: Option<i64>,
+    ) -> Result<u64> {
+        let uuid = self.uuid();
+        self.thread(uuid, pid, tid, name, rank)?;
+        Ok(uuid)
+    }
+
+    /// The same uuids again: the descriptors are renamed in place.
+    fn rename(&mut self, t: Track, name: &str) -> Result<()> {
+        self.process(t.pid, name)?;
+        self.thread(t.id, t.pid, t.pid, name, None)
+    }
+
+    /// pid 0 is the kernel's swapper to Perfetto: a group of its own.
+    fn idle_group(&mut self) -> Result<i64> {
+        self.group("idle (pid 0)", None)
+    }
+}
+
+impl SliceExport for PerfettoWriter {
+    const RULES: &'static [crate::formats::format::Rule] = super::WRITES;
+
+    fn first_time(&mut self, t: Timestamp) -> Result<()> {
+        self.start(t)
+    }
+
+    fn finish_export(&mut self) -> Result<LossReport> {
+        self.close()?;
+        Ok(self.report())
+    }
+
+    fn type_extra(&mut self, t: &EventType) -> Option<u64> {
+        // A redefined type: its kept ids may name other strings.
+        self.iids.remove(&t.id);
+        t.priority.as_deref().and_then(log_priority)
+    }
+
+    fn placed_event(&mut self, e: &Event, ti: &TypeInfo, home: usize) -> Result<()> {
+        if let Some(p) = ti.extra {
+            self.log_line(e, ti, home, p)?;
+        }
+        self.paired_event(e, ti, home)
+    }
+
+    fn value(&mut self, m: MetricId, inst: InstId, v: &Value, t: Timestamp) -> Result<()> {
+        if !is_counter_value(v) {
+            return self.other_value(m, inst, v, t);
+        }
+        let counter = self.lay.metrics.get(&m).is_some_and(|mi| mi.counter);
+        let as_rate = self.rate && counter;
+        let se = self.series(m, inst)?;
+        let uuid = match se.counter_uuid {
+            Some(u) => u,
+            None => {
+                let (pid, name) = (se.track.pid, se.name.clone());
+                let units = self
+                    .lay
+                    .metrics
+                    .get(&m)
+                    .map(|mi| mi.units.clone())
+                    .unwrap_or_default();
+                let unit = match (as_rate, units.is_empty()) {
+                    (false, _) => units,
+                    (true, true) => "/ sec".into(),
+                    (true, false) => format!("{units} / sec"),
+                };
+                let u = self.counter_track(pid, &name, &unit)?;
+                self.lay.series_mut(m, inst).expect("made").counter_uuid = Some(u);
+                u
+            }
+        };
+        let cv = if as_rate {
+            let x = v.as_f64().unwrap_or(0.0);
+            let se = self.lay.series_mut(m, inst).expect("made");
+            let prev = se.prev.replace((t.0, x));
+            // The first value, a counter that went down (reset or wrap) or
+            // no time between: no rate to show.
+            match prev {
+                Some((t0, x0)) if t.0 > t0 && x >= x0 => {
+                    CounterValue::Double((x - x0) / ((t.0 - t0) as f64 / 1e9))
+                }
+                _ => return Ok(()),
+            }
+        } else {
+            match *v {
+                Value::I64(x) | Value::Enum(x) => CounterValue::Int(x),
+                Value::U64(x) => match i64::try_from(x) {
+                    Ok(x) => CounterValue::Int(x),
+                    Err(_) => CounterValue::Double(x as f64),
+                },
+                Value::F32(x) => CounterValue::Double(x as f64),
+                Value::F64(x) => CounterValue::Double(x),
+                _ => unreachable!("numeric arm"),
+            }
+        };
+        self.counter_event(t, uuid, cv)
+    }
+
+    fn string_value(&mut self, m: MetricId, inst: InstId, s: &str, t: Timestamp) -> Result<()> {
+        let se = self.series(m, inst)?;
+        let (uuid, name) = (se.track.id, se.name.clone());
+        let vals = [Value::Str(s.to_string())];
+        self.own_instant(t, uuid, &name, "metric", (value_type(), &vals))
+    }
+
+    fn event_record(&mut self, m: MetricId, inst: InstId, rec: &EventRecord) -> Result<()> {
+        let se = self.series(m, inst)?;
+        let (uuid, name) = (se.track.id, se.name.clone());
+        // Parameters as annotations named after their metric.
+        let mut fields = vec![Field::new("flags", FieldType::Uint(4))];
+        let mut vals = vec![Value::U64(rec.flags as u64)];
+        for p in &rec.params {
+            fields.push(Field::new(
+                &self.lay.metric_name(p.metric),
+                FieldType::String,
+            ));
+            vals.push(p.value.clone());
+        }
+        let ty = EventType::new(0, "event record", &name, fields);
+        self.own_instant(rec.time, uuid, &name, "event record", (&ty, &vals))
+    }
+
+    fn mark(&mut self, m: &Mark) -> Result<()> {
+        let track = self.place(TrackKey::Marks)?;
+        let uuid = self.lay.tracks[track].id;
+        self.own_instant(m.time, uuid, "mark", "mark", (value_type(), &[]))
+    }
+
+    fn annotation(&mut self, a: &Annotation) -> Result<()> {
+        let track = self.annotation_track(a)?;
+        let uuid = self.lay.tracks[track].id;
+        let mut vals = vec![Value::Str(a.text.clone())];
+        if let Some(c) = a.extras.str(X_CTID) {
+            vals.push(Value::Str(c.to_string()));
+        }
+        self.own_instant(
+            a.time,
+            uuid,
+            annotation_name(&a.text),
+            "annotation",
+            (annotation_type(), &vals),
+        )
+    }
+}
+
 impl Slices for PerfettoWriter {
     type Extra = Option<u64>;
 
@@ -1319,26 +1118,20 @@ impl Slices for PerfettoWriter {
     }
 
     fn track(&mut self, key: TrackKey) -> Result<usize> {
-        PerfettoWriter::track(self, key)
+        self.place(key)
     }
 
-    fn instant(
-        &mut self,
-        time: Timestamp,
-        ty: &EventType,
-        fields: &[Value],
-        track: usize,
-        unmatched: bool,
-    ) -> Result<()> {
-        let uuid = self.tracks[track].uuid;
+    fn instant(&mut self, i: Point<'_>) -> Result<()> {
+        let uuid = self.lay.tracks[i.track].id;
         self.track_event(
             Kind::Instant,
-            time,
+            i.time,
             uuid,
-            &ty.name,
-            (&ty.category, unmatched),
-            (ty, fields),
+            &i.ty.name,
+            (&i.ty.category, i.unmatched),
+            (i.ty, i.fields),
             None,
+            Some(i.ty.id),
         )?;
         self.counts.instants += 1;
         Ok(())
@@ -1346,123 +1139,58 @@ impl Slices for PerfettoWriter {
 
     /// A slice from an entry and its exit: its begin and end, written when
     /// the exit is read (the trace processor sorts by time).
-    fn slice(
-        &mut self,
-        open: &Open,
-        close: &Event,
-        close_ti: &TypeInfo,
-        track: usize,
-    ) -> Result<()> {
-        let Some(oti) = self.p.types.get(&open.type_id).cloned() else {
-            return Ok(());
-        };
-        self.namebuf.clear();
-        self.namebuf
-            .push_str(&self.p.stems[open.stem as usize].name);
-        if let Some(v) = oti.id_field.and_then(|i| open.fields.get(i)) {
-            self.namebuf.push(' ');
-            v.push_text(&mut self.namebuf);
-        }
-        let name = std::mem::take(&mut self.namebuf);
-        let mut end = close.time;
-        if end < open.time {
-            self.loss
-                .degrade("durations", "exit earlier than its entry: duration 0");
-            end = open.time;
-        }
-        let uuid = self.tracks[track].uuid;
-        let exit = (!close.fields.is_empty()).then_some((&*close_ti.ty, &close.fields[..]));
-        let r = self
-            .track_event(
-                Kind::Begin,
-                open.time,
-                uuid,
-                &name,
-                (&oti.ty.category, false),
-                (&oti.ty, &open.fields),
-                exit,
-            )
-            .and_then(|()| {
-                self.track_event(Kind::End, end, uuid, "", ("", false), (&oti.ty, &[]), None)
-            });
-        self.namebuf = name;
-        r?;
+    fn slice(&mut self, s: Span<'_, Option<u64>>) -> Result<()> {
+        let end = slice_end(s.open, s.close, &mut self.lay.loss);
+        let uuid = self.lay.tracks[s.track].id;
+        let ty = &s.ty.ty;
+        let exit = (!s.close.fields.is_empty()).then_some((&*s.close_ti.ty, &s.close.fields[..]));
+        let (cat, args) = ((ty.category.as_str(), false), (&**ty, &s.open.fields[..]));
+        self.track_event(
+            Kind::Begin,
+            s.open.time,
+            uuid,
+            s.name,
+            cat,
+            args,
+            exit,
+            Some(ty.id),
+        )?;
+        self.track_event(Kind::End, end, uuid, "", ("", false), (ty, &[]), None, None)?;
         self.counts.slices += 1;
         Ok(())
     }
 
     /// One edge of a running slice on the CPU's "running" track.
-    fn run_edge(&mut self, c: u32, pid: i64, at: Timestamp, begin: bool) -> Result<()> {
-        let track = self.track(TrackKey::CpuRun(c))?;
-        let uuid = self.tracks[track].uuid;
-        let label = if begin {
-            let l = self.process_label(pid);
-            if let Some(r) = self.p.cpus.get_mut(&c) {
-                r.label.clone_from(&l);
-            }
-            l
-        } else {
-            String::new()
-        };
+    fn run_edge(&mut self, e: Edge) -> Result<()> {
+        let uuid = self.lay.tracks[e.track].id;
         let pid_ty = pid_type();
-        let pid_val = [Value::I64(pid)];
-        if begin {
+        if e.begin {
+            let label = self.p.run_label(e.cpu, self.lay.process_label(e.pid));
+            let pid_val = [Value::I64(e.pid)];
             self.track_event(
                 Kind::Begin,
-                at,
+                e.at,
                 uuid,
                 &label,
                 ("sched", false),
                 (pid_ty, &pid_val),
                 None,
+                None,
             )?;
             self.counts.running += 1;
         } else {
-            self.track_event(Kind::End, at, uuid, "", ("", false), (pid_ty, &[]), None)?;
+            self.track_event(
+                Kind::End,
+                e.at,
+                uuid,
+                "",
+                ("", false),
+                (pid_ty, &[]),
+                None,
+                None,
+            )?;
         }
         Ok(())
-    }
-
-    // ------------------------------------------------------------ samples
-}
-
-impl TraceWriter for PerfettoWriter {
-    fn write_item(&mut self, item: &Item) -> Result<()> {
-        if self.origin.is_none() && item.is_data() {
-            self.origin = item.time();
-            if let Some(t) = self.origin {
-                self.start(t)?;
-            }
-        }
-        match item {
-            Item::EventType(t) => {
-                let log_prio = t.priority.as_deref().and_then(log_priority);
-                self.p.define_type(t, log_prio);
-                Ok(())
-            }
-            Item::Metric(m) => {
-                self.define_metric(m);
-                Ok(())
-            }
-            Item::Indom(u) => {
-                self.indom(u);
-                Ok(())
-            }
-            Item::Help(_) | Item::Labels(_) => {
-                note_dropped(&mut self.loss, super::WRITES, item);
-                Ok(())
-            }
-            Item::Event(e) => self.event(e),
-            Item::EventRun(r) => r.each_item(|it| self.write_item(it)),
-            Item::Sample(s) => self.sample(s),
-            Item::Mark(m) => self.mark(m),
-            Item::Annotation(a) => self.annotation(a),
-        }
-    }
-
-    fn finish(mut self: Box<Self>) -> Result<LossReport> {
-        self.close()?;
-        Ok(self.report())
     }
 }
 
@@ -1565,7 +1293,7 @@ impl TraceWriter for MachinesWriter {
                 // Every machine on the one time axis, from the first item.
                 self.started = true;
                 for m in &mut self.machines {
-                    m.origin = Some(t);
+                    m.lay.origin = Some(t);
                     m.start(t)?;
                     m.drain_into(&mut self.out)?;
                 }
