@@ -21,11 +21,13 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{path_target, AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    buffered_file, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
+    Rule,
+};
 use crate::input::Input;
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::output::OutTarget;
+use crate::model::{FormatId, TraceReader, TraceWriter};
+use crate::options::ReadOptions;
 use std::io::{Read, Write};
 
 pub struct DltFormat;
@@ -176,28 +178,17 @@ impl Format for DltFormat {
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(reader::DltReader::open(input, opts)?))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        let p = path_target(out, "the dlt format is binary: give -o FILE, not stdout")?;
-        let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        let p = req.path("the dlt format is binary: give -o FILE, not stdout")?;
+        let out = buffered_file(p)?;
         Ok(Box::new(writer::DltWriter::new(
-            std::io::BufWriter::with_capacity(1 << 16, f),
+            out,
             p.clone(),
-            header,
-            opts,
+            req.header,
+            req.opts,
         )))
     }
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
-        dump::dump(input, ropts, dopts, out)
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        dump::dump(req.input, req.ropts, req.dopts, out)
     }
 }
