@@ -53,6 +53,11 @@ const RETURN_TYPE: [&str; 9] = [
 pub fn type_names(msin: u8) -> (&'static str, &'static str) {
     let mstp = ((msin & 0x0e) >> 1) as usize;
     let mtin = (msin >> 4) as usize;
+    (MESSAGE_TYPE[mstp], sub_type(mstp, mtin))
+}
+
+/// The name of message sub-type `mtin` of message type `mstp` ("" if none).
+fn sub_type(mstp: usize, mtin: usize) -> &'static str {
     let sub = match mstp {
         0 => LOG_INFO.get(mtin),
         1 => TRACE_TYPE.get(mtin),
@@ -60,7 +65,7 @@ pub fn type_names(msin: u8) -> (&'static str, &'static str) {
         3 => CONTROL_TYPE.get(mtin),
         _ => None,
     };
-    (MESSAGE_TYPE[mstp], sub.copied().unwrap_or(""))
+    sub.copied().unwrap_or("")
 }
 
 /// Log level names by MTIN (1 fatal … 6 verbose).
@@ -240,14 +245,7 @@ pub fn header(dates: &mut DateCache, m: &Msg, out: &mut Vec<u8>) {
             let mtin = e.mtin() as usize;
             out.extend_from_slice(MESSAGE_TYPE[mstp].as_bytes());
             out.push(b' ');
-            let sub = match mstp {
-                0 => LOG_INFO.get(mtin),
-                1 => TRACE_TYPE.get(mtin),
-                2 => NW_TRACE_TYPE.get(mtin),
-                3 => CONTROL_TYPE.get(mtin),
-                _ => None,
-            };
-            out.extend_from_slice(sub.map_or("", |s| s).as_bytes());
+            out.extend_from_slice(sub_type(mstp, mtin).as_bytes());
             out.push(b' ');
             out.push(if e.verbose() { b'V' } else { b'N' });
             out.push(b' ');
