@@ -25,6 +25,7 @@ use crate::formats::format::{
     buffered_file, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
     Rule,
 };
+use crate::formats::kpi::{KPI_EVENTS, KPI_SAMPLES};
 use crate::input::Input;
 use crate::model::{FormatId, TraceReader, TraceWriter};
 use crate::options::ReadOptions;
@@ -64,8 +65,7 @@ pub const INFO: FormatInfo = FormatInfo::native(
 /// KPI data is grouped as KPI lines are; every other event, value and
 /// annotation becomes a verbose log message of its own.
 pub const WRITES: &[Rule] = &[
-    Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
-        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_EVENTS,
     Rule::kept(
         Kind::Events,
         "one verbose log message each: APID from the category, CTID from the name, fields as typed arguments",
@@ -94,11 +94,7 @@ pub const WRITES: &[Rule] = &[
         "over 255 fields or 64 KiB",
         "more than a DLT message holds (255 arguments, 64 KiB): cut to fit",
     ),
-    Rule::kept(
-        Kind::Samples,
-        "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
-    )
-    .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_SAMPLES,
     Rule::kept(
         Kind::Samples,
         "one log message per value: metric name, instance name, typed value",

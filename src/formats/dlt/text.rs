@@ -74,18 +74,8 @@ pub const LOG_LEVELS: [&str; 7] = LOG_INFO;
 // ------------------------------------------------------------ integers
 
 /// Append `v` in decimal.
-pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut b = [0u8; 20];
-    let mut i = b.len();
-    loop {
-        i -= 1;
-        b[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&b[i..]);
+pub fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 pub fn push_i64(out: &mut Vec<u8>, v: i64) {
@@ -97,22 +87,10 @@ pub fn push_i64(out: &mut Vec<u8>, v: i64) {
 
 /// Append `v` right-aligned in `width` columns, padded with `pad`.
 fn push_padded(out: &mut Vec<u8>, v: u64, width: usize, pad: u8) {
-    let mut b = [0u8; 20];
-    let mut i = b.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        b[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let n = b.len() - i;
-    for _ in n..width {
-        out.push(pad);
-    }
-    out.extend_from_slice(&b[i..]);
+    let mut b = itoa::Buffer::new();
+    let digits = b.format(v).as_bytes();
+    out.extend(std::iter::repeat_n(pad, width.saturating_sub(digits.len())));
+    out.extend_from_slice(digits);
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";

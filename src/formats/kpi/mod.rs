@@ -55,21 +55,26 @@ pub const INFO: FormatInfo = FormatInfo::native(
 .with_raw_clock(RawClock::Native(crate::model::keys::CLOCK_DLT))
 .undated();
 
+/// KPI datasets from a KPI source (lines or DLT messages) stay datasets in
+/// either KPI carrier.
+pub const KPI_EVENTS: Rule = Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
+    .from(&[FormatId::Kpi, FormatId::Dlt]);
+pub const KPI_SAMPLES: Rule = Rule::kept(
+    Kind::Samples,
+    "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
+)
+.from(&[FormatId::Kpi, FormatId::Dlt]);
+
 /// What KPI lines hold.
 pub const KPI_WRITES: &[Rule] = &[
-    Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
-        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_EVENTS,
     Rule::some_dropped(
         Kind::Events,
         "events",
         "all but kpi NEW/STP/CHK",
         "KPI lines carry only NEW/STP/CHK events",
     ),
-    Rule::kept(
-        Kind::Samples,
-        "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
-    )
-    .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_SAMPLES,
     Rule::some_dropped(
         Kind::Samples,
         "values",
