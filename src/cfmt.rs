@@ -100,6 +100,26 @@ pub fn push_g(o: &mut String, x: f64, prec: usize) {
     }
 }
 
+/// `s` in double quotes, with the C escapes that TSDL and JSON share
+/// (`\"`, `\\`, `\n`, `\r`, `\t`); `other` writes every other character,
+/// escaping what its format needs.
+pub fn quote_c(s: &str, mut other: impl FnMut(&mut String, char)) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c => other(&mut o, c),
+        }
+    }
+    o.push('"');
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

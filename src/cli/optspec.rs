@@ -132,22 +132,18 @@ const ANY_RECORD: &[Rule] = &[r(&[Record], Src::Any, Tgt::Any)];
 const EVENT_SOURCES: Src = Src::Formats(&[Kpi, Dlt, Pcp, Ltt, Timeline]);
 const METRIC_SOURCES: Src = Src::Formats(&[Kpi, Dlt, Mmv, Pcp]);
 /// Targets that keep events (CSV: with --events) and listings of them.
-const EVENT_TARGETS: Tgt = to(&[
-    Target::To(Kpi),
-    Target::To(Dlt),
-    Target::To(Mmv),
-    Target::To(Pcp),
-    Target::To(Ltt),
-    Target::To(Timeline),
-    Target::To(ChromeJson),
-    Target::To(Ctf),
-    Target::To(Parquet),
-    Target::To(Perfetto),
-    Target::Native,
-    Target::Common,
-    Target::Summary,
-    Target::Stats,
-]);
+const EVENT_TARGETS: Tgt = to(&EVENT_TARGET_LIST);
+const EVENT_TARGET_LIST: [Target; 14] = targets(
+    [
+        Kpi, Dlt, Mmv, Pcp, Ltt, Timeline, ChromeJson, Ctf, Parquet, Perfetto,
+    ],
+    &[
+        Target::Native,
+        Target::Common,
+        Target::Summary,
+        Target::Stats,
+    ],
+);
 /// An event filter's rules: targets that keep events, and CSV's events
 /// table (with --events).
 const fn event_filter(sources: Src) -> [Rule; 2] {
@@ -172,44 +168,45 @@ const CPU_SOURCES: Src = Src::Formats(&[Ltt, Timeline]);
 const CPU_FILTER: &[Rule] = &event_filter(CPU_SOURCES);
 /// Every target and listing but the native one (which shows the file as
 /// it is) and a timeline (which keeps cycles as cycles).
-const PLACED: Tgt = to(&[
-    Target::To(Kpi),
-    Target::To(Dlt),
-    Target::To(Mmv),
-    Target::To(Pcp),
-    Target::To(Ltt),
-    Target::To(ChromeJson),
-    Target::To(Csv),
-    Target::To(Ctf),
-    Target::To(Parquet),
-    Target::To(Perfetto),
-    Target::Common,
-    Target::Summary,
-    Target::Stats,
-]);
-const NOT_NATIVE: Tgt = to(&[
-    Target::To(Kpi),
-    Target::To(Dlt),
-    Target::To(Mmv),
-    Target::To(Pcp),
-    Target::To(Ltt),
-    Target::To(Timeline),
-    Target::To(ChromeJson),
-    Target::To(Csv),
-    Target::To(Ctf),
-    Target::To(Parquet),
-    Target::To(Perfetto),
-    Target::Common,
-    Target::Summary,
-    Target::Stats,
-]);
+const PLACED: Tgt = to(&PLACED_LIST);
+const PLACED_LIST: [Target; 13] = targets(
+    [
+        Kpi, Dlt, Mmv, Pcp, Ltt, ChromeJson, Csv, Ctf, Parquet, Perfetto,
+    ],
+    &LISTINGS,
+);
+const NOT_NATIVE: Tgt = to(&NOT_NATIVE_LIST);
+const NOT_NATIVE_LIST: [Target; 14] = targets(
+    [
+        Kpi, Dlt, Mmv, Pcp, Ltt, Timeline, ChromeJson, Csv, Ctf, Parquet, Perfetto,
+    ],
+    &LISTINGS,
+);
+/// The listings but the native one.
+const LISTINGS: [Target; 3] = [Target::Common, Target::Summary, Target::Stats];
 
 /// `--to` targets of these formats.
 const fn to_formats<const N: usize>(f: [FormatId; N]) -> [Target; N] {
-    let mut t = [Target::Native; N];
+    targets(f, &[])
+}
+/// `--to` targets of `formats`, then the `listings`: `M` targets in all
+/// (checked when compiled).
+const fn targets<const N: usize, const M: usize>(
+    formats: [FormatId; N],
+    listings: &[Target],
+) -> [Target; M] {
+    assert!(
+        N + listings.len() == M,
+        "the target count is N formats + listings"
+    );
+    let mut t = [Target::Native; M];
     let mut i = 0;
-    while i < N {
-        t[i] = Target::To(f[i]);
+    while i < M {
+        t[i] = if i < N {
+            Target::To(formats[i])
+        } else {
+            listings[i - N]
+        };
         i += 1;
     }
     t

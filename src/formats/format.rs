@@ -8,8 +8,9 @@ use crate::input::Input;
 use crate::model::{FormatId, Header, Item, LossReport, Timestamp, TraceReader, TraceWriter};
 use crate::options::{DumpOptions, ReadOptions, WriteOptions};
 use crate::output::OutTarget;
-use std::io::Write;
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 /// What a format implementation can do in this build.
 #[derive(Debug, Clone, Copy, Default)]
@@ -490,18 +491,24 @@ pub trait Format: Sync {
         let _ = (input, opts);
         Err(not_implemented(self.id(), "reading"))
     }
-    /// Create a writer. `header` is the source stream's header.
+    /// Create a writer. `header` is the source stream's header. Formats
+    /// implement [`Format::writer`], which takes the three as one request.
     fn create(
         &self,
         out: &OutTarget,
         header: &Header,
         opts: &WriteOptions,
     ) -> Result<Box<dyn TraceWriter>> {
-        let _ = (out, header, opts);
+        self.writer(CreateRequest { out, header, opts })
+    }
+    /// What [`Format::create`] does: the format's writer.
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        let _ = req;
         Err(not_implemented(self.id(), "writing"))
     }
     /// The native-style listing (pmdumplog, mmvdump, Snabb's dump, …).
     /// Returns the diagnostics met (salvage ones make the exit code 1).
+    /// Formats implement [`Format::listing`].
     fn dump(
         &self,
         input: &Input,
@@ -509,7 +516,16 @@ pub trait Format: Sync {
         dopts: &DumpOptions,
         out: &mut dyn Write,
     ) -> Result<Vec<Diagnostic>> {
-        let _ = (input, ropts, dopts, out);
+        let req = DumpRequest {
+            input,
+            ropts,
+            dopts,
+        };
+        self.listing(req, out)
+    }
+    /// What [`Format::dump`] does: the format's native listing.
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        let _ = (req, out);
         Err(not_implemented(self.id(), "dumping"))
     }
     /// The trace's start and, with `need_end`, its end: what `+DURATION`
@@ -518,12 +534,7 @@ pub trait Format: Sync {
     /// latest data item's. The default reads the stream (up to the first
     /// data item when the end is not needed); formats that know their
     /// bounds cheaply say so.
-    fn time_bounds(
-        &self,
-        input: &Input,
-        opts: &ReadOptions,
-        need_end: bool,
-    ) -> Result<(Option<Timestamp>, Option<Timestamp>)> {
+    fn time_bounds(&self, input: &Input, opts: &ReadOptions, need_end: bool) -> Result<Bounds> {
         let mut r = self.open(input, opts)?;
         let mut start = r.header().start;
         let mut end: Option<Timestamp> = None;
@@ -547,8 +558,37 @@ pub trait Format: Sync {
     }
 }
 
+/// A trace's start and end (see [`Format::time_bounds`]).
+pub type Bounds = (Option<Timestamp>, Option<Timestamp>);
+
+/// What a writer is created for (see [`Format::create`]).
+#[derive(Clone, Copy)]
+pub struct CreateRequest<'a> {
+    /// The file, directory or stdout it writes to.
+    pub out: &'a OutTarget,
+    /// The source stream's header.
+    pub header: &'a Header,
+    pub opts: &'a WriteOptions,
+}
+
+impl CreateRequest<'_> {
+    /// The file or directory written to; stdout is refused with `refusal`
+    /// (see [`path_target`]).
+    pub fn path(&self, refusal: &str) -> Result<&PathBuf> {
+        path_target(self.out, refusal)
+    }
+}
+
+/// What a native listing lists (see [`Format::dump`]).
+#[derive(Clone, Copy)]
+pub struct DumpRequest<'a> {
+    pub input: &'a Input,
+    pub ropts: &'a ReadOptions,
+    pub dopts: &'a DumpOptions,
+}
+
 /// Makes a format's writer (what [`Format::create`] does).
-pub type CreateWriter = fn(&OutTarget, &Header, &WriteOptions) -> Result<Box<dyn TraceWriter>>;
+pub type CreateWriter = fn(CreateRequest) -> Result<Box<dyn TraceWriter>>;
 
 /// An export format: a declaration and a writer, nothing else to say.
 /// The exports share this one [`Format`] implementation.
@@ -566,13 +606,8 @@ impl Format for Export {
     fn dataset(&self) -> bool {
         self.dataset
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        (self.create)(out, header, opts)
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        (self.create)(req)
     }
 }
 
@@ -583,6 +618,12 @@ pub fn path_target<'a>(out: &'a OutTarget, refusal: &str) -> Result<&'a PathBuf>
         OutTarget::Path(p) => Ok(p),
         OutTarget::Stdout => Err(Error::Usage(refusal.into())),
     }
+}
+
+/// A new file, buffered (64 KiB) for a writer's many small writes.
+pub fn buffered_file(path: &Path) -> Result<BufWriter<File>> {
+    let f = File::create(path).map_err(|e| Error::io(path, e))?;
+    Ok(BufWriter::with_capacity(1 << 16, f))
 }
 
 pub fn not_implemented(id: FormatId, what: &str) -> Error {

@@ -6,8 +6,8 @@ use crate::input::{Input, InputKind};
 use crate::model::FormatId;
 
 pub use format::{
-    mapping, not_implemented, raw_clock_fate, AbsoluteTime, Caps, Fate, Format, FormatInfo, Kind,
-    MapLine, RawClock, Rule,
+    mapping, not_implemented, raw_clock_fate, AbsoluteTime, Caps, CreateRequest, DumpRequest, Fate,
+    Format, FormatInfo, Kind, MapLine, RawClock, Rule,
 };
 
 pub mod chrome;

@@ -51,6 +51,22 @@ fn write_f32<W: Write + ?Sized>(w: &mut W, v: f32) -> io::Result<()> {
     }
 }
 
+/// Values as a JSON array, each shaped by `elem`.
+fn write_list<W: Write + ?Sized>(
+    w: &mut W,
+    xs: &[Value],
+    elem: Option<&FieldType>,
+) -> io::Result<()> {
+    w.write_all(b"[")?;
+    for (i, x) in xs.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        write_value(w, x, elem)?;
+    }
+    w.write_all(b"]")
+}
+
 /// A field value as JSON, shaped by its type where the model has one:
 /// enums as their label, structs and unions as objects named by member,
 /// arrays and sequences as arrays, bytes as `"0x…"` text.
@@ -91,14 +107,7 @@ pub fn write_value<W: Write + ?Sized>(
                 }
                 _ => None,
             };
-            w.write_all(b"[")?;
-            for (i, x) in xs.iter().enumerate() {
-                if i > 0 {
-                    w.write_all(b",")?;
-                }
-                write_value(w, x, elem)?;
-            }
-            w.write_all(b"]")
+            write_list(w, xs, elem)
         }
         Value::Struct(xs) | Value::Union(xs) => {
             let members = match ty {
@@ -119,16 +128,7 @@ pub fn write_value<W: Write + ?Sized>(
                     w.write_all(b"}")
                 }
                 // No member names known: the values in order.
-                None => {
-                    w.write_all(b"[")?;
-                    for (i, x) in xs.iter().enumerate() {
-                        if i > 0 {
-                            w.write_all(b",")?;
-                        }
-                        write_value(w, x, None)?;
-                    }
-                    w.write_all(b"]")
-                }
+                None => write_list(w, xs, None),
             }
         }
         Value::Events(recs) => {

@@ -61,6 +61,6 @@ pub const WRITES: &[Rule] = &[
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {
     info: &INFO,
-    create: |out, header, _opts| Ok(Box::new(writer::ChromeWriter::new(out, header)?)),
+    create: |req| Ok(Box::new(writer::ChromeWriter::new(req.out, req.header)?)),
     dataset: false,
 };

@@ -57,6 +57,10 @@ pub const WRITES: &[Rule] = &[
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {
     info: &INFO,
-    create: |out, header, opts| Ok(Box::new(writer::CsvWriter::new(out, header, opts)?)),
+    create: |req| {
+        Ok(Box::new(writer::CsvWriter::new(
+            req.out, req.header, req.opts,
+        )?))
+    },
     dataset: false,
 };

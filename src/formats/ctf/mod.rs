@@ -8,7 +8,7 @@ pub mod packet;
 pub mod types;
 pub mod writer;
 
-use crate::formats::format::{path_target, Export, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{Export, FormatInfo, Kind, RawClock, Rule};
 use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
@@ -44,12 +44,11 @@ pub const WRITES: &[Rule] = &[
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {
     info: &INFO,
-    create: |out, header, _opts| {
-        let path = path_target(out, "a CTF trace is a directory: give -o DIR")?;
+    create: |req| {
+        let path = req.path("a CTF trace is a directory: give -o DIR")?;
+        let config = writer::Config::default();
         Ok(Box::new(writer::CtfWriter::create(
-            path,
-            header,
-            writer::Config::default(),
+            path, req.header, config,
         )?))
     },
     dataset: false,

@@ -42,6 +42,23 @@ pub enum CType {
     Records,
 }
 
+impl CType {
+    /// A signed integer of `bytes` bytes.
+    pub const fn signed(bytes: u8) -> CType {
+        CType::Int {
+            bytes,
+            signed: true,
+        }
+    }
+    /// An unsigned integer of `bytes` bytes.
+    pub const fn unsigned(bytes: u8) -> CType {
+        CType::Int {
+            bytes,
+            signed: false,
+        }
+    }
+}
+
 /// A named member of a struct (event payload, struct field).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CField {
@@ -127,24 +144,14 @@ pub fn ident(name: &str, used: &mut HashSet<String>) -> String {
 
 /// A TSDL string literal (event names, enum labels, env values).
 pub fn literal(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\t' => o.push_str("\\t"),
-            '\r' => o.push_str("\\r"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                // TSDL has C escapes; octal keeps them unambiguous.
-                write!(o, "\\{:03o}", c as u32).unwrap();
-            }
-            c => o.push(c),
+    crate::cfmt::quote_c(s, |o, c| {
+        if (c as u32) < 0x20 || c == '\u{7f}' {
+            // TSDL has C escapes; octal keeps them unambiguous.
+            write!(o, "\\{:03o}", c as u32).unwrap();
+        } else {
+            o.push(c);
         }
-    }
-    o.push('"');
-    o
+    })
 }
 
 /// Integer byte size the model allows (1, 2, 4, 8), else 8.
@@ -158,14 +165,8 @@ fn int_bytes(n: u8) -> u8 {
 /// The CTF class of a model field type.
 pub fn from_field_type(t: &FieldType) -> CType {
     match t {
-        FieldType::Int(n) => CType::Int {
-            bytes: int_bytes(*n),
-            signed: true,
-        },
-        FieldType::Uint(n) => CType::Int {
-            bytes: int_bytes(*n),
-            signed: false,
-        },
+        FieldType::Int(n) => CType::signed(int_bytes(*n)),
+        FieldType::Uint(n) => CType::unsigned(int_bytes(*n)),
         FieldType::Float(n) => CType::Float { double: *n != 4 },
         FieldType::String => CType::Str,
         FieldType::Bytes => bytes_seq(),
@@ -173,10 +174,7 @@ pub fn from_field_type(t: &FieldType) -> CType {
             let bytes = int_bytes(*size);
             if labels.is_empty() {
                 // A TSDL enum needs at least one mapping.
-                return CType::Int {
-                    bytes,
-                    signed: false,
-                };
+                return CType::unsigned(bytes);
             }
             let signed = labels.iter().any(|(v, _)| *v < 0);
             CType::Enum {
@@ -233,32 +231,17 @@ fn element(t: CType) -> CType {
 pub fn bytes_seq() -> CType {
     CType::Seq {
         len_bytes: 4,
-        elem: Box::new(CType::Int {
-            bytes: 1,
-            signed: false,
-        }),
+        elem: Box::new(CType::unsigned(1)),
     }
 }
 
 /// The CTF class of a metric value of `vtype`.
 pub fn from_value_type(vtype: ValueType) -> CType {
     match vtype {
-        ValueType::I32 => CType::Int {
-            bytes: 4,
-            signed: true,
-        },
-        ValueType::U32 => CType::Int {
-            bytes: 4,
-            signed: false,
-        },
-        ValueType::I64 => CType::Int {
-            bytes: 8,
-            signed: true,
-        },
-        ValueType::U64 => CType::Int {
-            bytes: 8,
-            signed: false,
-        },
+        ValueType::I32 => CType::signed(4),
+        ValueType::U32 => CType::unsigned(4),
+        ValueType::I64 => CType::signed(8),
+        ValueType::U64 => CType::unsigned(8),
         ValueType::F32 => CType::Float { double: false },
         ValueType::F64 => CType::Float { double: true },
         ValueType::String => CType::Str,

@@ -193,14 +193,7 @@ impl CtfWriter {
         let mut used = HashSet::new();
         let mut fields = Vec::new();
         if has_indom {
-            fields.push(types::member(
-                "instance",
-                CType::Int {
-                    bytes: 4,
-                    signed: true,
-                },
-                &mut used,
-            ));
+            fields.push(types::member("instance", CType::signed(4), &mut used));
             fields.push(types::member("instance_name", CType::Str, &mut used));
         }
         fields.push(types::member("value", vt.clone(), &mut used));
@@ -234,22 +227,8 @@ impl CtfWriter {
                 METRIC_ERROR,
                 vec![
                     types::member("metric", CType::Str, &mut used),
-                    types::member(
-                        "pmid",
-                        CType::Int {
-                            bytes: 4,
-                            signed: false,
-                        },
-                        &mut used,
-                    ),
-                    types::member(
-                        "code",
-                        CType::Int {
-                            bytes: 4,
-                            signed: true,
-                        },
-                        &mut used,
-                    ),
+                    types::member("pmid", CType::unsigned(4), &mut used),
+                    types::member("code", CType::signed(4), &mut used),
                 ],
             ),
         };

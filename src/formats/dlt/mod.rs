@@ -21,11 +21,14 @@ pub mod text;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{path_target, AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    buffered_file, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
+    Rule,
+};
+use crate::formats::kpi::{KPI_EVENTS, KPI_SAMPLES};
 use crate::input::Input;
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::output::OutTarget;
+use crate::model::{FormatId, TraceReader, TraceWriter};
+use crate::options::ReadOptions;
 use std::io::{Read, Write};
 
 pub struct DltFormat;
@@ -62,8 +65,7 @@ pub const INFO: FormatInfo = FormatInfo::native(
 /// KPI data is grouped as KPI lines are; every other event, value and
 /// annotation becomes a verbose log message of its own.
 pub const WRITES: &[Rule] = &[
-    Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
-        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_EVENTS,
     Rule::kept(
         Kind::Events,
         "one verbose log message each: APID from the category, CTID from the name, fields as typed arguments",
@@ -92,11 +94,7 @@ pub const WRITES: &[Rule] = &[
         "over 255 fields or 64 KiB",
         "more than a DLT message holds (255 arguments, 64 KiB): cut to fit",
     ),
-    Rule::kept(
-        Kind::Samples,
-        "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
-    )
-    .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_SAMPLES,
     Rule::kept(
         Kind::Samples,
         "one log message per value: metric name, instance name, typed value",
@@ -176,28 +174,17 @@ impl Format for DltFormat {
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(reader::DltReader::open(input, opts)?))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        let p = path_target(out, "the dlt format is binary: give -o FILE, not stdout")?;
-        let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        let p = req.path("the dlt format is binary: give -o FILE, not stdout")?;
+        let out = buffered_file(p)?;
         Ok(Box::new(writer::DltWriter::new(
-            std::io::BufWriter::with_capacity(1 << 16, f),
+            out,
             p.clone(),
-            header,
-            opts,
+            req.header,
+            req.opts,
         )))
     }
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
-        dump::dump(input, ropts, dopts, out)
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        dump::dump(req.input, req.ropts, req.dopts, out)
     }
 }

@@ -80,6 +80,20 @@ const FIRST_TYPE: EventTypeId = 1000;
 /// "too many signatures" type (a bound on what a file can make us hold).
 const MAX_TYPES: usize = 100_000;
 
+/// The header fields every message's item keeps (counter, session,
+/// timestamp, storage time, header type).
+fn header_extras(x: &mut Extras, m: &Msg) {
+    x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
+    if let Some(s) = m.session {
+        x.set(X_SESSION, ExtraValue::U64(s as u64));
+    }
+    if let Some(t) = m.tmsp {
+        x.set(X_TMSP, ExtraValue::U64(t as u64));
+    }
+    x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
+    x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
+}
+
 fn storage_ns(m: &Msg) -> i64 {
     (m.secs as i64) * 1_000_000_000 + (m.usecs as i64) * 1000
 }
@@ -348,15 +362,7 @@ impl State {
         let type_id = self.type_of(m, &argv, named, control);
         let mut x = Extras::default();
         x.set(X_ECU, id_value(&m.ecu_id()));
-        x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
-        if let Some(s) = m.session {
-            x.set(X_SESSION, ExtraValue::U64(s as u64));
-        }
-        if let Some(t) = m.tmsp {
-            x.set(X_TMSP, ExtraValue::U64(t as u64));
-        }
-        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
-        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
+        header_extras(&mut x, m);
         if let Some(e) = m.ext.filter(|e| !e.verbose()) {
             x.set(X_NOAR, ExtraValue::U64(e.noar as u64));
         }
@@ -502,15 +508,7 @@ impl State {
             x.set(X_CTID, id_value(&e.ctid));
             x.set(X_MSIN, ExtraValue::U64(e.msin as u64));
         }
-        x.set(X_MCNT, ExtraValue::U64(m.mcnt as u64));
-        if let Some(s) = m.session {
-            x.set(X_SESSION, ExtraValue::U64(s as u64));
-        }
-        if let Some(t) = m.tmsp {
-            x.set(X_TMSP, ExtraValue::U64(t as u64));
-        }
-        x.set(X_STORAGE, ExtraValue::I64(storage_ns(m)));
-        x.set(X_HTYP, ExtraValue::U64(m.htyp as u64));
+        header_extras(&mut x, m);
         x.set(X_RAW, ExtraValue::Bytes(m.raw.to_vec()));
         x.set(X_ORDER, ExtraValue::U64(self.order));
         self.order += 1;

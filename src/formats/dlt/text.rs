@@ -53,6 +53,11 @@ const RETURN_TYPE: [&str; 9] = [
 pub fn type_names(msin: u8) -> (&'static str, &'static str) {
     let mstp = ((msin & 0x0e) >> 1) as usize;
     let mtin = (msin >> 4) as usize;
+    (MESSAGE_TYPE[mstp], sub_type(mstp, mtin))
+}
+
+/// The name of message sub-type `mtin` of message type `mstp` ("" if none).
+fn sub_type(mstp: usize, mtin: usize) -> &'static str {
     let sub = match mstp {
         0 => LOG_INFO.get(mtin),
         1 => TRACE_TYPE.get(mtin),
@@ -60,7 +65,7 @@ pub fn type_names(msin: u8) -> (&'static str, &'static str) {
         3 => CONTROL_TYPE.get(mtin),
         _ => None,
     };
-    (MESSAGE_TYPE[mstp], sub.copied().unwrap_or(""))
+    sub.copied().unwrap_or("")
 }
 
 /// Log level names by MTIN (1 fatal … 6 verbose).
@@ -69,18 +74,8 @@ pub const LOG_LEVELS: [&str; 7] = LOG_INFO;
 // ------------------------------------------------------------ integers
 
 /// Append `v` in decimal.
-pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut b = [0u8; 20];
-    let mut i = b.len();
-    loop {
-        i -= 1;
-        b[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&b[i..]);
+pub fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 pub fn push_i64(out: &mut Vec<u8>, v: i64) {
@@ -92,22 +87,10 @@ pub fn push_i64(out: &mut Vec<u8>, v: i64) {
 
 /// Append `v` right-aligned in `width` columns, padded with `pad`.
 fn push_padded(out: &mut Vec<u8>, v: u64, width: usize, pad: u8) {
-    let mut b = [0u8; 20];
-    let mut i = b.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        b[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let n = b.len() - i;
-    for _ in n..width {
-        out.push(pad);
-    }
-    out.extend_from_slice(&b[i..]);
+    let mut b = itoa::Buffer::new();
+    let digits = b.format(v).as_bytes();
+    out.extend(std::iter::repeat_n(pad, width.saturating_sub(digits.len())));
+    out.extend_from_slice(digits);
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -240,14 +223,7 @@ pub fn header(dates: &mut DateCache, m: &Msg, out: &mut Vec<u8>) {
             let mtin = e.mtin() as usize;
             out.extend_from_slice(MESSAGE_TYPE[mstp].as_bytes());
             out.push(b' ');
-            let sub = match mstp {
-                0 => LOG_INFO.get(mtin),
-                1 => TRACE_TYPE.get(mtin),
-                2 => NW_TRACE_TYPE.get(mtin),
-                3 => CONTROL_TYPE.get(mtin),
-                _ => None,
-            };
-            out.extend_from_slice(sub.map_or("", |s| s).as_bytes());
+            out.extend_from_slice(sub_type(mstp, mtin).as_bytes());
             out.push(b' ');
             out.push(if e.verbose() { b'V' } else { b'N' });
             out.push(b' ');

@@ -323,9 +323,20 @@ impl Assembler {
     ) {
         // A recycled KPI item has these keys already: values are set in
         // place (no entries moved).
-        if Self::group_extras_in_place(x, kind, group, beg_time, beg_raw, stored) {
-            return;
+        if !Self::group_extras_in_place(x, kind, group, beg_time, beg_raw, stored) {
+            Self::group_extras_by_key(x, kind, group, beg_time, beg_raw, stored);
         }
+    }
+
+    /// [`Self::group_extras`] key by key, for any layout of `x`.
+    fn group_extras_by_key(
+        x: &mut Extras,
+        kind: Kind,
+        group: u64,
+        beg_time: Option<i64>,
+        beg_raw: Option<u64>,
+        stored: Stored,
+    ) {
         match stored {
             Stored::Leave => {}
             Stored::Set(Some(t)) => x.set(X_STORAGE, ExtraValue::I64(t)),
@@ -1095,27 +1106,7 @@ mod tests {
                     Assembler::group_extras(&mut in_place, Kind::Chk, 4, bt, br, stored);
                 }
                 let mut key_by_key = start.clone();
-                match stored {
-                    Stored::Leave => {}
-                    Stored::Set(Some(t)) => key_by_key.set(X_STORAGE, ExtraValue::I64(t)),
-                    Stored::Set(None) => {
-                        key_by_key.remove(X_STORAGE);
-                    }
-                }
-                key_by_key.set_str(X_KIND, Kind::Chk.name());
-                key_by_key.set(X_GROUP, ExtraValue::U64(4));
-                match bt {
-                    Some(t) => key_by_key.set(X_BEG_TIME, ExtraValue::I64(t)),
-                    None => {
-                        key_by_key.remove(X_BEG_TIME);
-                    }
-                }
-                match br {
-                    Some(r) => key_by_key.set(X_BEG_RAW, ExtraValue::U64(r)),
-                    None => {
-                        key_by_key.remove(X_BEG_RAW);
-                    }
-                }
+                Assembler::group_extras_by_key(&mut key_by_key, Kind::Chk, 4, bt, br, stored);
                 assert_eq!(
                     format!("{in_place:?}"),
                     format!("{key_by_key:?}"),

@@ -10,10 +10,13 @@ pub mod text;
 pub mod truncated;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    buffered_file, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
+    Rule,
+};
 use crate::input::{Input, InputKind};
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
+use crate::model::{FormatId, TraceReader, TraceWriter};
+use crate::options::{ReadOptions, WriteOptions};
 use crate::output::OutTarget;
 use std::io::Write;
 use text::{KpiTextReader, KpiTextWriter, Style};
@@ -52,21 +55,26 @@ pub const INFO: FormatInfo = FormatInfo::native(
 .with_raw_clock(RawClock::Native(crate::model::keys::CLOCK_DLT))
 .undated();
 
+/// KPI datasets from a KPI source (lines or DLT messages) stay datasets in
+/// either KPI carrier.
+pub const KPI_EVENTS: Rule = Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
+    .from(&[FormatId::Kpi, FormatId::Dlt]);
+pub const KPI_SAMPLES: Rule = Rule::kept(
+    Kind::Samples,
+    "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
+)
+.from(&[FormatId::Kpi, FormatId::Dlt]);
+
 /// What KPI lines hold.
 pub const KPI_WRITES: &[Rule] = &[
-    Rule::kept(Kind::Events, "NEW/STP/CHK datasets in their groups")
-        .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_EVENTS,
     Rule::some_dropped(
         Kind::Events,
         "events",
         "all but kpi NEW/STP/CHK",
         "KPI lines carry only NEW/STP/CHK events",
     ),
-    Rule::kept(
-        Kind::Samples,
-        "kpi.proc.* as ACT, kpi.irq.count as IRQ datasets",
-    )
-    .from(&[FormatId::Kpi, FormatId::Dlt]),
+    KPI_SAMPLES,
     Rule::some_dropped(
         Kind::Samples,
         "values",
@@ -162,39 +170,25 @@ impl Format for KpiFormat {
     fn open(&self, input: &Input, opts: &ReadOptions) -> Result<Box<dyn TraceReader>> {
         Ok(Box::new(self.open_text(input, opts)?))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        match out {
-            OutTarget::Stdout => Ok(Box::new(KpiTextWriter::new(
-                std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
-                "<stdout>".into(),
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        let (header, opts) = (req.header, req.opts);
+        Ok(match req.out {
+            OutTarget::Stdout => {
+                let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+                Box::new(KpiTextWriter::new(out, "<stdout>".into(), header, opts))
+            }
+            OutTarget::Path(p) => Box::new(KpiTextWriter::new(
+                buffered_file(p)?,
+                p.clone(),
                 header,
                 opts,
-            ))),
-            OutTarget::Path(p) => {
-                let f = std::fs::File::create(p).map_err(|e| Error::io(p, e))?;
-                Ok(Box::new(KpiTextWriter::new(
-                    std::io::BufWriter::with_capacity(1 << 16, f),
-                    p.clone(),
-                    header,
-                    opts,
-                )))
-            }
-        }
+            )),
+        })
     }
     /// The native listing is the lines re-rendered from the model, in the
     /// input's own style: what `convert --to kpi` would write.
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        let (input, ropts, dopts) = (req.input, req.ropts, req.dopts);
         if dopts.select.names_metrics()
             || dopts.select.cpus.is_some()
             || dopts.select.exclude_cpus.is_some()

@@ -53,6 +53,11 @@ pub fn builtin_type(id: u16) -> Option<Ty> {
     })
 }
 
+/// The `N` bytes at `at`, if `b` holds them.
+fn bytes_at<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
 /// Byte order of a trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bo {
@@ -60,29 +65,18 @@ pub struct Bo {
 }
 
 impl Bo {
+    // Read little-endian, swapped for a big-endian trace.
     pub fn u16(self, b: &[u8], at: usize) -> Option<u16> {
-        let s: [u8; 2] = b.get(at..at.checked_add(2)?)?.try_into().ok()?;
-        Some(if self.big {
-            u16::from_be_bytes(s)
-        } else {
-            u16::from_le_bytes(s)
-        })
+        let v = u16::from_le_bytes(bytes_at(b, at)?);
+        Some(if self.big { v.swap_bytes() } else { v })
     }
     pub fn u32(self, b: &[u8], at: usize) -> Option<u32> {
-        let s: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if self.big {
-            u32::from_be_bytes(s)
-        } else {
-            u32::from_le_bytes(s)
-        })
+        let v = u32::from_le_bytes(bytes_at(b, at)?);
+        Some(if self.big { v.swap_bytes() } else { v })
     }
     pub fn u64(self, b: &[u8], at: usize) -> Option<u64> {
-        let s: [u8; 8] = b.get(at..at.checked_add(8)?)?.try_into().ok()?;
-        Some(if self.big {
-            u64::from_be_bytes(s)
-        } else {
-            u64::from_le_bytes(s)
-        })
+        let v = u64::from_le_bytes(bytes_at(b, at)?);
+        Some(if self.big { v.swap_bytes() } else { v })
     }
     /// Unsigned integer of 1, 2, 4 or 8 bytes.
     pub fn uint(self, b: &[u8], at: usize, n: u8) -> Option<u64> {

@@ -13,11 +13,12 @@ pub mod writer;
 pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{path_target, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    Bounds, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::input::{Input, InputKind};
 use crate::model::{Event, FormatId, Header, Item, TraceReader, TraceWriter, Value};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::output::OutTarget;
+use crate::options::{ReadOptions, WriteOptions};
 use reader::{Merge, Trace};
 use std::collections::VecDeque;
 use std::io::Write;
@@ -181,46 +182,23 @@ impl Format for LttFormat {
         let o = open_trace_with(input, opts.salvage)?;
         Ok(Box::new(LttReader::new(o)))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        let path = path_target(
-            out,
-            "an LTT trace is a directory: give -o DIR (or DIR.tar.gz)",
-        )?;
-        let cfg = writer::Config::from_options(header, opts);
-        let w = writer::LttWriter::create(path, header, cfg)?;
-        Ok(Box::new(if opts.ltt_plain { w } else { w.describing()? }))
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        let path = req.path("an LTT trace is a directory: give -o DIR (or DIR.tar.gz)")?;
+        let cfg = writer::Config::from_options(req.header, req.opts);
+        let w = writer::LttWriter::create(path, req.header, cfg)?;
+        Ok(Box::new(if req.opts.ltt_plain {
+            w
+        } else {
+            w.describing()?
+        }))
     }
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
-        let o = open_trace_with(input, ropts.salvage)?;
-        dump::dump_subset(
-            &o.trace,
-            dopts.no_framing,
-            &dopts.window,
-            &dopts.select,
-            out,
-        )
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        let o = open_trace_with(req.input, req.ropts.salvage)?;
+        let d = req.dopts;
+        dump::dump_subset(&o.trace, d.no_framing, &d.window, &d.select, out)
     }
     /// The first and last blocks of each tracefile hold the bounds.
-    fn time_bounds(
-        &self,
-        input: &Input,
-        _opts: &ReadOptions,
-        _need_end: bool,
-    ) -> Result<(
-        Option<crate::model::Timestamp>,
-        Option<crate::model::Timestamp>,
-    )> {
+    fn time_bounds(&self, input: &Input, _opts: &ReadOptions, _need_end: bool) -> Result<Bounds> {
         let o = open_trace(input)?;
         let (a, b) = o.trace.time_span();
         Ok((

@@ -1,7 +1,7 @@
 //! `info/system.xml` (spec 5.12) and `info/bookmarks.xml` (spec 5.14).
 
 use super::eventdefs::Arch;
-use super::xml::{self, decode_entities, escape, Node};
+use super::xml::{self, decode_entities, escape, Elem, Node};
 
 /// Attribute order of the design (and of the writer).
 pub const ATTR_ORDER: [&str; 15] = [
@@ -42,16 +42,19 @@ impl SystemInfo {
     }
 }
 
+/// The top-level element `name` of a parsed file.
+fn top_elem<'a>(nodes: &'a [Node], name: &str) -> Result<&'a Elem, (usize, String)> {
+    let found = nodes.iter().find_map(|n| match n {
+        Node::Elem(e) if e.name == name => Some(e),
+        _ => None,
+    });
+    found.ok_or((0, format!("no <{name}> element")))
+}
+
 /// Parse system.xml. Errors carry a byte offset.
 pub fn parse(src: &[u8]) -> Result<SystemInfo, (usize, String)> {
     let nodes = xml::parse(src).map_err(|e| (e.offset, e.msg))?;
-    let sys = nodes
-        .iter()
-        .find_map(|n| match n {
-            Node::Elem(e) if e.name == "system" => Some(e),
-            _ => None,
-        })
-        .ok_or((0, "no <system> element".to_string()))?;
+    let sys = top_elem(&nodes, "system")?;
     let attrs: Vec<(String, String)> = sys
         .attrs
         .iter()
@@ -109,13 +112,7 @@ pub fn write(values: &dyn Fn(&str) -> String, description: &str) -> Vec<u8> {
 /// kept as bytes and re-emitted unchanged).
 pub fn check_bookmarks(src: &[u8]) -> Result<usize, (usize, String)> {
     let nodes = xml::parse(src).map_err(|e| (e.offset, e.msg))?;
-    let bm = nodes
-        .iter()
-        .find_map(|n| match n {
-            Node::Elem(e) if e.name == "bookmarks" => Some(e),
-            _ => None,
-        })
-        .ok_or((0, "no <bookmarks> element".to_string()))?;
+    let bm = top_elem(&nodes, "bookmarks")?;
     let mut n = 0;
     for l in bm.elems() {
         if l.name != "location" {

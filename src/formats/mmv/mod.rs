@@ -7,11 +7,10 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::formats::format::{Format, FormatInfo, Kind, Rule};
+use crate::formats::format::{CreateRequest, DumpRequest, Format, FormatInfo, Kind, Rule};
 use crate::input::{Bytes, Input};
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::output::OutTarget;
+use crate::model::{FormatId, TraceReader, TraceWriter};
+use crate::options::ReadOptions;
 use std::io::Write;
 
 /// Extras keys (namespaced `mmv.`). Header: version, flags, cluster, pid,
@@ -154,21 +153,11 @@ impl Format for MmvFormat {
         let data = read_all(input)?;
         Ok(Box::new(reader::open(&input.path, &data, opts.salvage)?))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        writer::create(out, header, opts)
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        writer::create(req.out, req.header, req.opts)
     }
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        let (input, ropts, dopts) = (req.input, req.ropts, req.dopts);
         if !dopts.window.is_open() || !dopts.select.is_empty() {
             return Err(Error::Usage(
                 "an MMV file is one snapshot, and mmvdump lists its sections as stored: --begin/--end and the filters do not apply to that listing (use --style common)".into(),

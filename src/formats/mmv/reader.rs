@@ -374,35 +374,19 @@ pub fn to_model(
             );
             continue;
         };
+        let indom = || {
+            let id = indom_ids.get(&l.identity).copied();
+            id.unwrap_or(indom_of(cluster, l.identity))
+        };
         let (target, inst) = match l.flags & !LABEL_OPTIONAL {
             LABEL_CLUSTER => (LabelTarget::Cluster(l.identity), PM_IN_NULL),
-            LABEL_INDOM => (
-                LabelTarget::Indom(
-                    indom_ids
-                        .get(&l.identity)
-                        .copied()
-                        .unwrap_or(indom_of(cluster, l.identity)),
-                ),
-                PM_IN_NULL,
-            ),
-            LABEL_ITEM => (
-                LabelTarget::Item(
-                    by_item
-                        .get(&l.identity)
-                        .copied()
-                        .unwrap_or(pmid_of(cluster, l.identity)),
-                ),
-                PM_IN_NULL,
-            ),
-            LABEL_INSTANCES => (
-                LabelTarget::Instances(
-                    indom_ids
-                        .get(&l.identity)
-                        .copied()
-                        .unwrap_or(indom_of(cluster, l.identity)),
-                ),
-                l.internal,
-            ),
+            LABEL_INDOM => (LabelTarget::Indom(indom()), PM_IN_NULL),
+            LABEL_ITEM => {
+                let pmid = by_item.get(&l.identity).copied();
+                let pmid = pmid.unwrap_or(pmid_of(cluster, l.identity));
+                (LabelTarget::Item(pmid), PM_IN_NULL)
+            }
+            LABEL_INSTANCES => (LabelTarget::Instances(indom()), l.internal),
             other => {
                 warn(
                     diags,

@@ -924,6 +924,25 @@ struct Plan {
     trailer: Option<(u64, Vec<u8>)>,
 }
 
+/// The offset of a help text kept in `extras` under `key` (0: none), its
+/// text placed there among `strings`; None when offset and text disagree.
+fn help_off(
+    strings: &mut Vec<(u64, Vec<u8>)>,
+    extras: &Extras,
+    key: &str,
+    text: &Option<Vec<u8>>,
+) -> Option<u64> {
+    let o = extras.u64(key)?;
+    match text {
+        Some(s) if o != 0 => {
+            strings.push((o, s.clone()));
+            Some(o)
+        }
+        None if o == 0 => Some(0),
+        _ => None,
+    }
+}
+
 struct PMetric {
     off: u64,
     name: Vec<u8>,
@@ -1167,19 +1186,8 @@ fn preserved_plan(c: &Content, h: &Header) -> Option<Plan> {
             };
             p.insts.push((offs[k], off, *id, name.clone(), no));
         }
-        let mut help = |key: &str, t: &Option<Vec<u8>>| -> Option<u64> {
-            let o = d.extras.u64(key)?;
-            match t {
-                Some(s) if o != 0 => {
-                    p.strings.push((o, s.clone()));
-                    Some(o)
-                }
-                None if o == 0 => Some(0),
-                _ => None,
-            }
-        };
-        let short = help(HELP_SHORT_OFF, &d.short)?;
-        let long = help(HELP_LONG_OFF, &d.long)?;
+        let short = help_off(&mut p.strings, &d.extras, HELP_SHORT_OFF, &d.short)?;
+        let long = help_off(&mut p.strings, &d.extras, HELP_LONG_OFF, &d.long)?;
         p.indoms
             .push((off, d.serial, d.insts.len() as u32, first, short, long));
         inst_offs.push(offs);
@@ -1195,19 +1203,8 @@ fn preserved_plan(c: &Content, h: &Header) -> Option<Plan> {
         } else {
             0
         };
-        let mut help = |key: &str, t: &Option<Vec<u8>>| -> Option<u64> {
-            let o = m.extras.u64(key)?;
-            match t {
-                Some(s) if o != 0 => {
-                    p.strings.push((o, s.clone()));
-                    Some(o)
-                }
-                None if o == 0 => Some(0),
-                _ => None,
-            }
-        };
-        let short = help(HELP_SHORT_OFF, &m.short)?;
-        let long = help(HELP_LONG_OFF, &m.long)?;
+        let short = help_off(&mut p.strings, &m.extras, HELP_SHORT_OFF, &m.short)?;
+        let long = help_off(&mut p.strings, &m.extras, HELP_LONG_OFF, &m.long)?;
         p.metrics.push(PMetric {
             off,
             name: m.name.clone(),

@@ -460,38 +460,25 @@ fn print_value(o: &mut String, t: i32, raw: RawVal<'_>) {
                     u32::from_be_bytes(a)
                 })
             };
-            match t {
-                0 => match u32v(p) {
-                    Some(v) => push_int(o, v as i32),
-                    None => aggregate(o, p),
-                },
-                1 => match u32v(p) {
-                    Some(v) => push_int(o, v),
-                    None => aggregate(o, p),
-                },
-                2 => match u64v(p) {
-                    Some(v) => push_int(o, v as i64),
-                    None => aggregate(o, p),
-                },
-                3 => match u64v(p) {
-                    Some(v) => push_int(o, v),
-                    None => aggregate(o, p),
-                },
-                4 => match u32v(p) {
-                    Some(v) => push_g(o, f32::from_bits(v) as f64, 8),
-                    None => aggregate(o, p),
-                },
-                5 => match u64v(p) {
-                    Some(v) => push_g(o, f64::from_bits(v), 16),
-                    None => aggregate(o, p),
-                },
+            // None: too short for its type, or of no type: the aggregate view.
+            let typed = match t {
+                0 => u32v(p).map(|v| push_int(o, v as i32)),
+                1 => u32v(p).map(|v| push_int(o, v)),
+                2 => u64v(p).map(|v| push_int(o, v as i64)),
+                3 => u64v(p).map(|v| push_int(o, v)),
+                4 => u32v(p).map(|v| push_g(o, f32::from_bits(v) as f64, 8)),
+                5 => u64v(p).map(|v| push_g(o, f64::from_bits(v), 16)),
                 6 => {
                     let e = p.iter().position(|&c| c == 0).unwrap_or(p.len());
                     o.push('"');
                     o.push_str(&String::from_utf8_lossy(&p[..e]));
                     o.push('"');
+                    Some(())
                 }
-                _ => aggregate(o, p),
+                _ => None,
+            };
+            if typed.is_none() {
+                aggregate(o, p);
             }
         }
     }

@@ -16,11 +16,12 @@ pub mod values;
 pub mod writer;
 
 use crate::error::{Diagnostic, Result};
-use crate::formats::format::{path_target, AbsoluteTime, Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    AbsoluteTime, Bounds, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::input::{archive_base_of, Input, InputKind};
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::output::OutTarget;
+use crate::model::{FormatId, TraceReader, TraceWriter};
+use crate::options::ReadOptions;
 use std::io::{Read, Write};
 
 pub struct PcpFormat;
@@ -123,29 +124,15 @@ impl Format for PcpFormat {
         let m = reader::members_of(input)?;
         Ok(Box::new(reader::PcpReader::open(m, opts)?))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        let p = path_target(
-            out,
-            "a PCP archive cannot be written to stdout: give -o BASENAME",
-        )?;
-        Ok(Box::new(writer::PcpWriter::create(p, header, opts)?))
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        let p = req.path("a PCP archive cannot be written to stdout: give -o BASENAME")?;
+        Ok(Box::new(writer::PcpWriter::create(
+            p, req.header, req.opts,
+        )?))
     }
     /// The label's start and the last record's time (from the last index
     /// entry on): no pass over the data.
-    fn time_bounds(
-        &self,
-        input: &Input,
-        _opts: &ReadOptions,
-        need_end: bool,
-    ) -> Result<(
-        Option<crate::model::Timestamp>,
-        Option<crate::model::Timestamp>,
-    )> {
+    fn time_bounds(&self, input: &Input, _opts: &ReadOptions, need_end: bool) -> Result<Bounds> {
         let m = reader::members_of(input)?;
         let (start, end) = dump::bounds(&m, need_end)?;
         Ok((Some(start), end))
@@ -153,13 +140,8 @@ impl Format for PcpFormat {
     fn check(&self, input: &Input, opts: &ReadOptions) -> Result<Vec<Diagnostic>> {
         check::check(reader::members_of(input)?, opts.salvage)
     }
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        let (input, ropts, dopts) = (req.input, req.ropts, req.dopts);
         if dopts.values {
             let r = self.open(input, ropts)?;
             let end = if dopts.window.needs_end() {

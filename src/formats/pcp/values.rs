@@ -66,28 +66,17 @@ pub fn py_repr(x: f64) -> String {
 
 /// JSON string as Python's json.dumps (ensure_ascii) writes it.
 pub fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            '\u{8}' => o.push_str("\\b"),
-            '\u{c}' => o.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut b = [0u16; 2];
-                for u in c.encode_utf16(&mut b) {
-                    o.push_str(&format!("\\u{:04x}", u));
-                }
+    crate::cfmt::quote_c(s, |o, c| match c {
+        '\u{8}' => o.push_str("\\b"),
+        '\u{c}' => o.push_str("\\f"),
+        c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+            let mut b = [0u16; 2];
+            for u in c.encode_utf16(&mut b) {
+                o.push_str(&format!("\\u{:04x}", u));
             }
-            c => o.push(c),
         }
-    }
-    o.push('"');
-    o
+        c => o.push(c),
+    })
 }
 
 /// Write the values listing of a model stream.

@@ -9,7 +9,7 @@ pub mod layout;
 pub mod wire;
 pub mod writer;
 
-use crate::formats::format::{path_target, Export, FormatInfo, Kind, Rule};
+use crate::formats::format::{Export, FormatInfo, Kind, Rule};
 use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
@@ -84,12 +84,9 @@ pub const WRITES: &[Rule] = &[
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {
     info: &INFO,
-    create: |out, header, opts| {
-        let p = path_target(
-            out,
-            "a Perfetto trace is binary: give -o FILE.perfetto-trace",
-        )?;
-        writer::create(p, header, opts)
+    create: |req| {
+        let p = req.path("a Perfetto trace is binary: give -o FILE.perfetto-trace")?;
+        writer::create(p, req.header, req.opts)
     },
     dataset: false,
 };

@@ -183,6 +183,14 @@ fn cycles_field(c: &Cycles, tmp: &mut Vec<u8>) {
     }
 }
 
+/// What is listed, and how.
+#[derive(Clone, Copy)]
+struct Listing<'s, 'a> {
+    path: &'s Path,
+    snap: &'s Snapshot<'a>,
+    dopts: &'s DumpOptions,
+}
+
 /// Dump any timeline snapshot.
 pub fn dump(
     path: &Path,
@@ -197,9 +205,10 @@ pub fn dump(
         row_start: 0,
         w: out,
     };
+    let l = Listing { path, snap, dopts };
     let r = match snap.layout {
-        Layout::A2 => dump_a(path, snap, dopts, &mut o, diags),
-        _ => dump_m(path, snap, dopts, &mut o, diags),
+        Layout::A2 => dump_a(&l, &mut o, diags),
+        _ => dump_m(&l, &mut o, diags),
     };
     if r.is_err() {
         // Drop the partial row the damaged entry started.
@@ -408,13 +417,8 @@ fn put_digits(v: u64, dst: &mut [u8]) -> usize {
     n
 }
 
-fn dump_a(
-    path: &Path,
-    snap: &Snapshot,
-    dopts: &DumpOptions,
-    o: &mut Out,
-    diags: &mut Vec<Diagnostic>,
-) -> Result<()> {
+fn dump_a(l: &Listing, o: &mut Out, diags: &mut Vec<Diagnostic>) -> Result<()> {
+    let Listing { path, snap, dopts } = *l;
     let n = snap.n;
     let mut cx = ACtx::new(snap, path);
     let prev = |i: usize| snap.tsc_raw((i + n - 1) % n);
@@ -422,7 +426,7 @@ fn dump_a(
     let res = (|| -> Result<()> {
         if !dopts.newest_first {
             o.buf.extend_from_slice(HEADER_FINAL);
-            return dump_a_final(path, snap, dopts, o, &mut cx.overflow);
+            return dump_a_final(l, o, &mut cx.overflow);
         }
         o.buf.extend_from_slice(HEADER_NEWEST);
         let Some(newest) = a_newest_7629(snap) else {
@@ -492,13 +496,8 @@ struct Chunk {
 
 /// Snabb's final dump (spec 3.8): from the oldest slot, each row's cycles
 /// counted from the slot before it, until an unwritten slot or `--max`.
-fn dump_a_final(
-    path: &Path,
-    snap: &Snapshot,
-    dopts: &DumpOptions,
-    o: &mut Out,
-    overflow: &mut BTreeSet<usize>,
-) -> Result<()> {
+fn dump_a_final(l: &Listing, o: &mut Out, overflow: &mut BTreeSet<usize>) -> Result<()> {
+    let Listing { path, snap, dopts } = *l;
     let n = snap.n;
     let oldest = snap.a_oldest_snabb();
     // Snabb stops once the row count exceeds max: max + 1 rows.
@@ -664,13 +663,8 @@ type MRender = (Vec<u8>, Vec<u8>, Vec<Vec<u8>>);
 /// polytrace's own listing of mainline files (Snabb has no dumper for them):
 /// the same columns as the final A dump; message = event name, attributes,
 /// then `arg(value)` for each declared argument.
-fn dump_m(
-    path: &Path,
-    snap: &Snapshot,
-    dopts: &DumpOptions,
-    o: &mut Out,
-    diags: &mut Vec<Diagnostic>,
-) -> Result<()> {
+fn dump_m(l: &Listing, o: &mut Out, diags: &mut Vec<Diagnostic>) -> Result<()> {
+    let Listing { path, snap, dopts } = *l;
     let m3 = snap.layout == Layout::M3;
     if !m3 {
         diags.push(Diagnostic::warning(

@@ -9,11 +9,12 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
-use crate::formats::format::{Format, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{
+    CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
+};
 use crate::input::{Bytes, Input, InputKind};
-use crate::model::{FormatId, Header, TraceReader, TraceWriter};
-use crate::options::{DumpOptions, ReadOptions, WriteOptions};
-use crate::output::OutTarget;
+use crate::model::{FormatId, TraceReader, TraceWriter};
+use crate::options::{DumpOptions, ReadOptions};
 use std::io::Write;
 
 /// Extras keys (header, event type and event).
@@ -207,21 +208,13 @@ impl Format for TimelineFormat {
             opts,
         )?))
     }
-    fn create(
-        &self,
-        out: &OutTarget,
-        header: &Header,
-        opts: &WriteOptions,
-    ) -> Result<Box<dyn TraceWriter>> {
-        Ok(Box::new(writer::TimelineWriter::new(out, header, opts)?))
+    fn writer(&self, req: CreateRequest) -> Result<Box<dyn TraceWriter>> {
+        Ok(Box::new(writer::TimelineWriter::new(
+            req.out, req.header, req.opts,
+        )?))
     }
-    fn dump(
-        &self,
-        input: &Input,
-        ropts: &ReadOptions,
-        dopts: &DumpOptions,
-        out: &mut dyn Write,
-    ) -> Result<Vec<Diagnostic>> {
+    fn listing(&self, req: DumpRequest, out: &mut dyn Write) -> Result<Vec<Diagnostic>> {
+        let (input, ropts, dopts) = (req.input, req.ropts, req.dopts);
         if !dopts.window.is_open() || !dopts.select.is_empty() {
             return Err(Error::Usage(
                 "Snabb's dump lists the ring as stored, each row's cycles counted from its neighbour: leaving rows out would change the others, so --begin/--end and the filters do not apply to it (use --style common)".into(),

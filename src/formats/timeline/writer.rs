@@ -940,13 +940,10 @@ impl TimelineWriter {
             d.first_time.get_or_insert(s.time.0);
         }
         for mv in &s.metrics {
-            let vals = match &mv.values {
-                Ok(v) => v,
-                Err(_) => {
-                    self.loss
-                        .drop_item("sample values", "PCP error code has no timeline form");
-                    continue;
-                }
+            let Ok(vals) = &mv.values else {
+                self.loss
+                    .drop_item("sample values", "PCP error code has no timeline form");
+                continue;
             };
             for (inst, v) in vals {
                 if v.as_f64().is_none() {
