@@ -19,12 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// `OUT.parquet` → `OUT.events.parquet` (`OUT` → `OUT.events.parquet`).
 pub fn events_path(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stem = name.strip_suffix(".parquet").unwrap_or(&name);
-    out.with_file_name(format!("{stem}.events.parquet"))
+    crate::formats::csv::writer::events_path(out, "parquet")
 }
 
 /// The staging subfolders of a dataset's two tables.
@@ -693,15 +688,6 @@ impl TraceWriter for ParquetWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_file_beside_the_table() {
-        assert_eq!(
-            events_path(Path::new("/a/x.parquet")),
-            Path::new("/a/x.events.parquet")
-        );
-        assert_eq!(events_path(Path::new("x")), Path::new("x.events.parquet"));
-    }
 
     #[test]
     fn partition_names() {
