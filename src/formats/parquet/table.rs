@@ -628,7 +628,7 @@ impl Hybrid {
     }
 
     /// End the open bit-packed block.
-    fn close(&mut self, out: &mut Vec<u8>) {
+    fn close(&mut self, out: &mut [u8]) {
         if let Some(h) = self.head.take() {
             out[h] = (self.groups << 1 | 1) as u8;
             self.groups = 0;
