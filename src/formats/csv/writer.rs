@@ -79,14 +79,19 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::io(path, e)
 }
 
-/// `OUT.csv` → `OUT.events.csv` (`OUT` → `OUT.events.csv`).
-pub fn events_path(out: &Path) -> PathBuf {
+/// The events table beside the table `out`, for tables written as files
+/// of extension `ext` (CSV, Parquet): `OUT.csv` → `OUT.events.csv`
+/// (`OUT` → `OUT.events.csv`).
+pub fn events_path(out: &Path, ext: &str) -> PathBuf {
     let name = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stem = name.strip_suffix(".csv").unwrap_or(&name);
-    out.with_file_name(format!("{stem}.events.csv"))
+    let stem = name
+        .strip_suffix(ext)
+        .and_then(|s| s.strip_suffix('.'))
+        .unwrap_or(&name);
+    out.with_file_name(format!("{stem}.events.{ext}"))
 }
 
 impl CsvWriter {
@@ -106,7 +111,7 @@ impl CsvWriter {
                 ));
             };
             Some(EventsTable {
-                path: events_path(p),
+                path: events_path(p, "csv"),
                 spool: Spool::new(dir).map_err(spool_err)?,
                 types: HashMap::new(),
                 used: BTreeSet::new(),
@@ -851,10 +856,21 @@ mod tests {
     #[test]
     fn events_file_beside_the_table() {
         assert_eq!(
-            events_path(Path::new("/a/x.csv")),
+            events_path(Path::new("/a/x.csv"), "csv"),
             Path::new("/a/x.events.csv")
         );
-        assert_eq!(events_path(Path::new("x")), Path::new("x.events.csv"));
+        assert_eq!(
+            events_path(Path::new("x"), "csv"),
+            Path::new("x.events.csv")
+        );
+        assert_eq!(
+            events_path(Path::new("/a/x.parquet"), "parquet"),
+            Path::new("/a/x.events.parquet")
+        );
+        assert_eq!(
+            events_path(Path::new("xparquet"), "parquet"),
+            Path::new("xparquet.events.parquet")
+        );
     }
 
     #[test]

@@ -185,19 +185,13 @@ impl<T> Default for NumCol<T> {
 
 impl<T> NumCol<T> {
     #[inline]
-    pub fn append_value(&mut self, v: T) {
-        self.vals.push(v);
-        self.def.push(1);
-    }
-    #[inline]
-    pub fn append_null(&mut self) {
-        self.def.push(0);
-    }
-    #[inline]
     pub fn append_option(&mut self, v: Option<T>) {
         match v {
-            Some(v) => self.append_value(v),
-            None => self.append_null(),
+            Some(v) => {
+                self.vals.push(v);
+                self.def.push(1);
+            }
+            None => self.def.push(0),
         }
     }
     fn clear(&mut self) {
@@ -250,22 +244,67 @@ impl StrBuf {
     }
 }
 
-/// A nullable string column of varied values.
+/// The value columns of the samples table (`value_f64`, `value_i64`,
+/// `value_str`): the values present in each, and which of them each row
+/// fills, as runs (a metric's rows are all of one type, so its rows are
+/// one run): one run step per row for the three columns' definition
+/// levels.
 #[derive(Default)]
-pub struct StrCol {
-    buf: StrBuf,
-    def: Vec<i16>,
+pub struct Values {
+    f64: Vec<f64>,
+    i64: Vec<i64>,
+    str: StrBuf,
+    filled: Vec<(u8, u32)>,
 }
 
-impl StrCol {
+/// Bits of [`Values::filled`].
+const F64: u8 = 1;
+const I64: u8 = 2;
+const STR: u8 = 4;
+
+impl Values {
     #[inline]
-    pub fn append_value(&mut self, s: &str) {
-        self.buf.push(s);
-        self.def.push(1);
+    fn filled(&mut self, f: u8) {
+        match self.filled.last_mut() {
+            Some((last, k)) if *last == f => *k += 1,
+            _ => self.filled.push((f, 1)),
+        }
     }
     #[inline]
-    pub fn append_null(&mut self) {
-        self.def.push(0);
+    pub fn push_f64(&mut self, v: f64) {
+        self.f64.push(v);
+        self.filled(F64);
+    }
+    #[inline]
+    pub fn push_i64(&mut self, v: i64) {
+        self.i64.push(v);
+        self.filled(I64);
+    }
+    #[inline]
+    pub fn push_str(&mut self, v: &str) {
+        self.str.push(v);
+        self.filled(STR);
+    }
+    /// A number no int64 holds: its nearest double and its exact text.
+    pub fn push_f64_str(&mut self, v: f64, text: &str) {
+        self.f64.push(v);
+        self.str.push(text);
+        self.filled(F64 | STR);
+    }
+    fn rows(&self) -> usize {
+        self.filled.iter().map(|&(_, n)| n as usize).sum()
+    }
+    /// The definition levels of the column of bit `f`, as runs.
+    fn def(&self, f: u8) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.filled
+            .iter()
+            .map(move |&(x, n)| (u64::from(x & f != 0), n as usize))
+    }
+    fn clear(&mut self) {
+        self.f64.clear();
+        self.i64.clear();
+        self.str.clear();
+        self.filled.clear();
     }
 }
 
@@ -357,9 +396,7 @@ impl Head {
 pub struct SampleCols {
     pub head: Head,
     pub instance: DictCol,
-    pub f64: NumCol<f64>,
-    pub i64: NumCol<i64>,
-    pub str: StrCol,
+    pub values: Values,
     pub units: DictCol,
     pub semantics: DictCol,
 }
@@ -382,18 +419,16 @@ impl SampleCols {
     /// Encode the batch into the table's row group; the batch is empty
     /// after.
     pub fn write(&mut self, t: &mut Table, names: &Interner) -> Result<()> {
-        let rows = self.f64.def.len();
+        let v = &mut self.values;
+        let rows = v.rows();
         self.head.write(t)?;
         t.names(4, &mut self.instance)?;
-        t.plain(5, &self.f64.def, &self.f64.vals)?;
-        t.plain(6, &self.i64.def, &self.i64.vals)?;
-        t.plain(7, &self.str.def, &self.str.buf)?;
+        t.plain(5, rows, v.def(F64), &v.f64)?;
+        t.plain(6, rows, v.def(I64), &v.i64)?;
+        t.plain(7, rows, v.def(STR), &v.str)?;
         t.names(8, &mut self.units)?;
         t.names(9, &mut self.semantics)?;
-        self.f64.clear();
-        self.i64.clear();
-        self.str.buf.clear();
-        self.str.def.clear();
+        v.clear();
         t.rows_done(rows, names)
     }
 }
@@ -473,86 +508,158 @@ fn zstd_compress(data: &[u8]) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// A value of a level or index stream.
-trait Level: Copy + PartialEq {
-    fn bits(self) -> u64;
+/// Parquet's RLE / bit-packed hybrid encoding (levels and dictionary
+/// indices), `bw` bits a value, fed runs of equal values: a run of eight
+/// or more as one RLE run, the rest bit-packed in groups of eight. A
+/// column whose rows come in runs costs a step per run, not per row; one
+/// of varied values (instances) a store per value and a packing per eight.
+struct Hybrid {
+    bw: u32,
+    /// The run not yet encoded: its value and length.
+    v: u64,
+    n: usize,
+    /// The group of eight being filled.
+    group: [u64; 8],
+    g: usize,
+    /// The open bit-packed block: where its header byte is, its groups.
+    head: Option<usize>,
+    groups: usize,
 }
 
-impl Level for u32 {
-    fn bits(self) -> u64 {
-        self.into()
+/// Groups in one bit-packed block at most: its header (groups << 1 | 1)
+/// is then one byte, reserved before its values.
+const BLOCK_GROUPS: usize = 63;
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
     }
+    out.push(v as u8);
 }
 
-impl Level for i16 {
-    fn bits(self) -> u64 {
-        self as u16 as u64
-    }
-}
-
-/// The RLE / bit-packed hybrid encoding (Parquet's levels and dictionary
-/// indices) of `vals`, `bw` bits each, appended to `out`: runs of eight or
-/// more equal values as one run, the rest bit-packed in groups of eight.
-fn rle_hybrid<T: Level>(vals: &[T], bw: u8, out: &mut Vec<u8>) {
-    fn varint(mut v: u64, out: &mut Vec<u8>) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
+impl Hybrid {
+    fn new(bw: u8) -> Hybrid {
+        Hybrid {
+            bw: bw.into(),
+            v: 0,
+            n: 0,
+            group: [0; 8],
+            g: 0,
+            head: None,
+            groups: 0,
         }
-        out.push(v as u8);
     }
-    fn packed(lit: &[u64], bw: u8, out: &mut Vec<u8>) {
-        if lit.is_empty() {
+
+    /// `n` values `v`.
+    #[inline]
+    fn push(&mut self, v: u64, n: usize, out: &mut Vec<u8>) {
+        if v == self.v {
+            self.n += n;
             return;
         }
-        debug_assert_eq!(lit.len() % 8, 0);
-        varint(((lit.len() / 8) as u64) << 1 | 1, out);
-        let (mut acc, mut bits) = (0u64, 0u32);
-        for &v in lit {
-            acc |= v << bits;
-            bits += u32::from(bw);
-            while bits >= 8 {
-                out.push(acc as u8);
-                acc >>= 8;
-                bits -= 8;
-            }
-        }
-    }
-    let width = usize::from(bw).div_ceil(8);
-    let mut lit: Vec<u64> = Vec::new();
-    let mut i = 0;
-    while i < vals.len() {
-        let v = vals[i];
-        let mut run = 1;
-        while i + run < vals.len() && vals[i + run] == v {
-            run += 1;
-        }
-        // A run ends the literals, which must first fill their group of 8.
-        let pad = (8 - lit.len() % 8) % 8;
-        if run >= 8 + pad {
-            lit.extend(std::iter::repeat_n(v.bits(), pad));
-            packed(&lit, bw, out);
-            lit.clear();
-            varint(((run - pad) as u64) << 1, out);
-            out.extend_from_slice(&v.bits().to_le_bytes()[..width]);
+        let (w, k) = (self.v, self.n);
+        self.v = v;
+        self.n = n;
+        // A short run that leaves the group open: stored, nothing more.
+        if self.g + k < 8 {
+            self.group[self.g..self.g + k].fill(w);
+            self.g += k;
         } else {
-            lit.extend(vals[i..i + run].iter().map(|x| x.bits()));
-            if lit.len() >= 1024 {
-                let whole = lit.len() / 8 * 8;
-                packed(&lit[..whole], bw, out);
-                lit.drain(..whole);
+            self.run(w, k, out);
+        }
+    }
+
+    /// Encode a run that fills the open group (and maybe more).
+    #[cold]
+    fn run(&mut self, v: u64, mut n: usize, out: &mut Vec<u8>) {
+        if self.g > 0 {
+            let t = (8 - self.g).min(n);
+            self.group[self.g..self.g + t].fill(v);
+            self.g += t;
+            n -= t;
+            if self.g < 8 {
+                return;
+            }
+            self.pack(out);
+        }
+        if n >= 8 {
+            self.close(out);
+            varint((n as u64) << 1, out);
+            let width = self.bw.div_ceil(8) as usize;
+            out.extend_from_slice(&v.to_le_bytes()[..width]);
+        } else {
+            self.group[..n].fill(v);
+            self.g = n;
+        }
+    }
+
+    /// Bit-pack the full group into the open block.
+    fn pack(&mut self, out: &mut Vec<u8>) {
+        if self.head.is_none() {
+            self.head = Some(out.len());
+            out.push(0);
+        }
+        let bw = self.bw;
+        if bw <= 16 {
+            // Eight values of up to 16 bits fit one 128-bit word.
+            let mut acc = 0u128;
+            for (i, &v) in self.group.iter().enumerate() {
+                acc |= u128::from(v) << (i as u32 * bw);
+            }
+            out.extend_from_slice(&acc.to_le_bytes()[..bw as usize]);
+        } else {
+            let (mut acc, mut bits) = (0u64, 0);
+            for &v in &self.group {
+                acc |= v << bits;
+                bits += bw;
+                while bits >= 8 {
+                    out.push(acc as u8);
+                    acc >>= 8;
+                    bits -= 8;
+                }
             }
         }
-        i += run;
+        self.g = 0;
+        self.groups += 1;
+        if self.groups == BLOCK_GROUPS {
+            self.close(out);
+        }
     }
-    // The last group is padded with zeros; readers stop at the page's
-    // value count.
-    lit.resize(lit.len().div_ceil(8) * 8, 0);
-    packed(&lit, bw, out);
+
+    /// End the open bit-packed block.
+    fn close(&mut self, out: &mut [u8]) {
+        if let Some(h) = self.head.take() {
+            out[h] = (self.groups << 1 | 1) as u8;
+            self.groups = 0;
+        }
+    }
+
+    /// The last group is padded with zeros; readers stop at the page's
+    /// value count.
+    fn finish(mut self, out: &mut Vec<u8>) {
+        let (v, n) = (self.v, self.n);
+        self.run(v, n, out);
+        if self.g > 0 {
+            self.group[self.g..].fill(0);
+            self.pack(out);
+        }
+        self.close(out);
+    }
 }
 
-/// Definition levels of a data page (v1): their length, then the levels.
-fn def_levels(def: &[i16], out: &mut Vec<u8>) {
+/// The hybrid encoding of `vals`, `bw` bits each, appended to `out`.
+fn rle_hybrid(vals: impl IntoIterator<Item = (u64, usize)>, bw: u8, out: &mut Vec<u8>) {
+    let mut h = Hybrid::new(bw);
+    for (v, n) in vals {
+        h.push(v, n, out);
+    }
+    h.finish(out);
+}
+
+/// Definition levels (0 or 1) of a data page (v1): their length, then the
+/// levels.
+fn def_levels(def: impl IntoIterator<Item = (u64, usize)>, out: &mut Vec<u8>) {
     let at = out.len();
     out.extend_from_slice(&[0; 4]);
     rle_hybrid(def, 1, out);
@@ -745,8 +852,8 @@ struct DictChunk<D> {
     stats: bool,
     dict: D,
     pages: Pages,
-    keys: Vec<u32>,
-    def: Vec<i16>,
+    /// This page's dictionary indices, as runs.
+    keys: Vec<(u32, u32)>,
     buf: Vec<u8>,
 }
 
@@ -758,40 +865,38 @@ impl<D: Dict> DictChunk<D> {
             dict: D::default(),
             pages: Pages::default(),
             keys: Vec::new(),
-            def: Vec::new(),
             buf: Vec::new(),
         }
     }
 
     fn write(&mut self, col: &mut RunCol<D::V>) -> std::io::Result<()> {
         self.keys.clear();
-        self.def.clear();
-        let mut rows = 0;
+        let (mut rows, mut max) = (0, 0);
         for &(v, n) in &col.runs {
-            let n = n as usize;
-            rows += n;
-            match v {
-                Some(v) => {
-                    let k = self.dict.key(v);
-                    self.keys.extend(std::iter::repeat_n(k, n));
-                    self.def.extend(std::iter::repeat_n(1, n));
-                }
-                None => self.def.extend(std::iter::repeat_n(0, n)),
+            rows += n as usize;
+            if let Some(v) = v {
+                let k = self.dict.key(v);
+                max = max.max(k);
+                self.keys.push((k, n));
             }
         }
-        col.clear();
         if rows == 0 {
             return Ok(());
         }
         self.buf.clear();
         if self.descr.max_def_level() > 0 {
-            def_levels(&self.def, &mut self.buf);
+            let def = col
+                .runs
+                .iter()
+                .map(|&(v, n)| (u64::from(v.is_some()), n as usize));
+            def_levels(def, &mut self.buf);
         }
-        let max = self.keys.iter().copied().max().unwrap_or(0);
+        col.clear();
         let bw = (32 - max.leading_zeros()).max(1) as u8;
         self.buf.push(bw);
-        rle_hybrid(&self.keys, bw, &mut self.buf);
-        let nulls = rows - self.keys.len();
+        let keys = self.keys.iter().map(|&(k, n)| (u64::from(k), n as usize));
+        rle_hybrid(keys, bw, &mut self.buf);
+        let nulls = rows - self.keys.iter().map(|&(_, n)| n as usize).sum::<usize>();
         self.pages
             .data_page(&self.buf, rows, nulls, Encoding::RLE_DICTIONARY)
     }
@@ -909,8 +1014,13 @@ struct PlainChunk {
 }
 
 impl PlainChunk {
-    fn write(&mut self, def: &[i16], vals: &dyn PlainValues) -> std::io::Result<()> {
-        if def.is_empty() {
+    fn write(
+        &mut self,
+        rows: usize,
+        def: impl Iterator<Item = (u64, usize)>,
+        vals: &dyn PlainValues,
+    ) -> std::io::Result<()> {
+        if rows == 0 {
             return Ok(());
         }
         self.buf.clear();
@@ -919,9 +1029,9 @@ impl PlainChunk {
         if self.stats {
             vals.min_max(&mut self.mm);
         }
-        let nulls = def.len() - vals.len();
+        let nulls = rows - vals.len();
         self.pages
-            .data_page(&self.buf, def.len(), nulls, Encoding::PLAIN)
+            .data_page(&self.buf, rows, nulls, Encoding::PLAIN)
     }
 
     fn finish(&mut self) -> parquet::errors::Result<(Bytes, ColumnCloseResult)> {
@@ -1097,11 +1207,18 @@ impl Table {
         c.write(col).map_err(|e| Error::io(&self.path, e))
     }
 
-    fn plain(&mut self, i: usize, def: &[i16], vals: &dyn PlainValues) -> Result<()> {
+    fn plain(
+        &mut self,
+        i: usize,
+        rows: usize,
+        def: impl Iterator<Item = (u64, usize)>,
+        vals: &dyn PlainValues,
+    ) -> Result<()> {
         let Chunk::Plain(c) = &mut self.chunks[i] else {
             unreachable!("column {i} is a plain column")
         };
-        c.write(def, vals).map_err(|e| Error::io(&self.path, e))
+        c.write(rows, def, vals)
+            .map_err(|e| Error::io(&self.path, e))
     }
 
     fn num<T: DataType>(
@@ -1236,19 +1353,41 @@ mod tests {
 
     #[test]
     fn hybrid_round_trip() {
-        let mut vals: Vec<u32> = (0..37).map(|i| i * 7 % 13).collect();
+        let mut vals: Vec<u64> = (0..37).map(|i| i * 7 % 13).collect();
         vals.extend(std::iter::repeat_n(5, 20));
         vals.extend([1, 2, 3]);
         vals.extend(std::iter::repeat_n(1000, 9));
         vals.extend((0..3000).map(|i| i % 1001));
+        vals.extend(std::iter::repeat_n(7, 3));
         let mut out = Vec::new();
-        rle_hybrid(&vals, 10, &mut out);
-        let want: Vec<u64> = vals.iter().map(|&v| v.into()).collect();
-        assert_eq!(decode(&out, 10, vals.len()), want);
-        let levels: Vec<i16> = (0..100).map(|i| i16::from(i % 3 != 0 || i > 50)).collect();
+        rle_hybrid(vals.iter().map(|&v| (v, 1)), 10, &mut out);
+        assert_eq!(decode(&out, 10, vals.len()), vals);
+        // The same values given as runs encode the same.
+        let mut runs: Vec<(u64, usize)> = Vec::new();
+        for &v in &vals {
+            match runs.last_mut() {
+                Some((w, n)) if *w == v => *n += 1,
+                _ => runs.push((v, 1)),
+            }
+        }
+        let mut again = Vec::new();
+        rle_hybrid(runs.iter().copied(), 10, &mut again);
+        assert_eq!(again, out);
+        let levels: Vec<u64> = (0..100).map(|i| u64::from(i % 3 != 0 || i > 50)).collect();
         let mut out = Vec::new();
-        rle_hybrid(&levels, 1, &mut out);
-        let want: Vec<u64> = levels.iter().map(|&v| v as u64).collect();
-        assert_eq!(decode(&out, 1, levels.len()), want);
+        rle_hybrid(levels.iter().map(|&v| (v, 1)), 1, &mut out);
+        assert_eq!(decode(&out, 1, levels.len()), levels);
+        // Runs longer than a page's worth, and 32-bit values.
+        let mut out = Vec::new();
+        rle_hybrid(
+            [(u64::from(u32::MAX), 100_000), (3, 5), (9, 700)],
+            32,
+            &mut out,
+        );
+        let want: Vec<u64> = std::iter::repeat_n(u64::from(u32::MAX), 100_000)
+            .chain(std::iter::repeat_n(3, 5))
+            .chain(std::iter::repeat_n(9, 700))
+            .collect();
+        assert_eq!(decode(&out, 32, want.len()), want);
     }
 }

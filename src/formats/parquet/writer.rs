@@ -19,12 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// `OUT.parquet` → `OUT.events.parquet` (`OUT` → `OUT.events.parquet`).
 pub fn events_path(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stem = name.strip_suffix(".parquet").unwrap_or(&name);
-    out.with_file_name(format!("{stem}.events.parquet"))
+    crate::formats::csv::writer::events_path(out, "parquet")
 }
 
 /// The staging subfolders of a dataset's two tables.
@@ -72,6 +67,14 @@ struct MetricInfo {
     units: u32,
     sem: u32,
     indom: Option<IndomId>,
+}
+
+/// A metric, and the instances of its last values with their interned
+/// names, by position: a metric's next sample mostly lists the same
+/// instances in the same order, so a row costs a comparison, not a lookup.
+struct MetricState {
+    info: MetricInfo,
+    insts: Vec<(InstId, Option<u32>)>,
 }
 
 struct TypeInfo {
@@ -160,7 +163,12 @@ pub struct ParquetWriter {
     last_key: Option<((Option<u32>, i64), usize)>,
     source: u32,
     host: Option<u32>,
-    metrics: IntMap<MetricId, MetricInfo>,
+    /// Metric id → its slot in `metric_states`.
+    metrics: IntMap<MetricId, usize>,
+    metric_states: Vec<MetricState>,
+    /// The metrics of the last sample by position, with their slots: a
+    /// lookup only where a sample lists other metrics than the one before.
+    sample_metrics: Vec<(MetricId, usize)>,
     /// (indom << 32 | instance) → interned instance name.
     inst: IntMap<u64, u32>,
     types: IntMap<EventTypeId, TypeInfo>,
@@ -224,6 +232,8 @@ impl ParquetWriter {
             source,
             host,
             metrics: IntMap::default(),
+            metric_states: Vec::new(),
+            sample_metrics: Vec::new(),
             inst: IntMap::default(),
             types: IntMap::default(),
             last_src: None,
@@ -306,15 +316,37 @@ impl ParquetWriter {
             sem: self.names.id(&sem),
             indom: m.indom,
         };
-        self.metrics.insert(m.id, info);
+        // A metric defined again starts afresh (its indom may differ).
+        let state = MetricState {
+            info,
+            insts: Vec::new(),
+        };
+        match self.metrics.get(&m.id) {
+            Some(&slot) => self.metric_states[slot] = state,
+            None => {
+                self.metrics.insert(m.id, self.metric_states.len());
+                self.metric_states.push(state);
+            }
+        }
     }
 
     fn indom(&mut self, u: &IndomUpdate) {
         // Names are kept for every instance ever seen: a value of an
         // instance that left keeps the name it had.
+        let mut renamed = false;
         for i in &u.instances {
             let id = self.names.id(&i.name);
-            self.inst.insert(inst_key(u.id, i.id), id);
+            renamed |= self
+                .inst
+                .insert(inst_key(u.id, i.id), id)
+                .is_some_and(|old| old != id);
+        }
+        // An instance given a new name: the names remembered by position
+        // may be stale (rare: instance ids are seldom reused).
+        if renamed {
+            for m in &mut self.metric_states {
+                m.insts.clear();
+            }
         }
     }
 
@@ -346,7 +378,7 @@ impl ParquetWriter {
         let src = self.source_of(&s.extras);
         let host = self.host_of(&s.extras);
         let pi = self.part(host, t);
-        for mv in &s.metrics {
+        for (pos, mv) in s.metrics.iter().enumerate() {
             let vals = match &mv.values {
                 Ok(v) => v,
                 Err(_) => {
@@ -355,66 +387,58 @@ impl ParquetWriter {
                     continue;
                 }
             };
-            let Some(mi) = self.metrics.get(&mv.metric).copied() else {
-                self.loss
-                    .drop_item("metric values", "value of an undefined metric (no name)");
-                continue;
+            let slot = match self.sample_metrics.get(pos) {
+                Some(&(id, slot)) if id == mv.metric => slot,
+                _ => {
+                    let Some(&slot) = self.metrics.get(&mv.metric) else {
+                        self.loss
+                            .drop_item("metric values", "value of an undefined metric (no name)");
+                        continue;
+                    };
+                    // (Filled up to `pos` with this metric: every use
+                    // compares the id first.)
+                    if pos >= self.sample_metrics.len() {
+                        self.sample_metrics.resize(pos + 1, (mv.metric, slot));
+                    }
+                    self.sample_metrics[pos] = (mv.metric, slot);
+                    slot
+                }
             };
+            let ms = &mut self.metric_states[slot];
+            let mi = ms.info;
             // Rows of this metric not yet in the columns of runs.
             let mut pending = 0;
-            for (inst, v) in vals {
-                let iname = if *inst == PM_IN_NULL {
-                    None
-                } else {
-                    let key = inst_key(mi.indom.unwrap_or(u32::MAX), *inst);
-                    Some(match self.inst.get(&key) {
-                        Some(&n) => n,
-                        None => {
-                            let n = self.names.id(itoa::Buffer::new().format(*inst));
-                            self.inst.insert(key, n);
-                            n
+            for (k, (inst, v)) in vals.iter().enumerate() {
+                let iname = match ms.insts.get(k) {
+                    Some(&(i, n)) if i == *inst => n,
+                    _ => {
+                        let n = instance_name(&mut self.names, &mut self.inst, mi.indom, *inst);
+                        if k < ms.insts.len() {
+                            ms.insts[k] = (*inst, n);
+                        } else {
+                            ms.insts.push((*inst, n));
                         }
-                    })
+                        n
+                    }
                 };
                 let p = &mut self.parts[pi];
                 let c = &mut p.scols;
+                let vals = &mut c.values;
                 match v {
-                    Value::I64(x) | Value::Enum(x) => {
-                        c.f64.append_null();
-                        c.i64.append_value(*x);
-                        c.str.append_null();
-                    }
+                    Value::I64(x) | Value::Enum(x) => vals.push_i64(*x),
                     Value::U64(x) => match i64::try_from(*x) {
-                        Ok(x) => {
-                            c.f64.append_null();
-                            c.i64.append_value(x);
-                            c.str.append_null();
-                        }
+                        Ok(x) => vals.push_i64(x),
                         Err(_) => {
-                            c.f64.append_value(*x as f64);
-                            c.i64.append_null();
-                            c.str.append_value(itoa::Buffer::new().format(*x));
+                            vals.push_f64_str(*x as f64, itoa::Buffer::new().format(*x));
                             self.loss.degrade(
                                 "u64 values",
                                 "no int64 holds them: value_f64 (nearest double) and value_str (exact)",
                             );
                         }
                     },
-                    Value::F32(x) => {
-                        c.f64.append_value(*x as f64);
-                        c.i64.append_null();
-                        c.str.append_null();
-                    }
-                    Value::F64(x) => {
-                        c.f64.append_value(*x);
-                        c.i64.append_null();
-                        c.str.append_null();
-                    }
-                    Value::Str(x) => {
-                        c.f64.append_null();
-                        c.i64.append_null();
-                        c.str.append_value(x);
-                    }
+                    Value::F32(x) => vals.push_f64(*x as f64),
+                    Value::F64(x) => vals.push_f64(*x),
+                    Value::Str(x) => vals.push_str(x),
                     Value::Events(_) => {
                         self.loss.drop_item(
                             "event-record values",
@@ -425,9 +449,7 @@ impl ParquetWriter {
                     other => {
                         self.text.clear();
                         push_value_text(other, &mut self.text);
-                        c.f64.append_null();
-                        c.i64.append_null();
-                        c.str.append_value(&self.text);
+                        vals.push_str(&self.text);
                     }
                 }
                 c.instance.push(iname);
@@ -566,6 +588,25 @@ impl ParquetWriter {
     }
 }
 
+/// The interned name of instance `inst` of a metric of `indom` (none for
+/// a singular value; the number as text where the source never named it).
+fn instance_name(
+    names: &mut Interner,
+    known: &mut IntMap<u64, u32>,
+    indom: Option<IndomId>,
+    inst: InstId,
+) -> Option<u32> {
+    if inst == PM_IN_NULL {
+        return None;
+    }
+    let key = inst_key(indom.unwrap_or(u32::MAX), inst);
+    Some(
+        *known
+            .entry(key)
+            .or_insert_with(|| names.id(itoa::Buffer::new().format(inst))),
+    )
+}
+
 /// The columns a sample's rows of one metric share, as one run of `n`.
 fn row_runs(c: &mut SampleCols, t: i64, src: u32, host: Option<u32>, mi: &MetricInfo, n: u32) {
     c.head.time.push_n(Some(t), n);
@@ -647,15 +688,6 @@ impl TraceWriter for ParquetWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_file_beside_the_table() {
-        assert_eq!(
-            events_path(Path::new("/a/x.parquet")),
-            Path::new("/a/x.events.parquet")
-        );
-        assert_eq!(events_path(Path::new("x")), Path::new("x.events.parquet"));
-    }
 
     #[test]
     fn partition_names() {
