@@ -27,20 +27,7 @@ fn dlt_dir() -> PathBuf {
 
 /// Every `.dlt` under testdata (all folders), sorted.
 fn all_dlt_files() -> Vec<PathBuf> {
-    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "dlt") {
-                out.push(p);
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&common::testdata(), &mut v);
-    v.sort();
-    v
+    common::files_below(&common::testdata(), &|p| common::has_ext(p, "dlt"))
 }
 
 /// The golden listing beside a capture: `X.dlt-convert-a.txt`.
@@ -287,21 +274,14 @@ impl Args {
         }
     }
     fn u16(&mut self, v: u16) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
-        self
+        self.ordered(v.to_le_bytes(), v.to_be_bytes())
     }
     fn u32(&mut self, v: u32) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
+        self.ordered(v.to_le_bytes(), v.to_be_bytes())
+    }
+    /// The bytes of the payload's byte order.
+    fn ordered<const N: usize>(&mut self, le: [u8; N], be: [u8; N]) -> &mut Self {
+        self.b.extend_from_slice(if self.be { &be } else { &le });
         self
     }
     /// Bytes of a number given little-endian, in the payload's order.
@@ -572,22 +552,18 @@ fn an_ecu_without_a_clock_is_never_placed_before_the_epoch() {
     let o = run(&[&"info", &p]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let info = String::from_utf8_lossy(&o.stdout);
-    let first: f64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("first:"))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    // `info`'s seconds on the line `KEY: SECONDS …`.
+    let secs = |key: &str| -> f64 {
+        (info.lines().find_map(|l| l.strip_prefix(key)))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = secs("first:");
     assert!(first >= 0.0, "{info}");
     // The dated records keep their dates (the file is from 2011).
-    let last: f64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("last:"))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let last = secs("last:");
     assert!(last > 1.3e9, "{info}");
     // Nothing falls outside LTT's range.
     let ltt = tmp.path().join("u.ltt");

@@ -289,11 +289,15 @@ fn sentinel_values_read_as_no_value() {
 
 // ------------------------------------------------------------------ round trips
 
-fn all_inputs(tmp: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = CORPUS
-        .iter()
+/// The corpus MMV files.
+fn corpus_files() -> Vec<PathBuf> {
+    (CORPUS.iter())
         .map(|n| corpus_mmv().join(format!("{n}.mmv")))
-        .collect();
+        .collect()
+}
+
+fn all_inputs(tmp: &Path) -> Vec<PathBuf> {
+    let mut v = corpus_files();
     v.extend(testsuite_files(tmp));
     v.push(v3_dir().join("research_v3.mmv"));
     v
@@ -360,10 +364,7 @@ fn strip_layout(t: &mut Trace) {
 #[test]
 fn default_layout_is_libpcp_mmv_layout() {
     let out = tempfile::tempdir().unwrap();
-    let mut files: Vec<PathBuf> = CORPUS
-        .iter()
-        .map(|n| corpus_mmv().join(format!("{n}.mmv")))
-        .collect();
+    let mut files = corpus_files();
     files.push(v3_dir().join("research_v3.mmv"));
     for p in files {
         let name = p.file_name().unwrap().to_str().unwrap();
@@ -798,31 +799,19 @@ fn writer_output_is_generation_complete() {
 
 // ------------------------------------------------------------------ bad input
 
+/// `polytrace VERB [--salvage] P`: exit code, stdout and stderr.
+fn run_verb(verb: &str, p: &Path, salvage: bool) -> (i32, String, String) {
+    let args = [verb, "--salvage"];
+    common::pt(&args[..1 + salvage as usize], &[p])
+}
+
 fn run_dump(p: &Path, salvage: bool) -> (i32, String, String) {
-    let mut c = Command::new(common::bin());
-    c.arg("dump");
-    if salvage {
-        c.arg("--salvage");
-    }
-    let out = c.arg(p).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_verb("dump", p, salvage)
 }
 
 fn run_check(p: &Path, salvage: bool) -> (i32, String) {
-    let mut c = Command::new(common::bin());
-    c.arg("check");
-    if salvage {
-        c.arg("--salvage");
-    }
-    let out = c.arg(p).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = run_verb("check", p, salvage);
+    (code, err)
 }
 
 fn patched(tmp: &Path, name: &str, f: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
@@ -914,10 +903,7 @@ fn generation_mismatch_and_foreign_byte_order() {
 #[test]
 fn truncation_sweep_never_panics() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut files: Vec<PathBuf> = CORPUS
-        .iter()
-        .map(|n| corpus_mmv().join(format!("{n}.mmv")))
-        .collect();
+    let mut files = corpus_files();
     files.push(v3_dir().join("research_v3.mmv"));
     for p in testsuite_files(tmp.path()) {
         // large-parfait (650 KB) only in the long sweep

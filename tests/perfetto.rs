@@ -582,6 +582,23 @@ fn chrome(input: &Path, dir: &Path) -> Option<ChromeView> {
 
 // ------------------------------------------------------------ tests
 
+/// Assert `ours` and `theirs` hold the same KIND rows in any order; ours,
+/// sorted.
+fn same_rows<T: PartialOrd + std::fmt::Debug>(
+    what: &str,
+    kind: &str,
+    mut ours: Vec<T>,
+    mut theirs: Vec<T>,
+) -> Vec<T> {
+    ours.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    theirs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(ours.len(), theirs.len(), "{what}: {kind} count");
+    assert!(ours == theirs, "{what}: {kind}s differ, first: {:?}", {
+        ours.iter().zip(&theirs).find(|(a, b)| a != b)
+    });
+    ours
+}
+
 /// Every corpus output keeps the rules, and holds what the Chrome JSON
 /// export of the same input holds.
 #[test]
@@ -598,27 +615,18 @@ fn rules_hold_and_chrome_json_agrees() {
         let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
         let rel = |t: u64| t as i64 + d.offset - cv.origin;
 
-        let mut ps = slice_rows(&d, d.offset - cv.origin);
-        let mut cs = cv.slices.clone();
-        ps.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        cs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        assert_eq!(ps.len(), cs.len(), "{what}: slice count");
-        assert!(ps == cs, "{what}: slices differ, first: {:?}", {
-            ps.iter().zip(&cs).find(|(a, b)| a != b)
-        });
-
-        let mut pi: Vec<_> = d
+        let ps = same_rows(
+            &what,
+            "slice",
+            slice_rows(&d, d.offset - cv.origin),
+            cv.slices.clone(),
+        );
+        let pi: Vec<_> = d
             .instants
             .iter()
             .map(|i| (i.track.clone(), i.name.clone(), i.cats.clone(), rel(i.ts)))
             .collect();
-        let mut ci = cv.instants.clone();
-        pi.sort();
-        ci.sort();
-        assert_eq!(pi.len(), ci.len(), "{what}: instant count");
-        assert!(pi == ci, "{what}: instants differ, first: {:?}", {
-            pi.iter().zip(&ci).find(|(a, b)| a != b)
-        });
+        let pi = same_rows(&what, "instant", pi, cv.instants.clone());
 
         let mut pc: Vec<_> = d
             .counters
@@ -1012,22 +1020,14 @@ fn several_inputs_are_one_machine_each() {
             (a.0.len(), a.1.len(), a.2.len(), a.3.len()),
             "{label}: slices, instants, counter values, log lines as alone"
         );
-        assert!(
-            m.0 == a.0,
-            "{label}: slices differ from converting it alone"
-        );
-        assert!(
-            m.1 == a.1,
-            "{label}: instants differ from converting it alone"
-        );
-        assert!(
-            m.2 == a.2,
-            "{label}: counter values differ from converting it alone"
-        );
-        assert!(
-            m.3 == a.3,
-            "{label}: log lines differ from converting it alone"
-        );
+        for (same, what) in [
+            (m.0 == a.0, "slices"),
+            (m.1 == a.1, "instants"),
+            (m.2 == a.2, "counter values"),
+            (m.3 == a.3, "log lines"),
+        ] {
+            assert!(same, "{label}: {what} differ from converting it alone");
+        }
         eprintln!(
             "{label}: machine {i}, {} slices, {} instants, {} counter values, {} log lines",
             m.0.len(),

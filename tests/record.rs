@@ -559,15 +559,7 @@ fn kpi_view(items: &[polytrace::model::Item]) -> KpiView {
                 } else {
                     &mut v.irqs
                 };
-                if u.kind == IndomKind::Full {
-                    map.clear();
-                }
-                for r in &u.removed {
-                    map.remove(r);
-                }
-                for i in &u.instances {
-                    map.insert(i.id, i.name.clone());
-                }
+                u.apply_to(map);
             }
             Item::Event(e) if (1..=3).contains(&e.type_id) => {
                 v.events.push((e.type_id, e.fields.clone()))

@@ -348,3 +348,26 @@ pub fn dlt_convert_a(file: &Path) -> Option<Vec<u8>> {
     }
     Some(kept)
 }
+
+/// The files below `dir` (at any depth) that `keep` accepts, sorted.
+pub fn files_below(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    fn walk(d: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, keep, out);
+            } else if keep(&p) {
+                out.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(dir, keep, &mut v);
+    v.sort();
+    v
+}
+
+/// True when `p` ends in `.EXT`.
+pub fn has_ext(p: &Path, ext: &str) -> bool {
+    p.extension().is_some_and(|x| x == ext)
+}
