@@ -196,10 +196,7 @@ fn a_bad_expression_or_level_is_a_usage_error() {
     assert!(err.contains("--grep") && err.contains("unclosed"), "{err}");
     let (code, _, err) = dump(&p, &["--level", "loud"]);
     assert_eq!(code, 2);
-    assert!(
-        err.contains("fatal, error, warn, info, debug, verbose"),
-        "{err}"
-    );
+    common::assert_has(&err, "fatal, error, warn, info, debug, verbose");
 }
 
 /// The same messages through convert, info and check: the DLT written

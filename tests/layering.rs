@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What a format folder may use besides other format folders.
 const FORMAT_MAY_USE: &[&str] = &[

@@ -452,17 +452,8 @@ fn decode_and_check(data: &[u8]) -> Decoded {
 
 fn bin_run(args: &[&str], input: &Path, out: &Path) -> String {
     let _ = std::fs::remove_file(out);
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(input)
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{}: {stderr}", input.display());
-    stderr
+    let args = [&["convert"], args, &["-o"]].concat();
+    common::pt_exit(0, &args, &[out, input])
 }
 
 fn extra_args(input: &Path) -> Vec<&'static str> {
@@ -849,8 +840,7 @@ for path in sys.argv[1:]:
 /// instant-semantics one stays as it is.
 #[test]
 fn rate_turns_counters_into_rates() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = common::corpus().join("pcp/live_v3");
+    let (dir, input) = common::scratch_and_corpus("pcp/live_v3");
     let raw = dir.path().join("raw.perfetto-trace");
     let rate = dir.path().join("rate.perfetto-trace");
     bin_run(&["--to", "perfetto"], &input, &raw);
@@ -976,15 +966,9 @@ fn several_inputs_are_one_machine_each() {
         c.join("pcp/live_v3"),
     ];
     let out = dir.path().join("all.perfetto-trace");
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .args(&inputs)
-        .args(["--to", "perfetto", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let mut paths: Vec<&Path> = vec![&out];
+    paths.extend(inputs.iter().map(PathBuf::as_path));
+    let stderr = common::pt_exit(0, &["convert", "--to", "perfetto", "-o"], &paths);
     assert!(stderr.contains("3 machines (one per input)"), "{stderr}");
     let data = std::fs::read(&out).unwrap();
     let parts = split_machines(&data);

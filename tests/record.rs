@@ -545,7 +545,7 @@ struct KpiView {
 
 fn kpi_view(items: &[polytrace::model::Item]) -> KpiView {
     use polytrace::formats::kpi::schema;
-    use polytrace::model::{IndomKind, Item};
+    use polytrace::model::Item;
     let mut v = KpiView::default();
     let mut names = std::collections::HashMap::new();
     for it in items {
@@ -785,10 +785,7 @@ fn streaming_mode_puts_end_calibration_in_a_note() {
         hz_ok(&l, "record.tsc_hz_start");
         assert_eq!(l.extra("record.tsc_hz_end"), None);
         let note = l.text.lines().last().unwrap();
-        assert!(
-            note.contains(" note \"recording ended (samples); counter rate"),
-            "{note}"
-        );
+        common::assert_has(&note, " note \"recording ended (samples); counter rate");
     }
     assert_eq!(l.singular("kernel.all.pswitch").len(), 2, "2 scans");
 }

@@ -371,3 +371,9 @@ pub fn files_below(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
 pub fn has_ext(p: &Path, ext: &str) -> bool {
     p.extension().is_some_and(|x| x == ext)
 }
+
+/// A scratch directory and the corpus input `rel`, as most conversion
+/// tests begin.
+pub fn scratch_and_corpus(rel: &str) -> (tempfile::TempDir, PathBuf) {
+    (tempfile::tempdir().unwrap(), corpus().join(rel))
+}
