@@ -725,29 +725,23 @@ pub trait Membership {
     fn insert_name(&mut self, id: InstId, name: &str);
 }
 
-impl Membership for std::collections::HashMap<InstId, String> {
-    fn clear_all(&mut self) {
-        self.clear();
-    }
-    fn remove_id(&mut self, id: InstId) {
-        self.remove(&id);
-    }
-    fn insert_name(&mut self, id: InstId, name: &str) {
-        self.insert(id, name.to_string());
-    }
+macro_rules! membership_map {
+    ($($map:ident),*) => {$(
+        impl Membership for std::collections::$map<InstId, String> {
+            fn clear_all(&mut self) {
+                self.clear();
+            }
+            fn remove_id(&mut self, id: InstId) {
+                self.remove(&id);
+            }
+            fn insert_name(&mut self, id: InstId, name: &str) {
+                self.insert(id, name.to_string());
+            }
+        }
+    )*};
 }
 
-impl Membership for std::collections::BTreeMap<InstId, String> {
-    fn clear_all(&mut self) {
-        self.clear();
-    }
-    fn remove_id(&mut self, id: InstId) {
-        self.remove(&id);
-    }
-    fn insert_name(&mut self, id: InstId, name: &str) {
-        self.insert(id, name.to_string());
-    }
-}
+membership_map!(HashMap, BTreeMap);
 
 impl IndomUpdate {
     /// Bring `names` to the membership from `time` on: a full update
