@@ -785,7 +785,7 @@ fn streaming_mode_puts_end_calibration_in_a_note() {
         hz_ok(&l, "record.tsc_hz_start");
         assert_eq!(l.extra("record.tsc_hz_end"), None);
         let note = l.text.lines().last().unwrap();
-        common::assert_has(&note, " note \"recording ended (samples); counter rate");
+        common::assert_has(note, " note \"recording ended (samples); counter rate");
     }
     assert_eq!(l.singular("kernel.all.pswitch").len(), 2, "2 scans");
 }
