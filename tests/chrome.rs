@@ -271,8 +271,7 @@ fn one_event_per_line_in_the_object_form() {
 /// data item (the trace's origin) is cpu 0's syscall_exit at .000320682.
 #[test]
 fn smp_example_syscall_and_irq_durations() {
-    let input = common::corpus().join("ltt/smp_example");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, input) = common::scratch_and_corpus("ltt/smp_example");
     let o = convert(&input, dir.path());
     let j = &o.json;
     let inf = info(&input);
@@ -370,8 +369,7 @@ fn smp_example_syscall_and_irq_durations() {
 
 #[test]
 fn counters_and_processes_from_kpi() {
-    let input = common::corpus().join("kpi/kpi-capture.dlt");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, input) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
     let o = convert(&input, dir.path());
     let j = &o.json;
     // kpi.proc.* values sit on their process's track, named from NEW/CHK.
@@ -403,8 +401,7 @@ fn counters_and_processes_from_kpi() {
 
 #[test]
 fn cycle_time_has_no_date() {
-    let input = common::corpus().join("timeline/a2-small-wrapped.dat");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, input) = common::scratch_and_corpus("timeline/a2-small-wrapped.dat");
     let o = convert(&input, dir.path());
     let other = &o.json["otherData"];
     assert!(other.get("origin_utc").is_none());

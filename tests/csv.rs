@@ -202,10 +202,14 @@ fn testsuite(name: &str) -> Option<PathBuf> {
     common::pcp_testsuite().map(|t| t.join("archives").join(name))
 }
 
+/// [`compare_with_pmrep`] on the testsuite archive `name`, if installed.
+fn testsuite_vs_pmrep(name: &str, rate: bool) -> Option<Compared> {
+    compare_with_pmrep(&testsuite(name)?, rate)
+}
+
 #[test]
 fn live_v3_equals_pmrep_raw() {
-    let a = common::corpus().join("pcp/live_v3");
-    let Some(c) = compare_with_pmrep(&a, false) else {
+    let Some(c) = compare_with_pmrep(&common::corpus().join("pcp/live_v3"), false) else {
         return;
     };
     // 9 records, 439 columns with values (numbers and strings).
@@ -216,10 +220,7 @@ fn live_v3_equals_pmrep_raw() {
 #[test]
 fn changeinst_equals_pmrep_raw() {
     // Instances come and go (sample.bin, network interfaces), marks between.
-    let Some(a) = testsuite("changeinst") else {
-        return;
-    };
-    let Some(c) = compare_with_pmrep(&a, false) else {
+    let Some(c) = testsuite_vs_pmrep("changeinst", false) else {
         return;
     };
     assert!(c.equal >= 90, "{}", c.equal);
@@ -228,10 +229,7 @@ fn changeinst_equals_pmrep_raw() {
 #[test]
 fn dyninsts_equals_pmrep_raw() {
     // disk instances appear during the recording.
-    let Some(a) = testsuite("dyninsts") else {
-        return;
-    };
-    let Some(c) = compare_with_pmrep(&a, false) else {
+    let Some(c) = testsuite_vs_pmrep("dyninsts", false) else {
         return;
     };
     assert_eq!(c.equal, 118);
@@ -240,8 +238,7 @@ fn dyninsts_equals_pmrep_raw() {
 
 #[test]
 fn live_v3_rates_equal_pmrep_rates() {
-    let a = common::corpus().join("pcp/live_v3");
-    let Some(c) = compare_with_pmrep(&a, true) else {
+    let Some(c) = compare_with_pmrep(&common::corpus().join("pcp/live_v3"), true) else {
         return;
     };
     assert!(c.equal > 1000, "{}", c.equal);
@@ -249,8 +246,7 @@ fn live_v3_rates_equal_pmrep_rates() {
 
 #[test]
 fn columns_units_and_delimiter() {
-    let a = common::corpus().join("pcp/live_v3");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, a) = common::scratch_and_corpus("pcp/live_v3");
     let args = [
         "--columns",
         "mem.util.free,kernel.all.load[1 m*,mmv.live.*",
@@ -292,8 +288,7 @@ fn columns_units_and_delimiter() {
 #[test]
 fn strings_are_quoted_as_rfc4180() {
     // KPI command lines hold spaces, semicolons and quotes.
-    let dir = tempfile::tempdir().unwrap();
-    let input = common::corpus().join("kpi/kpi-capture.dlt");
+    let (dir, input) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
     let (rc, out, err) = convert(
         &input,
         dir.path(),
@@ -367,8 +362,7 @@ fn events_table(input: &Path, dir: &Path, stem: &str) -> Table {
 
 #[test]
 fn ltt_events_table_one_row_per_event() {
-    let input = common::corpus().join("ltt/smp_example");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, input) = common::scratch_and_corpus("ltt/smp_example");
     let (hdr, rows) = events_table(&input, dir.path(), "smp");
     // One column per field name, in the order the types were defined.
     assert_eq!(
@@ -432,8 +426,7 @@ fn ltt_events_table_one_row_per_event() {
 fn one_event_type_gets_a_column_per_field() {
     // The timeline's v3 sample after --end keeps only... all its types;
     // a2-unwrapped has a single message type.
-    let input = common::corpus().join("timeline/a2-unwrapped.dat");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, input) = common::scratch_and_corpus("timeline/a2-unwrapped.dat");
     // TSC cycles need a rate to be seconds (1 GHz: one per ns).
     let (rc, _, err) = convert(
         &input,
@@ -484,8 +477,7 @@ fn events_only_input_needs_the_events_option() {
     assert!(err.contains("nothing to write"), "{err}");
     assert!(err.contains("173151 events need --events"), "{err}");
     // Nor when --columns selects nothing: no file is left behind.
-    let dir = tempfile::tempdir().unwrap();
-    let a = common::corpus().join("pcp/live_v3");
+    let (dir, a) = common::scratch_and_corpus("pcp/live_v3");
     let (rc, out, err) = convert(&a, dir.path(), "none.csv", &["--columns", "no.such.*"]);
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("--columns"), "{err}");
@@ -520,10 +512,7 @@ fn batch_counts_an_input_without_samples_as_skipped() {
     std::fs::copy(c.join("timeline/a2-priorities.dat"), src.join("events.dat")).unwrap();
     let out = dir.path().join("out");
     let err = common::pt_exit(0, &["convert", "--to", "csv", "-o"], &[&out, &src]);
-    assert!(
-        err.contains("1 ok, 0 salvaged, 0 failed, 1 skipped"),
-        "{err}"
-    );
+    common::assert_has(&err, "1 ok, 0 salvaged, 0 failed, 1 skipped");
     assert!(
         err.lines().any(|l| l.starts_with("skipped")
             && l.contains("events.dat")

@@ -33,17 +33,7 @@ fn rate_of(input: &Path) -> &'static [&'static str] {
 }
 
 fn to_ctf(input: &Path, out: &Path) -> String {
-    let o = Command::new(common::bin())
-        .args(["convert", "--to", "ctf"])
-        .args(rate_of(input))
-        .arg("-o")
-        .arg(out)
-        .arg(input)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{}: {err}", input.display());
-    err
+    common::convert(input, "ctf", out, rate_of(input))
 }
 
 /// babeltrace2's pretty text of a trace (warnings on), and its stderr.

@@ -1425,8 +1425,7 @@ fn dlt_to_ltt_to_dlt_is_byte_for_byte_without_kpi_data() {
 
 #[test]
 fn smp_example_as_dlt_has_one_message_per_event() {
-    let src = common::corpus().join("ltt/smp_example");
-    let d = tempfile::tempdir().unwrap();
+    let (d, src) = common::scratch_and_corpus("ltt/smp_example");
     let out = d.path().join("smp.dlt");
     let (code, err) = convert(&src, "dlt", &out, &[]);
     assert_eq!(code, 0, "{err}");
@@ -1485,8 +1484,7 @@ fn timeline_priorities_become_log_levels_and_names_come_back() {
         }
         m
     };
-    let src = common::corpus().join("timeline/a2-priorities.dat");
-    let d = tempfile::tempdir().unwrap();
+    let (d, src) = common::scratch_and_corpus("timeline/a2-priorities.dat");
     let out = d.path().join("prio.dlt");
     // Cycles only: a DLT file needs dates, so the test gives them.
     let (code, err) = convert(
@@ -2229,9 +2227,9 @@ fn extract_refuses_a_bad_expression_and_counts_captures_that_are_no_number() {
     let o = extract("MON.CPUS=in (?P<word>[a-z]+) : (?P<cpu>[0-9.]+)%");
     assert_eq!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("dropped: 24 extracted values: the --extract capture is not a number"),
-        "{err}"
+    common::assert_has(
+        &err,
+        "dropped: 24 extracted values: the --extract capture is not a number",
     );
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.starts_with("time,MON.CPUS.cpu[MON1]\n"), "{text}");

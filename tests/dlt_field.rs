@@ -269,21 +269,14 @@ impl Args {
         }
     }
     fn u16(&mut self, v: u16) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
-        self
+        self.ordered(v.to_le_bytes(), v.to_be_bytes())
     }
     fn u32(&mut self, v: u32) -> &mut Self {
-        let x = if self.be {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.b.extend_from_slice(&x);
+        self.ordered(v.to_le_bytes(), v.to_be_bytes())
+    }
+    /// The bytes of the payload's byte order.
+    fn ordered<const N: usize>(&mut self, le: [u8; N], be: [u8; N]) -> &mut Self {
+        self.b.extend_from_slice(if self.be { &be } else { &le });
         self
     }
     /// Bytes of a number given little-endian, in the payload's order.
@@ -490,9 +483,9 @@ fn messages_announcing_more_arguments_than_they_hold_are_typed() {
     assert_eq!(o.status.code(), Some(0));
     let e = stderr(&o);
     assert!(!e.contains("not typed"), "{e}");
-    assert!(
-        e.contains("1 verbose messages announce more arguments than their payload holds"),
-        "{e}"
+    common::assert_has(
+        &e,
+        "1 verbose messages announce more arguments than their payload holds",
     );
 }
 
@@ -554,22 +547,18 @@ fn an_ecu_without_a_clock_is_never_placed_before_the_epoch() {
     let o = run(&[&"info", &p]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let info = String::from_utf8_lossy(&o.stdout);
-    let first: f64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("first:"))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    // `info`'s seconds on the line `KEY: SECONDS …`.
+    let secs = |key: &str| -> f64 {
+        (info.lines().find_map(|l| l.strip_prefix(key)))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = secs("first:");
     assert!(first >= 0.0, "{info}");
     // The dated records keep their dates (the file is from 2011).
-    let last: f64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("last:"))
-        .and_then(|v| v.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let last = secs("last:");
     assert!(last > 1.3e9, "{info}");
     // Nothing falls outside LTT's range.
     let ltt = tmp.path().join("u.ltt");

@@ -12,22 +12,9 @@ const LEVELS: [&str; 6] = ["fatal", "error", "warn", "info", "debug", "verbose"]
 /// The captures under testdata/dlt that dlt-convert lists (a golden listing
 /// beside each).
 fn captures() -> Vec<PathBuf> {
-    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "dlt")
-                && p.with_extension("dlt-convert-a.txt").exists()
-            {
-                out.push(p);
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&common::testdata().join("dlt"), &mut v);
-    v.sort();
-    v
+    common::files_below(&common::testdata().join("dlt"), &|p| {
+        common::has_ext(p, "dlt") && p.with_extension("dlt-convert-a.txt").exists()
+    })
 }
 
 /// What a `dlt-convert -a` line says of its message: ECU, APID, CTID (None
@@ -91,6 +78,14 @@ fn expect(lines: &[Line], keep: impl Fn(&Line) -> bool) -> String {
     s
 }
 
+/// The values, sorted, each once.
+fn distinct(v: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = v.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 #[test]
 fn filtered_dumps_are_the_dlt_convert_lines_of_the_matching_messages() {
     let mut compared = 0;
@@ -101,9 +96,7 @@ fn filtered_dumps_are_the_dlt_convert_lines_of_the_matching_messages() {
         };
         let lines = parse(&theirs);
         let mut cases: Vec<(Vec<String>, Keep)> = Vec::new();
-        let mut apps: Vec<String> = lines.iter().filter_map(|l| l.app.clone()).collect();
-        apps.sort();
-        apps.dedup();
+        let apps = distinct(lines.iter().filter_map(|l| l.app.clone()));
         for a in apps.iter().take(4) {
             let a2 = a.clone();
             cases.push((
@@ -141,14 +134,11 @@ fn filtered_dumps_are_the_dlt_convert_lines_of_the_matching_messages() {
                 Box::new(move |l: &Line| l.app.as_ref().is_some_and(|a| a.starts_with(&f2))),
             ));
         }
-        let mut ecus: Vec<String> = lines.iter().map(|l| l.ecu.clone()).collect();
-        ecus.sort();
-        ecus.dedup();
-        for e in ecus.iter().take(3) {
-            let e2 = e.clone();
+        let ecus = distinct(lines.iter().map(|l| l.ecu.clone()));
+        for e in ecus.into_iter().take(3) {
             cases.push((
                 vec!["--ecu".into(), e.clone()],
-                Box::new(move |l: &Line| l.ecu == e2),
+                Box::new(move |l: &Line| l.ecu == e),
             ));
         }
         for (rank, name) in LEVELS.iter().enumerate() {
@@ -206,10 +196,7 @@ fn a_bad_expression_or_level_is_a_usage_error() {
     assert!(err.contains("--grep") && err.contains("unclosed"), "{err}");
     let (code, _, err) = dump(&p, &["--level", "loud"]);
     assert_eq!(code, 2);
-    assert!(
-        err.contains("fatal, error, warn, info, debug, verbose"),
-        "{err}"
-    );
+    common::assert_has(&err, "fatal, error, warn, info, debug, verbose");
 }
 
 /// The same messages through convert, info and check: the DLT written

@@ -108,10 +108,7 @@ fn damaged_input_is_2_without_salvage_and_1_with_it() {
     let out = dir.path().join("out");
     let (code, _, err) = pt(&["convert", "--to", "pcp", "-o"], &[&out, &input]);
     assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("damaged.dlt: byte 299621, record 1739"),
-        "{err}"
-    );
+    common::assert_has(&err, "damaged.dlt: byte 299621, record 1739");
     assert_eq!(entries(dir.path()), ["damaged.dlt"]);
     let err = common::pt_exit(
         1,
@@ -125,8 +122,7 @@ fn damaged_input_is_2_without_salvage_and_1_with_it() {
 
 #[test]
 fn strict_refuses_any_loss_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = common::corpus().join("kpi/kpi-capture.dlt");
+    let (dir, input) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
     let out = dir.path().join("out");
     let err = common::pt_exit(
         2,
@@ -174,10 +170,7 @@ fn batch_with_a_damaged_and_a_failing_input_is_3() {
         &["convert", "--salvage", "--to", "pcp", "-o"],
         &[&out, &src],
     );
-    assert!(
-        err.contains("1 ok, 1 salvaged, 1 failed, 0 skipped"),
-        "{err}"
-    );
+    common::assert_has(&err, "1 ok, 1 salvaged, 1 failed, 0 skipped");
     assert!(err.contains("failed     cycles.dat: "), "{err}");
     assert!(err.contains("salvaged   damaged.dlt: "), "{err}");
     assert!(err.contains("ok         good.txt\n"), "{err}");

@@ -773,14 +773,9 @@ fn libdlt_diagnostic_lines_in_a_listing_are_skipped_and_counted() {
     let p = dir.path().join("mixed.txt");
     std::fs::write(&p, &mixed).unwrap();
     // Detected as KPI text although its first line is a diagnostic.
-    let out = Command::new(common::bin())
-        .arg("info")
-        .arg(&p)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("format:    kpi"));
+    let (code, stdout, err) = common::pt(&["info"], &[&p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("format:    kpi"));
     assert_eq!(err.matches("libdlt diagnostic").count(), 1, "{err}");
     assert!(
         err.contains("skipped 17 libdlt diagnostic lines")

@@ -7,8 +7,10 @@
 //! (`formats/format`) and the registry (`formats/mod.rs`) are units of their
 //! own. References are `crate::…` paths (and `polytrace::…` in `src/bin`).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What a format folder may use besides other format folders.
 const FORMAT_MAY_USE: &[&str] = &[
@@ -22,17 +24,6 @@ const FORMAT_MAY_USE: &[&str] = &[
     "cfmt",
     "formats/format",
 ];
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rs_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The unit a source file belongs to.
 fn unit_of(rel: &Path) -> String {
@@ -114,8 +105,7 @@ fn references(text: &str, prefix: &str) -> BTreeSet<String> {
 
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rs_files(&src, &mut files);
+    let files = common::files_below(&src, &|p| common::has_ext(p, "rs"));
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in files {
         let rel = f.strip_prefix(&src).unwrap();

@@ -57,15 +57,9 @@ fn ours_dump(dir: &Path, name: &str) -> (i32, String) {
 }
 
 fn mmvdump(tool: &Path, dir: &Path, name: &str) -> (i32, String) {
-    let out = std::process::Command::new(tool)
-        .current_dir(dir)
-        .arg(name)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let (code, out, _) =
+        common::outcome(std::process::Command::new(tool).current_dir(dir).arg(name));
+    (code, out)
 }
 
 /// Drop the value of ELAPSED lines with an open interval (it depends on now).
@@ -289,11 +283,15 @@ fn sentinel_values_read_as_no_value() {
 
 // ------------------------------------------------------------------ round trips
 
-fn all_inputs(tmp: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = CORPUS
-        .iter()
+/// The corpus MMV files.
+fn corpus_files() -> Vec<PathBuf> {
+    (CORPUS.iter())
         .map(|n| corpus_mmv().join(format!("{n}.mmv")))
-        .collect();
+        .collect()
+}
+
+fn all_inputs(tmp: &Path) -> Vec<PathBuf> {
+    let mut v = corpus_files();
     v.extend(testsuite_files(tmp));
     v.push(v3_dir().join("research_v3.mmv"));
     v
@@ -360,10 +358,7 @@ fn strip_layout(t: &mut Trace) {
 #[test]
 fn default_layout_is_libpcp_mmv_layout() {
     let out = tempfile::tempdir().unwrap();
-    let mut files: Vec<PathBuf> = CORPUS
-        .iter()
-        .map(|n| corpus_mmv().join(format!("{n}.mmv")))
-        .collect();
+    let mut files = corpus_files();
     files.push(v3_dir().join("research_v3.mmv"));
     for p in files {
         let name = p.file_name().unwrap().to_str().unwrap();
@@ -775,10 +770,7 @@ fn writer_renames_what_the_pmda_would_skip_and_marks_missing_values() {
     if let Some(tool) = common::peer("mmvdump") {
         let (rc, out) = mmvdump(&tool, tmp.path(), "names.mmv");
         assert_eq!(rc, 0, "{out}");
-        assert!(
-            out.contains("app.u32[9 or \"nine\"] = 4294967295\n"),
-            "{out}"
-        );
+        common::assert_has(&out, "app.u32[9 or \"nine\"] = 4294967295\n");
     }
 }
 
@@ -798,31 +790,19 @@ fn writer_output_is_generation_complete() {
 
 // ------------------------------------------------------------------ bad input
 
+/// `polytrace VERB [--salvage] P`: exit code, stdout and stderr.
+fn run_verb(verb: &str, p: &Path, salvage: bool) -> (i32, String, String) {
+    let args = [verb, "--salvage"];
+    common::pt(&args[..1 + salvage as usize], &[p])
+}
+
 fn run_dump(p: &Path, salvage: bool) -> (i32, String, String) {
-    let mut c = Command::new(common::bin());
-    c.arg("dump");
-    if salvage {
-        c.arg("--salvage");
-    }
-    let out = c.arg(p).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_verb("dump", p, salvage)
 }
 
 fn run_check(p: &Path, salvage: bool) -> (i32, String) {
-    let mut c = Command::new(common::bin());
-    c.arg("check");
-    if salvage {
-        c.arg("--salvage");
-    }
-    let out = c.arg(p).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = run_verb("check", p, salvage);
+    (code, err)
 }
 
 fn patched(tmp: &Path, name: &str, f: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
@@ -896,10 +876,7 @@ fn generation_mismatch_and_foreign_byte_order() {
     // mmvdump's own listing stops at the mismatch, as ours does
     let (rc, out, _) = run_dump(&p, false);
     assert_eq!(rc, 2);
-    assert!(
-        out.contains("Generated2 = 0\nMismatched generation numbers"),
-        "{out}"
-    );
+    common::assert_has(&out, "Generated2 = 0\nMismatched generation numbers");
 
     let p = patched(tmp.path(), "be.mmv", |d| {
         let v = i32::from_ne_bytes(d[4..8].try_into().unwrap());
@@ -914,10 +891,7 @@ fn generation_mismatch_and_foreign_byte_order() {
 #[test]
 fn truncation_sweep_never_panics() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut files: Vec<PathBuf> = CORPUS
-        .iter()
-        .map(|n| corpus_mmv().join(format!("{n}.mmv")))
-        .collect();
+    let mut files = corpus_files();
     files.push(v3_dir().join("research_v3.mmv"));
     for p in testsuite_files(tmp.path()) {
         // large-parfait (650 KB) only in the long sweep

@@ -12,6 +12,11 @@ fn corpus_pcp() -> PathBuf {
     common::corpus().join("pcp")
 }
 
+/// The testsuite file `rel`, if the testsuite is installed.
+fn testsuite(rel: &str) -> Option<PathBuf> {
+    common::pcp_testsuite().map(|t| t.join(rel))
+}
+
 fn polytrace() -> Command {
     Command::new(common::bin())
 }
@@ -532,14 +537,8 @@ fn writer_accepts_metrics_and_events_from_another_format() {
     // Our own reader sees the values back.
     let vals = run_ok(&["dump", "--style", "values", base.to_str().unwrap()]);
     let vals = String::from_utf8(vals).unwrap();
-    assert!(
-        vals.contains("1795319114.000000005 40.1.2 1 5 1.5\n"),
-        "{vals}"
-    );
-    assert!(
-        vals.contains("1795319115.000000005 40.1.3 -1 3 123999\n"),
-        "{vals}"
-    );
+    common::assert_has(&vals, "1795319114.000000005 40.1.2 1 5 1.5\n");
+    common::assert_has(&vals, "1795319115.000000005 40.1.3 -1 3 123999\n");
     let (Some(dumplog), Some(check)) = (common::peer("pmdumplog"), common::peer("pmlogcheck"))
     else {
         return;
@@ -547,9 +546,9 @@ fn writer_accepts_metrics_and_events_from_another_format() {
     let d = pmdumplog(&dumplog, &["-a", "-Z", "UTC"], &base);
     assert!(d.contains("inst [1 or \"cpu1\"] value 1.5"), "{d}");
     assert!(d.contains("40.1.3 (kpi.rss): value 123999"), "{d}");
-    assert!(
-        d.contains("(trace.kpi.start.records[0 or \"all\"]): 1 event record"),
-        "{d}"
+    common::assert_has(
+        &d,
+        "(trace.kpi.start.records[0 or \"all\"]): 1 event record",
     );
     let c = Proc::new(&check).arg(&base).output().unwrap();
     assert!(
@@ -654,10 +653,9 @@ fn badarchives_give_positioned_errors_or_warnings() {
 
 #[test]
 fn salvage_keeps_every_record_before_the_damage() {
-    let Some(ts) = common::pcp_testsuite() else {
+    let Some(src) = testsuite("badarchives/ok-truncbin") else {
         return;
     };
-    let src = ts.join("badarchives/ok-truncbin");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
     polytrace()
@@ -808,10 +806,9 @@ fn non_utf8_help_text_is_listed_as_stored() {
 #[test]
 fn damaged_xz_volume_is_reported_and_salvaged() {
     use std::io::Write;
-    let Some(ts) = common::pcp_testsuite() else {
+    let Some(src) = testsuite("archives/chartqa1") else {
         return;
     };
-    let src = ts.join("archives/chartqa1");
     let dir = tempfile::tempdir().unwrap();
     // One plain volume, built from the source's three.
     let plain = dir.path().join("p");
@@ -859,10 +856,9 @@ fn full_sweep_all_testsuite_sets() {
     if !common::full() {
         return;
     }
-    let Some(ts) = common::pcp_testsuite() else {
+    let Some(root) = testsuite("archives") else {
         return;
     };
-    let root = ts.join("archives");
     let mut sets: Vec<String> = Vec::new();
     for e in walkdir::WalkDir::new(&root).max_depth(2) {
         let e = e.unwrap();

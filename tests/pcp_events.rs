@@ -29,8 +29,7 @@ fn pmlogcheck_clean(base: &Path) {
 
 #[test]
 fn ltt_events_are_event_records_pmdumplog_prints_parameters() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("ltt/smp_example");
+    let (dir, src) = common::scratch_and_corpus("ltt/smp_example");
     let out = dir.path().join("smp");
     let err = common::convert(&src, "pcp", &out, &[]);
     // 173,157 events, of which 6 are LTT framing (block start/end,
@@ -76,16 +75,15 @@ fn ltt_events_are_event_records_pmdumplog_prints_parameters() {
     ));
     // Streams as instances, with their CPU and tracefile as labels.
     let e = pmdumplog(&["-e"], &out).unwrap();
-    assert!(
-        e.contains("InDom 454.0[1] labels (26 bytes): {\"cpu\":1,\"stream\":\"cpu/1\"}"),
-        "{e}"
+    common::assert_has(
+        &e,
+        "InDom 454.0[1] labels (26 bytes): {\"cpu\":1,\"stream\":\"cpu/1\"}",
     );
 }
 
 #[test]
 fn ltt_to_pcp_to_ltt_listing_is_identical() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("ltt/smp_example");
+    let (dir, src) = common::scratch_and_corpus("ltt/smp_example");
     let pcp = dir.path().join("smp");
     let back = dir.path().join("back.ltt");
     common::convert(&src, "pcp", &pcp, &[]);
@@ -110,8 +108,7 @@ fn ltt_to_pcp_to_ltt_listing_is_identical() {
 
 #[test]
 fn pcp_rewrite_of_event_records_is_byte_identical() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("ltt/smp_example");
+    let (dir, src) = common::scratch_and_corpus("ltt/smp_example");
     let one = dir.path().join("one");
     let two = dir.path().join("two");
     common::convert(&src, "pcp", &one, &["--volume-size", "2M"]);
@@ -148,8 +145,7 @@ fn kpi_payloads(dlt: &Path) -> Option<Vec<String>> {
 
 #[test]
 fn dlt_to_pcp_to_dlt_keeps_datasets_and_groups() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("kpi/kpi-capture.dlt");
+    let (dir, src) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
     let pcp = dir.path().join("kpi");
     let back = dir.path().join("back.dlt");
     let direct = dir.path().join("direct.dlt");
@@ -211,8 +207,7 @@ fn pmlogcheck_or_counter_wraps(base: &Path) {
 
 #[test]
 fn timeline_events_are_event_records_with_their_extras() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("timeline/a2-priorities.dat");
+    let (dir, src) = common::scratch_and_corpus("timeline/a2-priorities.dat");
     let out = dir.path().join("tl");
     let opts = ["--tsc-hz", "2.5e9", "--time-origin", "1795319035.5"];
     common::convert(&src, "pcp", &out, &opts);
@@ -226,14 +221,11 @@ fn timeline_events_are_event_records_with_their_extras() {
     };
     assert_eq!(d.matches("--- event record [").count(), 42);
     // The TSC itself, 64 bits, and the slot the entry had, as parameters.
-    assert!(
-        d.contains("        454.4095.0 (trace.event.raw_clock): value 1891880793228\n"),
-        "{d}"
+    common::assert_has(
+        &d,
+        "        454.4095.0 (trace.event.raw_clock): value 1891880793228\n",
     );
-    assert!(
-        d.contains("(trace.event.extra.timeline_slot): value 0\n"),
-        "{d}"
-    );
+    common::assert_has(&d, "(trace.event.extra.timeline_slot): value 0\n");
 }
 
 #[test]
@@ -245,10 +237,7 @@ fn event_records_of_other_producers_read_as_before() {
     let (code, out, err) = pt(&["info"], &[&ts.join("archives/eventrec")]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("  events "), "{out}");
-    assert!(
-        out.contains("  sample.event.records           10\n"),
-        "{out}"
-    );
+    common::assert_has(&out, "  sample.event.records           10\n");
     let (code, vals, err) = pt(
         &["dump", "--style", "values"],
         &[&ts.join("archives/eventrec")],

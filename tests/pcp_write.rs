@@ -57,8 +57,7 @@ fn v3_delta_indoms_rebuild_to_the_v2_full_records() {
     else {
         return;
     };
-    let input = common::corpus().join("kpi/kpi-capture.dlt");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, input) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
     let v3 = dir.path().join("v3");
     let v2 = dir.path().join("v2");
     common::convert(&input, "pcp", &v3, &["-q"]);
@@ -117,9 +116,9 @@ fn a_clock_that_goes_back_still_makes_an_archive_in_time_order() {
     std::fs::write(&twice, [one.as_slice(), one.as_slice()].concat()).unwrap();
     let out = dir.path().join("out");
     let err = common::convert(&twice, "pcp", &out, &[]);
-    assert!(
-        err.contains("results: time clamped to it (a PCP archive runs forward in time)"),
-        "{err}"
+    common::assert_has(
+        &err,
+        "results: time clamped to it (a PCP archive runs forward in time)",
     );
     let (o, e) = peer_out(&check, &[], &out);
     assert!(

@@ -494,17 +494,8 @@ fn decode_and_check(data: &[u8]) -> Decoded {
 
 fn bin_run(args: &[&str], input: &Path, out: &Path) -> String {
     let _ = std::fs::remove_file(out);
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(input)
-        .args(args)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{}: {stderr}", input.display());
-    stderr
+    let args = [&["convert"], args, &["-o"]].concat();
+    common::pt_exit(0, &args, &[out, input])
 }
 
 fn extra_args(input: &Path) -> Vec<&'static str> {
@@ -624,6 +615,23 @@ fn chrome(input: &Path, dir: &Path) -> Option<ChromeView> {
 
 // ------------------------------------------------------------ tests
 
+/// Assert `ours` and `theirs` hold the same KIND rows in any order; ours,
+/// sorted.
+fn same_rows<T: PartialOrd + std::fmt::Debug>(
+    what: &str,
+    kind: &str,
+    mut ours: Vec<T>,
+    mut theirs: Vec<T>,
+) -> Vec<T> {
+    ours.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    theirs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(ours.len(), theirs.len(), "{what}: {kind} count");
+    assert!(ours == theirs, "{what}: {kind}s differ, first: {:?}", {
+        ours.iter().zip(&theirs).find(|(a, b)| a != b)
+    });
+    ours
+}
+
 /// Every corpus output keeps the rules, and holds what the Chrome JSON
 /// export of the same input holds.
 #[test]
@@ -640,27 +648,18 @@ fn rules_hold_and_chrome_json_agrees() {
         let cv = chrome(&input, dir.path()).expect("Chrome JSON export");
         let rel = |t: u64| t as i64 + d.offset - cv.origin;
 
-        let mut ps = slice_rows(&d, d.offset - cv.origin);
-        let mut cs = cv.slices.clone();
-        ps.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        cs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        assert_eq!(ps.len(), cs.len(), "{what}: slice count");
-        assert!(ps == cs, "{what}: slices differ, first: {:?}", {
-            ps.iter().zip(&cs).find(|(a, b)| a != b)
-        });
-
-        let mut pi: Vec<_> = d
+        let ps = same_rows(
+            &what,
+            "slice",
+            slice_rows(&d, d.offset - cv.origin),
+            cv.slices.clone(),
+        );
+        let pi: Vec<_> = d
             .instants
             .iter()
             .map(|i| (i.track.clone(), i.name.clone(), i.cats.clone(), rel(i.ts)))
             .collect();
-        let mut ci = cv.instants.clone();
-        pi.sort();
-        ci.sort();
-        assert_eq!(pi.len(), ci.len(), "{what}: instant count");
-        assert!(pi == ci, "{what}: instants differ, first: {:?}", {
-            pi.iter().zip(&ci).find(|(a, b)| a != b)
-        });
+        let pi = same_rows(&what, "instant", pi, cv.instants.clone());
 
         let mut pc: Vec<_> = d
             .counters
@@ -973,8 +972,7 @@ for path in sys.argv[1:]:
 /// instant-semantics one stays as it is.
 #[test]
 fn rate_turns_counters_into_rates() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = common::corpus().join("pcp/live_v3");
+    let (dir, input) = common::scratch_and_corpus("pcp/live_v3");
     let raw = dir.path().join("raw.perfetto-trace");
     let rate = dir.path().join("rate.perfetto-trace");
     bin_run(&["--to", "perfetto"], &input, &raw);
@@ -1100,15 +1098,9 @@ fn several_inputs_are_one_machine_each() {
         c.join("pcp/live_v3"),
     ];
     let out = dir.path().join("all.perfetto-trace");
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .args(&inputs)
-        .args(["--to", "perfetto", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let mut paths: Vec<&Path> = vec![&out];
+    paths.extend(inputs.iter().map(PathBuf::as_path));
+    let stderr = common::pt_exit(0, &["convert", "--to", "perfetto", "-o"], &paths);
     assert!(stderr.contains("3 machines (one per input)"), "{stderr}");
     let data = std::fs::read(&out).unwrap();
     let parts = split_machines(&data);
@@ -1144,22 +1136,14 @@ fn several_inputs_are_one_machine_each() {
             (a.0.len(), a.1.len(), a.2.len(), a.3.len()),
             "{label}: slices, instants, counter values, log lines as alone"
         );
-        assert!(
-            m.0 == a.0,
-            "{label}: slices differ from converting it alone"
-        );
-        assert!(
-            m.1 == a.1,
-            "{label}: instants differ from converting it alone"
-        );
-        assert!(
-            m.2 == a.2,
-            "{label}: counter values differ from converting it alone"
-        );
-        assert!(
-            m.3 == a.3,
-            "{label}: log lines differ from converting it alone"
-        );
+        for (same, what) in [
+            (m.0 == a.0, "slices"),
+            (m.1 == a.1, "instants"),
+            (m.2 == a.2, "counter values"),
+            (m.3 == a.3, "log lines"),
+        ] {
+            assert!(same, "{label}: {what} differ from converting it alone");
+        }
         eprintln!(
             "{label}: machine {i}, {} slices, {} instants, {} counter values, {} log lines",
             m.0.len(),

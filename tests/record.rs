@@ -545,7 +545,7 @@ struct KpiView {
 
 fn kpi_view(items: &[polytrace::model::Item]) -> KpiView {
     use polytrace::formats::kpi::schema;
-    use polytrace::model::{IndomKind, Item};
+    use polytrace::model::Item;
     let mut v = KpiView::default();
     let mut names = std::collections::HashMap::new();
     for it in items {
@@ -559,15 +559,7 @@ fn kpi_view(items: &[polytrace::model::Item]) -> KpiView {
                 } else {
                     &mut v.irqs
                 };
-                if u.kind == IndomKind::Full {
-                    map.clear();
-                }
-                for r in &u.removed {
-                    map.remove(r);
-                }
-                for i in &u.instances {
-                    map.insert(i.id, i.name.clone());
-                }
+                u.apply_to(map);
             }
             Item::Event(e) if (1..=3).contains(&e.type_id) => {
                 v.events.push((e.type_id, e.fields.clone()))
@@ -793,10 +785,7 @@ fn streaming_mode_puts_end_calibration_in_a_note() {
         hz_ok(&l, "record.tsc_hz_start");
         assert_eq!(l.extra("record.tsc_hz_end"), None);
         let note = l.text.lines().last().unwrap();
-        assert!(
-            note.contains(" note \"recording ended (samples); counter rate"),
-            "{note}"
-        );
+        common::assert_has(note, " note \"recording ended (samples); counter rate");
     }
     assert_eq!(l.singular("kernel.all.pswitch").len(), 2, "2 scans");
 }

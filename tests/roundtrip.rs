@@ -776,10 +776,7 @@ fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
         Command::new(pminfo).arg("-m").arg("-a").arg(&arch),
     ))
     .into_owned();
-    assert!(
-        names.contains("kernel.all.cpu.user PMID: 60.0.20"),
-        "{names}"
-    );
+    common::assert_has(&names, "kernel.all.cpu.user PMID: 60.0.20");
     assert!(!names.contains("events.metric."), "{names}");
 }
 

@@ -105,16 +105,15 @@ fn with_an_origin_the_archive_starts_at_it() {
     starts_at_the_origin(&out);
     // The items keep their spacing (line order: 1 ns apart).
     let (_, listing, _) = pt(&["dump", "--style", "common"], &[&out]);
-    assert!(
-        listing.contains("1795319035.500000001 event kpi.NEW pid=2 ppid=1 cmdline=\"/bin/sh\""),
-        "{listing}"
+    common::assert_has(
+        &listing,
+        "1795319035.500000001 event kpi.NEW pid=2 ppid=1 cmdline=\"/bin/sh\"",
     );
 }
 
 #[test]
 fn timeline_cycles_need_a_rate_and_an_origin() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("timeline/a2-priorities.dat");
+    let (dir, src) = common::scratch_and_corpus("timeline/a2-priorities.dat");
     let out = dir.path().join("out");
     let err = common::pt_exit(2, &["convert", "--to", "pcp", "-o"], &[&out, &src]);
     assert!(
@@ -163,8 +162,7 @@ fn dlt_ticks_are_not_taken_for_tsc_cycles() {
     // A .dlt's raw clock is 0.1 ms ticks since boot; a timeline stores TSC
     // cycles. The ticks are left out, so the timeline's cycles are the
     // nanoseconds of the messages' time, not 5,070,923 "cycles".
-    let dir = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("kpi/kpi-capture.dlt");
+    let (dir, src) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
     let out = dir.path().join("out.tl");
     common::pt_exit(
         0,

@@ -753,18 +753,14 @@ fn fifth_placeholder_prints_fallback_and_warns() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("c.dat");
     std::fs::write(&p, &v).unwrap();
-    let out = Command::new(common::bin())
-        .arg("dump")
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    let (code, stdout, stderr) = common::pt(&["dump"], &[&p]);
+    assert_eq!(code, 0);
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        stdout,
         "numa core       cycles category         message\n\
          0    0         <start> cat              a a(1) b(2)\nsecond c(3) d(4) e(?)\n"
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("more than 4 placeholders"));
+    assert!(stderr.contains("more than 4 placeholders"));
 }
 
 /// Truncations and bit flips of every corpus file: never a panic, never a
@@ -1040,8 +1036,7 @@ fn cli_convert_strict_and_options() {
 /// same, unwritten slots zero, and the file exactly header + ring + table.
 #[test]
 fn wrapped_ring_keeps_the_newest_entries_in_their_slots() {
-    let tmp = tempfile::tempdir().unwrap();
-    let src = common::corpus().join("ltt/smp_example");
+    let (tmp, src) = common::scratch_and_corpus("ltt/smp_example");
     let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
     for (layout, n) in [("A2", 1024usize), ("M3", 1000), ("A2", 65536)] {
         let conv = |name: &str, entries: Option<usize>| {

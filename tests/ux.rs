@@ -176,10 +176,7 @@ fn kpi_text_on_stdin_still_streams() {
     assert!(!waited_for_eof, "polytrace waited for the end of stdin");
     assert_eq!(out.status.code(), Some(2));
     let e = stderr_of(&out);
-    assert!(
-        e.contains("<stdin>: byte 19, record 2: bad ACT dataset"),
-        "{e}"
-    );
+    common::assert_has(&e, "<stdin>: byte 19, record 2: bad ACT dataset");
 }
 
 // --------------------------------------------------------------- messages
@@ -241,10 +238,7 @@ fn kpi_records_are_one_based_lines() {
     assert_eq!(o.status.code(), Some(2));
     let e = stderr_of(&o);
     // Line 2 starts at byte 19.
-    assert!(
-        e.contains("bad.kpi: byte 19, record 2: bad ACT dataset"),
-        "{e}"
-    );
+    common::assert_has(&e, "bad.kpi: byte 19, record 2: bad ACT dataset");
     // Salvage names the same line.
     let o = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
     assert_eq!(o.status.code(), Some(1));

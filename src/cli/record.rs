@@ -36,25 +36,7 @@ pub fn run(a: &RecordArgs, given: &[&str], quiet: bool) -> anyhow::Result<u8> {
     if to == FormatId::Pcp {
         output = super::naming::pcp_base(&output);
     }
-    let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
-    let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
-    let stop = match (&a.duration, a.samples) {
-        (Some(d), _) => Stop::Duration(parse_duration(d).map_err(Error::Usage)?),
-        (None, Some(n)) => Stop::Intervals(n),
-        (None, None) => Stop::Signal,
-    };
-    let opts = RecordOptions {
-        output,
-        to,
-        force: a.output.force,
-        wopts: a.output.write_options(),
-        interval_ns,
-        check_interval_ns,
-        stop,
-        buffer_limit: a.buffer as usize,
-        quiet,
-        listing: a.listing,
-    };
+    let opts = record_options(a, output, to, quiet)?;
     let outcome = record(&opts)?;
     if !quiet {
         let s = &outcome.stats;
@@ -77,6 +59,35 @@ pub fn run(a: &RecordArgs, given: &[&str], quiet: bool) -> anyhow::Result<u8> {
     }
     // The target holds what it can by its nature: that is the job done.
     Ok(EXIT_OK)
+}
+
+/// What the recorder is given: the target, and `a`'s clock, buffer and
+/// write options.
+fn record_options(
+    a: &RecordArgs,
+    output: std::path::PathBuf,
+    to: FormatId,
+    quiet: bool,
+) -> Result<RecordOptions, Error> {
+    let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
+    let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
+    let stop = match (&a.duration, a.samples) {
+        (Some(d), _) => Stop::Duration(parse_duration(d).map_err(Error::Usage)?),
+        (None, Some(n)) => Stop::Intervals(n),
+        (None, None) => Stop::Signal,
+    };
+    Ok(RecordOptions {
+        output,
+        to,
+        force: a.output.force,
+        wopts: a.output.write_options(),
+        interval_ns,
+        check_interval_ns,
+        stop,
+        buffer_limit: a.buffer as usize,
+        quiet,
+        listing: a.listing,
+    })
 }
 
 /// `record --to mmv --live NAME`: the options that apply to a file written
@@ -132,25 +143,8 @@ fn run_live(a: &RecordArgs, name: &str, given: &[&str], quiet: bool) -> anyhow::
         ))
         .into());
     }
-    let interval_ns = parse_duration(&a.interval).map_err(Error::Usage)?;
-    let check_interval_ns = parse_duration(&a.check_interval).map_err(Error::Usage)?;
-    let stop = match (&a.duration, a.samples) {
-        (Some(d), _) => Stop::Duration(parse_duration(d).map_err(Error::Usage)?),
-        (None, Some(n)) => Stop::Intervals(n),
-        (None, None) => Stop::Signal,
-    };
-    let opts = RecordOptions {
-        output: std::path::PathBuf::new(),
-        to: FormatId::Mmv,
-        force: false,
-        wopts: o.write_options(),
-        interval_ns,
-        check_interval_ns,
-        stop,
-        buffer_limit: a.buffer as usize,
-        quiet,
-        listing: false,
-    };
+    // --force and --listing were refused above: the options read them as unset.
+    let opts = record_options(a, std::path::PathBuf::new(), FormatId::Mmv, quiet)?;
     let (outcome, path, generations) = crate::record::live::record_live(&opts, name)?;
     if !quiet {
         let s = &outcome.stats;

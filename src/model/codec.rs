@@ -82,39 +82,30 @@ fn unhex(s: &str) -> R<Vec<u8>> {
         .collect()
 }
 
-fn f64_text(x: f64) -> String {
-    if x.is_nan() {
-        format!("nan:{:#x}", x.to_bits())
-    } else {
-        format!("{x:?}")
-    }
+/// A float's text and back: `{x:?}`, a NaN as `nan:0xBITS` (payload kept).
+macro_rules! float_text {
+    ($text:ident, $parse:ident, $f:ty, $bits:ty) => {
+        fn $text(x: $f) -> String {
+            if x.is_nan() {
+                format!("nan:{:#x}", x.to_bits())
+            } else {
+                format!("{x:?}")
+            }
+        }
+
+        fn $parse(s: &str) -> R<$f> {
+            if let Some(b) = s.strip_prefix("nan:0x") {
+                return <$bits>::from_str_radix(b, 16)
+                    .map(<$f>::from_bits)
+                    .map_err(|_| format!("bad NaN {s:?}"));
+            }
+            s.parse().map_err(|_| format!("bad float {s:?}"))
+        }
+    };
 }
 
-fn f64_parse(s: &str) -> R<f64> {
-    if let Some(b) = s.strip_prefix("nan:0x") {
-        return u64::from_str_radix(b, 16)
-            .map(f64::from_bits)
-            .map_err(|_| format!("bad NaN {s:?}"));
-    }
-    s.parse().map_err(|_| format!("bad float {s:?}"))
-}
-
-fn f32_text(x: f32) -> String {
-    if x.is_nan() {
-        format!("nan:{:#x}", x.to_bits())
-    } else {
-        format!("{x:?}")
-    }
-}
-
-fn f32_parse(s: &str) -> R<f32> {
-    if let Some(b) = s.strip_prefix("nan:0x") {
-        return u32::from_str_radix(b, 16)
-            .map(f32::from_bits)
-            .map_err(|_| format!("bad NaN {s:?}"));
-    }
-    s.parse().map_err(|_| format!("bad float {s:?}"))
-}
+float_text!(f64_text, f64_parse, f64, u64);
+float_text!(f32_text, f32_parse, f32, u32);
 
 // ------------------------------------------------------------ extras
 

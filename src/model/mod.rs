@@ -545,15 +545,23 @@ impl Units {
             pad: (w & 0xff) as u8,
         }
     }
-    pub fn count() -> Units {
+    pub const fn count() -> Units {
         Units {
             dim_count: 1,
             ..Units::NONE
         }
     }
-    pub fn bytes() -> Units {
+    pub const fn bytes() -> Units {
         Units {
             dim_space: 1,
+            ..Units::NONE
+        }
+    }
+    /// Space dimension with a PCP space scale (0 bytes, 1 KiB, 2 MiB, …).
+    pub const fn space(scale: u8) -> Units {
+        Units {
+            dim_space: 1,
+            scale_space: scale,
             ..Units::NONE
         }
     }
@@ -620,7 +628,7 @@ impl Units {
         parts.join(" ")
     }
     /// Time dimension with a PCP time scale (0 ns, 1 µs, 2 ms, 3 s, …).
-    pub fn time(scale: u8) -> Units {
+    pub const fn time(scale: u8) -> Units {
         Units {
             dim_time: 1,
             scale_time: scale,
@@ -669,6 +677,15 @@ pub struct Instance {
     pub name: String,
 }
 
+impl Instance {
+    pub fn new(id: InstId, name: impl Into<String>) -> Self {
+        Instance {
+            id,
+            name: name.into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndomKind {
     /// The complete membership from `time` on.
@@ -676,6 +693,17 @@ pub enum IndomKind {
     /// Changes against the previous membership: instances listed with a
     /// name are added, those in `removed` are gone.
     Delta,
+}
+
+impl IndomKind {
+    /// A first membership is a full one; later ones are changes.
+    pub fn full_if(first: bool) -> Self {
+        if first {
+            IndomKind::Full
+        } else {
+            IndomKind::Delta
+        }
+    }
 }
 
 /// Instance domain membership at a time.
@@ -688,6 +716,59 @@ pub struct IndomUpdate {
     /// Removed instance ids (Delta only).
     pub removed: Vec<InstId>,
     pub extras: Extras,
+}
+
+/// Instance names by id, as a reader of indom updates keeps them.
+pub trait Membership {
+    fn clear_all(&mut self);
+    fn remove_id(&mut self, id: InstId);
+    fn insert_name(&mut self, id: InstId, name: &str);
+}
+
+macro_rules! membership_map {
+    ($($map:ident),*) => {$(
+        impl Membership for std::collections::$map<InstId, String> {
+            fn clear_all(&mut self) {
+                self.clear();
+            }
+            fn remove_id(&mut self, id: InstId) {
+                self.remove(&id);
+            }
+            fn insert_name(&mut self, id: InstId, name: &str) {
+                self.insert(id, name.to_string());
+            }
+        }
+    )*};
+}
+
+membership_map!(HashMap, BTreeMap);
+
+impl IndomUpdate {
+    /// Bring `names` to the membership from `time` on: a full update
+    /// replaces it, a delta removes then adds (a re-added id is renamed).
+    pub fn apply_to(&self, names: &mut impl Membership) {
+        if self.kind == IndomKind::Full {
+            names.clear_all();
+        }
+        for r in &self.removed {
+            names.remove_id(*r);
+        }
+        for i in &self.instances {
+            names.insert_name(i.id, &i.name);
+        }
+    }
+
+    /// `instances` at `time`, nothing removed, no extras.
+    pub fn new(time: Timestamp, id: IndomId, kind: IndomKind, instances: Vec<Instance>) -> Self {
+        IndomUpdate {
+            time,
+            id,
+            kind,
+            instances,
+            removed: Vec::new(),
+            extras: Extras::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -484,15 +484,7 @@ impl ItemFilter {
             },
             Item::Indom(u) => {
                 let names = self.inst_names.entry(u.id).or_default();
-                if u.kind == IndomKind::Full {
-                    names.clear();
-                }
-                for r in &u.removed {
-                    names.remove(r);
-                }
-                for i in &u.instances {
-                    names.insert(i.id, i.name.clone());
-                }
+                u.apply_to(names);
                 let id = u.id;
                 let item = if self.sel.filters_instances() {
                     let Item::Indom(mut u) = item else {
@@ -723,20 +715,13 @@ mod tests {
     }
 
     fn indom(id: IndomId, insts: &[(i32, &str)]) -> Item {
-        Item::Indom(IndomUpdate {
-            time: Timestamp(0),
+        let instances = insts.iter().map(|(i, n)| Instance::new(*i, *n)).collect();
+        Item::Indom(IndomUpdate::new(
+            Timestamp(0),
             id,
-            kind: IndomKind::Full,
-            instances: insts
-                .iter()
-                .map(|(i, n)| Instance {
-                    id: *i,
-                    name: n.to_string(),
-                })
-                .collect(),
-            removed: vec![],
-            extras: Extras::default(),
-        })
+            IndomKind::Full,
+            instances,
+        ))
     }
 
     fn sample(vals: Vec<(MetricId, Vec<(InstId, u64)>)>) -> Item {

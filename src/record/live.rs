@@ -13,7 +13,7 @@
 //! (PROCESS flag): it is removed at the end, and the PMDA ignores it if the
 //! recorder dies.
 
-use super::{clock, signal, sleep_until, RecordOptions, RecordOutcome, Stop};
+use super::{signal, RecordOptions, RecordOutcome, Ticks};
 use crate::error::{Error, Result};
 use crate::model::*;
 use mmv_values as mmv;
@@ -152,16 +152,8 @@ impl LiveMmv {
         for it in items {
             match it {
                 Item::Metric(m) => {
-                    let keep = matches!(
-                        m.vtype,
-                        ValueType::I32
-                            | ValueType::U32
-                            | ValueType::I64
-                            | ValueType::U64
-                            | ValueType::F32
-                            | ValueType::F64
-                            | ValueType::String
-                    );
+                    // The types an MMV file holds.
+                    let keep = m.vtype.is_numeric() || m.vtype == ValueType::String;
                     if keep && self.metrics.get(&m.id) != Some(m) {
                         self.metrics.insert(m.id, m.clone());
                         self.dirty = true;
@@ -169,15 +161,7 @@ impl LiveMmv {
                 }
                 Item::Indom(u) => {
                     let set = self.members.entry(u.id).or_default();
-                    if u.kind == IndomKind::Full {
-                        set.clear();
-                    }
-                    for r in &u.removed {
-                        set.remove(r);
-                    }
-                    for i in &u.instances {
-                        set.insert(i.id, i.name.clone());
-                    }
+                    u.apply_to(set);
                     self.dirty = true;
                 }
                 Item::Sample(s) => {
@@ -367,25 +351,12 @@ pub fn record_live(opts: &RecordOptions, name: &str) -> Result<(RecordOutcome, P
     let mut live = LiveMmv::new(path.clone());
     let mut items = sampler.definitions();
     let mut outcome = RecordOutcome::default();
-    let t0 = clock::monotonic_ns();
-    let mut k: u64 = 0;
+    let mut ticks = Ticks::start(opts);
     loop {
         sampler.scan(&mut items);
         live.update(&items)?;
         items.clear();
-        if signal::stop_requested() {
-            break;
-        }
-        k += 1;
-        let elapsed = (clock::monotonic_ns() - t0).max(0) as u64;
-        k = k.max(elapsed / opts.interval_ns + 1);
-        let next = k.saturating_mul(opts.interval_ns);
-        match opts.stop {
-            Stop::Duration(d) if next > d => break,
-            Stop::Intervals(n) if k > n => break,
-            _ => {}
-        }
-        if !sleep_until(t0 + next as i64) {
+        if signal::stop_requested() || ticks.wait().is_err() {
             break;
         }
     }

@@ -350,6 +350,46 @@ fn sleep_until(deadline_ns: i64) -> bool {
     }
 }
 
+/// The sampling clock: tick k is due `k × interval` after the start.
+struct Ticks {
+    t0: i64,
+    k: u64,
+    interval_ns: u64,
+    stop: Stop,
+}
+
+impl Ticks {
+    fn start(opts: &RecordOptions) -> Self {
+        Ticks {
+            t0: clock::monotonic_ns(),
+            k: 0,
+            interval_ns: opts.interval_ns,
+            stop: opts.stop,
+        }
+    }
+
+    /// Sleep until the next tick. Err when there is none: the stop
+    /// condition reached (`"duration"`, `"samples"`), or None when a stop
+    /// was requested during the sleep.
+    fn wait(&mut self) -> std::result::Result<(), Option<&'static str>> {
+        self.k += 1;
+        // Skip ticks we overran rather than bursting to catch up.
+        let elapsed = (clock::monotonic_ns() - self.t0).max(0) as u64;
+        self.k = self.k.max(elapsed / self.interval_ns + 1);
+        let next = self.k.saturating_mul(self.interval_ns);
+        match self.stop {
+            Stop::Duration(d) if next > d => return Err(Some("duration")),
+            Stop::Intervals(n) if self.k > n => return Err(Some("samples")),
+            _ => {}
+        }
+        if sleep_until(self.t0 + next as i64) {
+            Ok(())
+        } else {
+            Err(None)
+        }
+    }
+}
+
 /// Record until the stop condition, then write and commit the output.
 pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
     let fmt = formats::get(opts.to);
@@ -410,9 +450,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
     // Stdout is for watching live: no holding back.
     let mut outcome = RecordOutcome::default();
     let pb = status_line(opts.quiet);
-    let t0 = clock::monotonic_ns();
+    let mut ticks = Ticks::start(opts);
     let mut items = Vec::new();
-    let mut k: u64 = 0;
     let stopped_by;
     loop {
         sampler.scan(&mut items);
@@ -439,24 +478,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome> {
             stopped_by = None;
             break;
         }
-        k += 1;
-        // Skip ticks we overran rather than bursting to catch up.
-        let elapsed = (clock::monotonic_ns() - t0).max(0) as u64;
-        k = k.max(elapsed / opts.interval_ns + 1);
-        let next = k.saturating_mul(opts.interval_ns);
-        match opts.stop {
-            Stop::Duration(d) if next > d => {
-                stopped_by = Some("duration");
-                break;
-            }
-            Stop::Intervals(n) if k > n => {
-                stopped_by = Some("samples");
-                break;
-            }
-            _ => {}
-        }
-        if !sleep_until(t0 + next as i64) {
-            stopped_by = None;
+        if let Err(why) = ticks.wait() {
+            stopped_by = why;
             break;
         }
     }

@@ -331,11 +331,7 @@ impl Sampler {
             out.push(Item::Indom(IndomUpdate {
                 time,
                 id: schema::PROC_INDOM,
-                kind: if first {
-                    IndomKind::Full
-                } else {
-                    IndomKind::Delta
-                },
+                kind: IndomKind::full_if(first),
                 instances: new
                     .iter()
                     .map(|pid| Instance {
@@ -432,35 +428,21 @@ impl Sampler {
             .then(|| procfs::parse_loadavg(&self.buf))
             .flatten();
         if first {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: sysmetrics::CPU_INDOM,
-                kind: IndomKind::Full,
-                instances: stat
-                    .percpu
-                    .iter()
-                    .map(|(n, _)| Instance {
-                        id: *n as InstId,
-                        name: format!("cpu{n}"),
-                    })
+            let full =
+                |id, instances| Item::Indom(IndomUpdate::new(time, id, IndomKind::Full, instances));
+            let cpus = stat.percpu.iter();
+            out.push(full(
+                sysmetrics::CPU_INDOM,
+                cpus.map(|(n, _)| Instance::new(*n as InstId, format!("cpu{n}")))
                     .collect(),
-                removed: Vec::new(),
-                extras: Extras::default(),
-            }));
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: sysmetrics::LOADAVG_INDOM,
-                kind: IndomKind::Full,
-                instances: [1, 5, 15]
+            ));
+            out.push(full(
+                sysmetrics::LOADAVG_INDOM,
+                [1, 5, 15]
                     .iter()
-                    .map(|m| Instance {
-                        id: *m,
-                        name: format!("{m} minute"),
-                    })
+                    .map(|m| Instance::new(*m, format!("{m} minute")))
                     .collect(),
-                removed: Vec::new(),
-                extras: Extras::default(),
-            }));
+            ));
         }
         let pcp_ids: Vec<Vec<InstId>> = irqs
             .iter()
@@ -614,33 +596,15 @@ impl Sampler {
                 }
             }
         }
-        if !kpi_new.is_empty() || first {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: schema::IRQ_INDOM,
-                kind: if first {
-                    IndomKind::Full
-                } else {
-                    IndomKind::Delta
-                },
-                instances: kpi_new,
-                removed: Vec::new(),
-                extras: Extras::default(),
-            }));
-        }
-        if !pcp_new.is_empty() {
-            out.push(Item::Indom(IndomUpdate {
-                time,
-                id: sysmetrics::INTERRUPT_CPU_INDOM,
-                kind: if first {
-                    IndomKind::Full
-                } else {
-                    IndomKind::Delta
-                },
-                instances: pcp_new,
-                removed: Vec::new(),
-                extras: Extras::default(),
-            }));
+        // The KPI indom is declared at the first scan even when empty.
+        for (id, new, always) in [
+            (schema::IRQ_INDOM, kpi_new, first),
+            (sysmetrics::INTERRUPT_CPU_INDOM, pcp_new, false),
+        ] {
+            if always || !new.is_empty() {
+                let kind = IndomKind::full_if(first);
+                out.push(Item::Indom(IndomUpdate::new(time, id, kind, new)));
+            }
         }
         if !vals.is_empty() {
             out.push(Item::Sample(Sample {

@@ -16,29 +16,11 @@ pub const LOADAVG_INDOM: IndomId = indom(LINUX, 2);
 /// kernel.percpu.interrupts instances `ROW::cpuN`, ids by first appearance.
 pub const INTERRUPT_CPU_INDOM: IndomId = indom(LINUX, 40);
 
-const MS: Units = Units {
-    dim_time: 1,
-    scale_time: 2,
-    ..Units::NONE
-};
-const KB: Units = Units {
-    dim_space: 1,
-    scale_space: 1,
-    ..Units::NONE
-};
-const SEC: Units = Units {
-    dim_time: 1,
-    scale_time: 3,
-    ..Units::NONE
-};
-const COUNT: Units = Units {
-    dim_count: 1,
-    ..Units::NONE
-};
-const BYTE: Units = Units {
-    dim_space: 1,
-    ..Units::NONE
-};
+const MS: Units = Units::time(2);
+const KB: Units = Units::space(1);
+const SEC: Units = Units::time(3);
+const COUNT: Units = Units::count();
+const BYTE: Units = Units::bytes();
 
 /// Where a metric's value comes from.
 #[derive(Clone, Copy)]

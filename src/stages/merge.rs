@@ -484,15 +484,7 @@ impl Merge {
             }
         };
         let mine = &mut sh.members[k].1;
-        if u.kind == IndomKind::Full {
-            mine.clear();
-        }
-        for r in &u.removed {
-            mine.remove(r);
-        }
-        for i in &u.instances {
-            mine.insert(i.id, i.name.clone());
-        }
+        u.apply_to(mine);
         if sh.members.len() == 1 {
             self.queue.push_back(Item::Indom(u));
             return;
@@ -684,20 +676,13 @@ mod tests {
     #[test]
     fn shared_indoms_are_the_union() {
         let ind = |t, insts: &[(i32, &str)]| {
-            Item::Indom(IndomUpdate {
-                time: Timestamp(t),
-                id: 7,
-                kind: IndomKind::Full,
-                instances: insts
-                    .iter()
-                    .map(|(i, n)| Instance {
-                        id: *i,
-                        name: n.to_string(),
-                    })
-                    .collect(),
-                removed: vec![],
-                extras: Extras::default(),
-            })
+            let instances = insts.iter().map(|(i, n)| Instance::new(*i, *n)).collect();
+            Item::Indom(IndomUpdate::new(
+                Timestamp(t),
+                7,
+                IndomKind::Full,
+                instances,
+            ))
         };
         let a = input(
             "a",

@@ -349,20 +349,36 @@ pub fn dlt_convert_a(file: &Path) -> Option<Vec<u8>> {
     Some(kept)
 }
 
-/// Every `.dlt` under testdata (all folders), sorted.
-pub fn all_dlt_files() -> Vec<PathBuf> {
-    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+/// The files below `dir` (at any depth) that `keep` accepts, sorted.
+pub fn files_below(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    fn walk(d: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(d).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "dlt") {
+                walk(&p, keep, out);
+            } else if keep(&p) {
                 out.push(p);
             }
         }
     }
     let mut v = Vec::new();
-    walk(&testdata(), &mut v);
+    walk(dir, keep, &mut v);
     v.sort();
     v
+}
+
+/// True when `p` ends in `.EXT`.
+pub fn has_ext(p: &Path, ext: &str) -> bool {
+    p.extension().is_some_and(|x| x == ext)
+}
+
+/// Every `.dlt` under testdata (all folders), sorted.
+pub fn all_dlt_files() -> Vec<PathBuf> {
+    files_below(&testdata(), &|p| has_ext(p, "dlt"))
+}
+
+/// A scratch directory and the corpus input `rel`, as most conversion
+/// tests begin.
+pub fn scratch_and_corpus(rel: &str) -> (tempfile::TempDir, PathBuf) {
+    (tempfile::tempdir().unwrap(), corpus().join(rel))
 }
