@@ -6,14 +6,6 @@ mod common;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
-use std::process::Command;
-
-fn exe() -> PathBuf {
-    std::env::var_os("POLYTRACE_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(common::bin)
-}
 
 #[test]
 fn every_entry_is_listed_and_names_keep_their_bytes() {
@@ -30,15 +22,11 @@ fn every_entry_is_listed_and_names_keep_their_bytes() {
     // SAFETY: a valid C path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let out_dir = dir.path().join("out");
-    let out = Command::new(exe())
-        .arg("convert")
-        .arg(&src)
-        .args(["--to", "chrome-json", "-o"])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = common::exit_under_test(
+        0,
+        &["convert", "--to", "chrome-json", "-o"],
+        &[&out_dir, &src],
+    );
     let listing: Vec<&str> = err
         .lines()
         .skip_while(|l| !l.starts_with("result"))

@@ -2,7 +2,7 @@
 mod common;
 
 use assert_cmd::Command;
-use predicates::prelude::*;
+use polytrace::model::FormatId;
 
 fn pt() -> Command {
     Command::new(common::bin())
@@ -15,18 +15,7 @@ fn formats_matrix_marks_unimplemented() {
     let s = String::from_utf8(out.stdout).unwrap();
     let kpi = s.lines().find(|l| l.starts_with("kpi ")).unwrap();
     assert!(kpi.contains("yes"), "{kpi}");
-    for name in [
-        "kpi",
-        "dlt",
-        "mmv",
-        "pcp",
-        "ltt",
-        "timeline",
-        "chrome-json",
-        "csv",
-        "ctf",
-        "perfetto",
-    ] {
+    for name in FormatId::ALL.map(FormatId::name) {
         let line = s
             .lines()
             .find(|l| l.split_whitespace().next() == Some(name))
@@ -42,47 +31,33 @@ fn formats_matrix_marks_unimplemented() {
 
 #[test]
 fn garbage_file_is_an_error_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let g = dir.path().join("garbage.bin");
-    std::fs::write(&g, b"\x7fELF\x02\x01garbage that is no trace\n").unwrap();
-    pt().arg("dump").arg(&g).assert().code(2).stderr(
-        predicate::str::contains("garbage.bin")
-            .and(predicate::str::contains("unrecognised format")),
+    let (_dir, g) =
+        common::scratch_file("garbage.bin", b"\x7fELF\x02\x01garbage that is no trace\n");
+    let err = common::pt_exit(2, &["dump"], &[&g]);
+    common::assert_has_all(
+        "dump garbage.bin",
+        &err,
+        &["garbage.bin", "unrecognised format"],
     );
 }
 
 #[test]
 fn empty_file_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let e = dir.path().join("empty.kpi");
-    std::fs::write(&e, b"").unwrap();
-    pt().arg("info")
-        .arg(&e)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("empty.kpi").and(predicate::str::contains("empty file")));
+    let (_dir, e) = common::scratch_file("empty.kpi", b"");
+    let err = common::pt_exit(2, &["info"], &[&e]);
+    common::assert_has_all("info empty.kpi", &err, &["empty.kpi", "empty file"]);
     // Forcing the format still gives a clear positioned error.
-    pt().args(["info", "--from", "kpi"])
-        .arg(&e)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("byte 0"));
+    let err = common::pt_exit(2, &["info", "--from", "kpi"], &[&e]);
+    common::assert_has(&err, "byte 0");
 }
 
 #[test]
 fn bad_line_is_positioned_and_salvage_keeps_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("bad.kpi");
-    std::fs::write(&f, b"NEW 1;0;/sbin/init\nACT 1;2;3\nSTP 1\n").unwrap();
-    pt().arg("info")
-        .arg(&f)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("byte 19, record 2:"));
-    let out = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("STP datasets                   1"), "{s}");
+    let (_dir, f) = common::scratch_file("bad.kpi", b"NEW 1;0;/sbin/init\nACT 1;2;3\nSTP 1\n");
+    common::assert_has(&common::pt_exit(2, &["info"], &[&f]), "byte 19, record 2:");
+    let (code, s, err) = common::pt(&["info", "--salvage"], &[&f]);
+    assert_eq!(code, 1, "{err}");
+    common::assert_has(&s, "STP datasets                   1");
 }
 
 #[test]
@@ -113,30 +88,18 @@ fn directory_of_mixed_files_converts_what_it_can() {
 
 #[test]
 fn output_never_overwrites_input_and_needs_force() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("a.kpi");
-    std::fs::write(&f, b"NEW 1;0;/sbin/init\n").unwrap();
-    pt().args(["convert", "--to", "kpi", "--force", "-o"])
-        .arg(&f)
-        .arg(&f)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("refusing to overwrite an input"));
+    let (dir, f) = common::scratch_file("a.kpi", b"NEW 1;0;/sbin/init\n");
+    let force = ["convert", "--to", "kpi", "--force", "-o"];
+    let err = common::pt_exit(2, &force, &[&f, &f]);
+    common::assert_has(&err, "refusing to overwrite an input");
     assert_eq!(std::fs::read(&f).unwrap(), b"NEW 1;0;/sbin/init\n");
     let o = dir.path().join("o.kpi");
     std::fs::write(&o, b"old").unwrap();
-    pt().args(["convert", "--to", "kpi", "-o"])
-        .arg(&o)
-        .arg(&f)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--force"));
+    let err = common::pt_exit(2, &["convert", "--to", "kpi", "-o"], &[&o, &f]);
+    common::assert_has(&err, "--force");
     assert_eq!(std::fs::read(&o).unwrap(), b"old");
-    pt().args(["convert", "--to", "kpi", "--force", "-q", "-o"])
-        .arg(&o)
-        .arg(&f)
-        .assert()
-        .code(0);
+    let quiet_force = ["convert", "--to", "kpi", "--force", "-q", "-o"];
+    common::pt_exit(0, &quiet_force, &[&o, &f]);
     assert_eq!(
         std::fs::read(&o).unwrap(),
         b"NEW BEG\nNEW 1;0;/sbin/init\nNEW END\n"

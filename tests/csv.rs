@@ -23,27 +23,28 @@ fn read_csv(text: &[u8], delim: u8) -> Table {
     (header, rows)
 }
 
-fn convert(input: &Path, dir: &Path, name: &str, args: &[&str]) -> (i32, PathBuf, String) {
+fn convert(code: i32, input: &Path, dir: &Path, name: &str, args: &[&str]) -> (PathBuf, String) {
     let out = dir.join(name);
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(input)
-        .args(["--to", "csv", "-o"])
-        .arg(&out)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        out,
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    let (got, _, err) = common::outcome(
+        Command::new(common::bin())
+            .arg("convert")
+            .arg(input)
+            .args(["--to", "csv", "-o"])
+            .arg(&out)
+            .args(args),
+    );
+    assert_eq!(
+        got,
+        code,
+        "convert {} --to csv {args:?}: {err}",
+        input.display()
+    );
+    (out, err)
 }
 
 fn ours(input: &Path, args: &[&str]) -> Table {
     let dir = tempfile::tempdir().unwrap();
-    let (rc, out, err) = convert(input, dir.path(), "out.csv", args);
-    assert_eq!(rc, 0, "{err}");
+    let (out, _) = convert(0, input, dir.path(), "out.csv", args);
     read_csv(&std::fs::read(out).unwrap(), b',')
 }
 
@@ -254,8 +255,7 @@ fn columns_units_and_delimiter() {
         "--delimiter",
         ";",
     ];
-    let (rc, out, err) = convert(&a, dir.path(), "sel.csv", &args);
-    assert_eq!(rc, 0, "{err}");
+    let (out, _) = convert(0, &a, dir.path(), "sel.csv", &args);
     let (hdr, rows) = read_csv(&std::fs::read(&out).unwrap(), b';');
     // Pattern order first, then the metrics in the order pmrep prints
     // them (`pmrep -a live_v3 mmv.live`).
@@ -289,13 +289,13 @@ fn columns_units_and_delimiter() {
 fn strings_are_quoted_as_rfc4180() {
     // KPI command lines hold spaces, semicolons and quotes.
     let (dir, input) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
-    let (rc, out, err) = convert(
+    let (out, _) = convert(
+        0,
         &input,
         dir.path(),
         "k.csv",
         &["--events", "--delimiter", ";"],
     );
-    assert_eq!(rc, 0, "{err}");
     let ev = dir.path().join("k.events.csv");
     let text = std::fs::read(&ev).unwrap();
     let (hdr, rows) = read_csv(&text, b';');
@@ -354,8 +354,7 @@ fn info_counts(input: &Path) -> BTreeMap<String, u64> {
 /// The events table of `convert INPUT --to csv --events -o DIR/STEM.csv`,
 /// which must exit 0.
 fn events_table(input: &Path, dir: &Path, stem: &str) -> Table {
-    let (rc, _, err) = convert(input, dir, &format!("{stem}.csv"), &["--events"]);
-    assert_eq!(rc, 0, "{err}");
+    convert(0, input, dir, &format!("{stem}.csv"), &["--events"]);
     let events = std::fs::read(dir.join(format!("{stem}.events.csv"))).unwrap();
     read_csv(&events, b',')
 }
@@ -428,13 +427,13 @@ fn one_event_type_gets_a_column_per_field() {
     // a2-unwrapped has a single message type.
     let (dir, input) = common::scratch_and_corpus("timeline/a2-unwrapped.dat");
     // TSC cycles need a rate to be seconds (1 GHz: one per ns).
-    let (rc, _, err) = convert(
+    convert(
+        0,
         &input,
         dir.path(),
         "t.csv",
         &["--events", "--tsc-hz", "1e9"],
     );
-    assert_eq!(rc, 0, "{err}");
     let (hdr, rows) = read_csv(
         &std::fs::read(dir.path().join("t.events.csv")).unwrap(),
         b',',
@@ -449,15 +448,13 @@ fn one_event_type_gets_a_column_per_field() {
 #[test]
 fn events_without_a_file_name_are_refused() {
     let input = common::corpus().join("ltt/smp_example");
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(&input)
-        .args(["--to", "csv", "-o", "-", "--events"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("-o FILE"));
-    assert!(o.stdout.is_empty());
+    let (code, out, err) = common::pt(
+        &["convert", "--to", "csv", "-o", "-", "--events"],
+        &[&input],
+    );
+    assert_eq!(code, 2, "{err}");
+    common::assert_has(&err, "-o FILE");
+    assert!(out.is_empty());
 }
 
 #[test]
@@ -465,21 +462,14 @@ fn events_only_input_needs_the_events_option() {
     // An LTT trace has no samples: without --events there is nothing to
     // write, and a header alone is no table.
     let input = common::corpus().join("ltt/smp_example");
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(&input)
-        .args(["--to", "csv", "-o", "-"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, out, err) = common::pt(&["convert", "--to", "csv", "-o", "-"], &[&input]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty());
     assert!(err.contains("nothing to write"), "{err}");
     assert!(err.contains("173151 events need --events"), "{err}");
     // Nor when --columns selects nothing: no file is left behind.
     let (dir, a) = common::scratch_and_corpus("pcp/live_v3");
-    let (rc, out, err) = convert(&a, dir.path(), "none.csv", &["--columns", "no.such.*"]);
-    assert_eq!(rc, 2, "{err}");
+    let (out, err) = convert(2, &a, dir.path(), "none.csv", &["--columns", "no.such.*"]);
     assert!(err.contains("--columns"), "{err}");
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

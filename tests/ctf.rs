@@ -671,10 +671,9 @@ fn babeltrace2_reads_every_corpus_input_as_polytrace_does() {
 
 #[test]
 fn smp_example_gives_173151_events_at_their_absolute_times() {
-    let Some(bt) = common::peer("babeltrace2") else {
+    let Some((bt, dir)) = common::peer_and_scratch("babeltrace2") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("smp.ctf");
     let err = to_ctf(&common::corpus().join("ltt/smp_example"), &out);
     assert!(err.contains("173151 events"), "{err}");
@@ -977,21 +976,12 @@ fn every_field_and_value_type_reads_back_in_babeltrace2() {
 fn nothing_to_write_is_an_error_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("empty.ctf");
-    let o = Command::new(common::bin())
-        .args(["convert", "--tsc-hz", "1e9", "--to", "ctf", "-o"])
-        .arg(&out)
-        .arg(common::corpus().join("timeline/a2-empty.dat"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("nothing to write"), "{err}");
+    let to_ctf = ["convert", "--tsc-hz", "1e9", "--to", "ctf", "-o"];
+    let empty = common::corpus().join("timeline/a2-empty.dat");
+    let err = common::pt_exit(2, &to_ctf, &[&out, &empty]);
+    common::assert_has(&err, "nothing to write");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // A directory format never goes to stdout.
-    let o = Command::new(common::bin())
-        .args(["convert", "--tsc-hz", "1e9", "--to", "ctf", "-o", "-"])
-        .arg(common::corpus().join("timeline/a2-small-wrapped.dat"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
+    let small = common::corpus().join("timeline/a2-small-wrapped.dat");
+    common::pt_exit(2, &to_ctf, &[Path::new("-"), &small]);
 }

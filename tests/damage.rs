@@ -116,19 +116,10 @@ fn case2_hostile_block_size() {
             assert!(o.stdout.is_empty());
         }
         let out = tmp.path().join("out");
-        let o = run(&[&"convert", &trace, &"--to", &"ltt", &"-o", &out]);
-        assert_eq!(code(&o), 2, "{}", stderr(&o));
+        common::pt_exit(2, &["convert", "--to", "ltt", "-o"], &[&out, &trace]);
         assert!(!out.exists());
-        let o = run(&[
-            &"convert",
-            &"--salvage",
-            &trace,
-            &"--to",
-            &"ltt",
-            &"-o",
-            &out,
-        ]);
-        assert_eq!(code(&o), 1, "{}", stderr(&o));
+        let salvage = ["convert", "--salvage", "--to", "ltt", "-o"];
+        common::pt_exit(1, &salvage, &[&out, &trace]);
         let sx = std::fs::read_to_string(out.join("info/system.xml")).unwrap();
         assert!(sx.contains("ltt_block_size=\"100000\""), "{sx}");
         let o = run(&[&"dump", &"--no-framing", &out]);

@@ -387,20 +387,15 @@ fn synthetic_records() -> Vec<Rec> {
     v
 }
 
-fn write_tmp(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().join(name);
-    std::fs::write(&p, bytes).unwrap();
-    (d, p)
+/// Every record of [`synthetic_records`] in one file `types.dlt`.
+fn synthetic_file() -> (tempfile::TempDir, PathBuf) {
+    let file: Vec<u8> = synthetic_records().iter().flat_map(Rec::bytes).collect();
+    common::scratch_file("types.dlt", &file)
 }
 
 #[test]
 fn synthetic_argument_types_match_live_dlt_convert() {
-    let mut file = Vec::new();
-    for r in synthetic_records() {
-        file.extend_from_slice(&r.bytes());
-    }
-    let (_d, p) = write_tmp("types.dlt", &file);
+    let (_d, p) = synthetic_file();
     for (flag, extra) in [("-a", &[][..]), ("-s", &["--headers-only"][..])] {
         for tz in ["UTC", "Australia/Adelaide"] {
             let Some(want) = dlt_convert(&p, flag, tz) else {
@@ -425,24 +420,14 @@ fn synthetic_argument_types_match_live_dlt_convert() {
 
 // ------------------------------------------------------------ damage
 
-fn record_offsets(file: &[u8]) -> Vec<usize> {
-    let mut v = Vec::new();
-    let mut p = 0;
-    while p + 20 <= file.len() {
-        v.push(p);
-        p += 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
-    }
-    v
-}
-
 #[test]
 fn truncated_file_exit_codes_and_prefix() {
     let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
     let want = std::fs::read(kpi_dir().join("B-buf400.convert-a.txt")).unwrap();
-    let offs = record_offsets(&orig);
+    let offs = common::dlt_record_offsets(&orig);
     let last = *offs.last().unwrap();
     for cut in [orig.len() - 1, last + 10, last + 3] {
-        let (_d, p) = write_tmp("cut.dlt", &orig[..cut]);
+        let (_d, p) = common::scratch_file("cut.dlt", &orig[..cut]);
         // A listing goes on past damage by itself: the messages before
         // the cut, the cut reported, exit 1.
         let (out, err, code) = dump(&p, &[]);
@@ -466,22 +451,16 @@ fn truncated_file_exit_codes_and_prefix() {
         assert_eq!(out2, out);
     }
     // Reading (not dumping) a cut file behaves the same way.
-    let (_d, p) = write_tmp("cut.dlt", &orig[..orig.len() - 5]);
-    let o = polytrace().arg("check").arg(&p).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let o = polytrace()
-        .args(["check", "--salvage"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    let (_d, p) = common::scratch_file("cut.dlt", &orig[..orig.len() - 5]);
+    common::pt_exit(2, &["check"], &[&p]);
+    common::pt_exit(1, &["check", "--salvage"], &[&p]);
 }
 
 #[test]
 fn garbage_between_records_is_skipped_and_reported() {
     let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
     let want = std::fs::read(kpi_dir().join("B-buf400.convert-a.txt")).unwrap();
-    let offs = record_offsets(&orig);
+    let offs = common::dlt_record_offsets(&orig);
     // Garbage (with a stray pattern in it) before record 10,
     // and 5 before record 30.
     let mut damaged = Vec::new();
@@ -493,7 +472,7 @@ fn garbage_between_records_is_skipped_and_reported() {
     let g2 = damaged.len();
     damaged.extend_from_slice(b"\x00\x01DLT");
     damaged.extend_from_slice(&orig[offs[30]..]);
-    let (_d, p) = write_tmp("garbage.dlt", &damaged);
+    let (_d, p) = common::scratch_file("garbage.dlt", &damaged);
 
     // The listing resynchronises without --salvage too (docs/dlt.md).
     let (plain, err, code) = dump(&p, &[]);
@@ -527,7 +506,7 @@ fn garbage_between_records_is_skipped_and_reported() {
     damaged.extend_from_slice(&orig[..offs[30]]);
     damaged.extend_from_slice(b"\x00\x01DLT");
     damaged.extend_from_slice(&orig[offs[30]..]);
-    let (_d2, p2) = write_tmp("garbage2.dlt", &damaged);
+    let (_d2, p2) = common::scratch_file("garbage2.dlt", &damaged);
     let (out, err, code) = dump(&p2, &["--salvage"]);
     assert_eq!(code, 1, "{err}");
     assert_same("salvaged listing 2", &out, &want);
@@ -560,7 +539,7 @@ fn pattern_inside_a_payload_is_not_taken_for_a_record() {
     let mut file = [r0.clone(), r1.clone(), r2.clone()].concat();
 
     // Undamaged: three records, the inner pattern is payload.
-    let (_d, p) = write_tmp("inner.dlt", &file);
+    let (_d, p) = common::scratch_file("inner.dlt", &file);
     let (out, err, code) = dump(&p, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.split(|&b| b == b'\n').count() - 1, 3);
@@ -569,7 +548,7 @@ fn pattern_inside_a_payload_is_not_taken_for_a_record() {
     }
 
     file[r0.len()] = b'X';
-    let (_d, p) = write_tmp("inner-damaged.dlt", &file);
+    let (_d, p) = common::scratch_file("inner-damaged.dlt", &file);
     let (out, err, code) = dump(&p, &["--salvage"]);
     assert_eq!(code, 1, "{err}");
     let text = String::from_utf8_lossy(&out);
@@ -598,7 +577,7 @@ fn protocol_v2_and_bad_version_are_damage() {
     badver[16] = (badver[16] & 0x1f) | 0x40;
     for (name, bad, why) in [("v2", v2, "protocol v2"), ("version", badver, "version 2")] {
         let file = [good.clone(), bad.clone(), good.clone()].concat();
-        let (_d, p) = write_tmp("v.dlt", &file);
+        let (_d, p) = common::scratch_file("v.dlt", &file);
         let (out, err, code) = dump(&p, &[]);
         assert_eq!(code, 1, "{name}");
         assert!(
@@ -770,6 +749,13 @@ fn convert(input: &Path, to: &str, out: &Path, extra: &[&str]) -> (i32, String) 
     )
 }
 
+/// [`convert`], which must exit 0; its stderr.
+fn converted(input: &Path, to: &str, out: &Path, extra: &[&str]) -> String {
+    let (code, err) = convert(input, to, out, extra);
+    assert_eq!(code, 0, "convert {} --to {to}: {err}", input.display());
+    err
+}
+
 fn listing(p: &Path) -> Vec<u8> {
     dlt_convert(p, "-a", "UTC").unwrap_or_else(|| dump(p, &[]).0)
 }
@@ -789,8 +775,7 @@ fn dlt_to_kpi_lines_to_dlt_keeps_groups() {
             err.contains("dropped:") && err.contains("DLTD.INTM events"),
             "{err}"
         );
-        let (code, err) = convert(&kpi, "dlt", &back, &[]);
-        assert_eq!(code, 0, "{err}");
+        converted(&kpi, "dlt", &back, &[]);
         let want = std::fs::read(kpi_dir().join(format!("{name}.convert-a.txt"))).unwrap();
         let g0 = groups_of_listing(&want);
         let g1 = groups_of_listing(&listing(&back));
@@ -807,8 +792,7 @@ fn dlt_to_dlt_keeps_groups_and_other_messages() {
     let src = kpi_dir().join("kpi-capture.dlt");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("y.dlt");
-    let (code, err) = convert(&src, "dlt", &out, &["--session-id", "14401"]);
-    assert_eq!(code, 0, "{err}");
+    converted(&src, "dlt", &out, &["--session-id", "14401"]);
     let want = std::fs::read(kpi_dir().join("kpi-capture.convert-a.txt")).unwrap();
     let ours = listing(&out);
     assert_eq!(groups_of_listing(&want), groups_of_listing(&ours));
@@ -826,7 +810,7 @@ fn dlt_to_dlt_keeps_groups_and_other_messages() {
     let bytes = std::fs::read(&out).unwrap();
     let mut mcnt: Option<u8> = None;
     let mut n = 0;
-    for off in record_offsets(&bytes) {
+    for off in common::dlt_record_offsets(&bytes) {
         let r = &bytes[off..];
         let len = u16::from_be_bytes([r[18], r[19]]) as usize;
         if &r[34..42] != b"PROCPROC" {
@@ -856,12 +840,11 @@ fn payload_limit_option_splits_like_libdlt() {
     let src = kpi_dir().join("B-buf400.dlt");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("z.dlt");
-    let (code, err) = convert(&src, "dlt", &out, &["--dlt-payload-max", "400"]);
-    assert_eq!(code, 0, "{err}");
+    converted(&src, "dlt", &out, &["--dlt-payload-max", "400"]);
     let bytes = std::fs::read(&out).unwrap();
     let mut max = 0;
     let mut data_msgs = 0;
-    for off in record_offsets(&bytes) {
+    for off in common::dlt_record_offsets(&bytes) {
         let r = &bytes[off..];
         if &r[34..42] == b"PROCPROC" {
             let len = u16::from_be_bytes([r[18], r[19]]) as usize;
@@ -874,10 +857,9 @@ fn payload_limit_option_splits_like_libdlt() {
     assert_eq!(groups_of_listing(&want), groups_of_listing(&listing(&out)));
     // With the default limit the same groups need fewer messages.
     let out2 = d.path().join("z2.dlt");
-    let (code, err) = convert(&src, "dlt", &out2, &[]);
-    assert_eq!(code, 0, "{err}");
+    converted(&src, "dlt", &out2, &[]);
     let bytes2 = std::fs::read(&out2).unwrap();
-    let n2 = record_offsets(&bytes2)
+    let n2 = common::dlt_record_offsets(&bytes2)
         .iter()
         .filter(|&&o| &bytes2[o + 34..o + 42] == b"PROCPROC")
         .count();
@@ -885,13 +867,12 @@ fn payload_limit_option_splits_like_libdlt() {
     assert_eq!(groups_of_listing(&want), groups_of_listing(&listing(&out2)));
     // A 900-byte command line cannot fit a 400-byte payload: cut, reported.
     let out3 = d.path().join("z3.dlt");
-    let (code, err) = convert(
+    let err = converted(
         &kpi_dir().join("kpi-capture.dlt"),
         "dlt",
         &out3,
         &["--dlt-payload-max", "400"],
     );
-    assert_eq!(code, 0, "{err}");
     assert!(err.contains("cut to fit"), "{err}");
 }
 
@@ -935,8 +916,7 @@ fn kpi_times_are_tmsp_plus_min_offset() {
     }
     let d = tempfile::tempdir().unwrap();
     let kpi = d.path().join("t.kpi");
-    let (code, err) = convert(&kpi_dir().join("B-buf400.dlt"), "kpi", &kpi, &[]);
-    assert_eq!(code, 0, "{err}");
+    converted(&kpi_dir().join("B-buf400.dlt"), "kpi", &kpi, &[]);
     let lines = std::fs::read_to_string(&kpi).unwrap();
     let mut n = 0;
     for l in lines.lines() {
@@ -977,11 +957,10 @@ fn interleaved_groups_are_kept_per_type() {
         msg(7, &[b"NEW", b"END"]),
     ]
     .concat();
-    let (_d, p) = write_tmp("inter.dlt", &file);
+    let (_d, p) = common::scratch_file("inter.dlt", &file);
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("inter-out.dlt");
-    let (code, err) = convert(&p, "dlt", &out, &[]);
-    assert_eq!(code, 0, "{err}");
+    converted(&p, "dlt", &out, &[]);
     let mut g0 = groups_of_listing(&listing(&p));
     let mut g1 = groups_of_listing(&listing(&out));
     assert_eq!(
@@ -1009,7 +988,7 @@ fn records_across_buffer_refills_and_stdin() {
     // times; the listing is the reference three times, indexes running on.
     let one = std::fs::read(kpi_dir().join("kpi-capture.dlt")).unwrap();
     let want1 = std::fs::read_to_string(kpi_dir().join("kpi-capture.convert-a.txt")).unwrap();
-    let (_d, p) = write_tmp("x3.dlt", &[one.clone(), one.clone(), one.clone()].concat());
+    let (_d, p) = common::scratch_file("x3.dlt", &[one.clone(), one.clone(), one.clone()].concat());
     let (out, err, code) = dump(&p, &[]);
     assert_eq!(code, 0, "{err}");
     let mut want = String::new();
@@ -1029,7 +1008,7 @@ fn records_across_buffer_refills_and_stdin() {
         .unwrap();
     assert!(o.status.success());
     assert_same("stdin", &o.stdout, want1.as_bytes());
-    let (_d2, p2) = write_tmp("junk.dlt", &[b"junkjunk".to_vec(), one].concat());
+    let (_d2, p2) = common::scratch_file("junk.dlt", &[b"junkjunk".to_vec(), one].concat());
     let (out, err, code) = dump(&p2, &["--salvage"]);
     assert_eq!(code, 1);
     assert!(
@@ -1042,12 +1021,12 @@ fn records_across_buffer_refills_and_stdin() {
 #[test]
 fn message_counter_gaps_are_reported() {
     let orig = std::fs::read(kpi_dir().join("B-buf400.dlt")).unwrap();
-    let offs = record_offsets(&orig);
+    let offs = common::dlt_record_offsets(&orig);
     // Leave out two consecutive KPI records (20 and 21).
     assert_eq!(&orig[offs[20] + 34..offs[20] + 42], b"PROCPROC");
     assert_eq!(&orig[offs[21] + 34..offs[21] + 42], b"PROCPROC");
     let f = [&orig[..offs[20]], &orig[offs[22]..]].concat();
-    let (_d, p) = write_tmp("gap.dlt", &f);
+    let (_d, p) = common::scratch_file("gap.dlt", &f);
     let o = polytrace().arg("info").arg(&p).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1238,8 +1217,7 @@ fn dlt_through_the_model_keeps_every_header_field() {
     for f in daemon_files() {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("re.dlt");
-        let (code, err) = convert(&f, "dlt", &out, &["--session-id", "7"]);
-        assert_eq!(code, 0, "{err}");
+        converted(&f, "dlt", &out, &["--session-id", "7"]);
         let (Some(a), Some(b)) = (dlt_convert(&f, "-a", "UTC"), dlt_convert(&out, "-a", "UTC"))
         else {
             return;
@@ -1247,8 +1225,7 @@ fn dlt_through_the_model_keeps_every_header_field() {
         assert_same(&f.display().to_string(), &b, &a);
         // Without an id option the original records are copied verbatim.
         let out2 = d.path().join("copy.dlt");
-        let (code, err) = convert(&f, "dlt", &out2, &[]);
-        assert_eq!(code, 0, "{err}");
+        converted(&f, "dlt", &out2, &[]);
         assert_eq!(std::fs::read(&out2).unwrap(), std::fs::read(&f).unwrap());
     }
 }
@@ -1258,15 +1235,10 @@ fn synthetic_argument_types_survive_the_model() {
     // Every argument type of the synthetic file, rebuilt from the model,
     // lists as before, except where the source record is damaged or
     // dlt-convert misreads it. Those lines are pinned here with the reason.
-    let mut file = Vec::new();
-    for r in synthetic_records() {
-        file.extend_from_slice(&r.bytes());
-    }
-    let (_d, p) = write_tmp("types.dlt", &file);
+    let (_d, p) = synthetic_file();
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("re.dlt");
-    let (code, err) = convert(&p, "dlt", &out, &["--session-id", "9"]);
-    assert_eq!(code, 0, "{err}");
+    let err = converted(&p, "dlt", &out, &["--session-id", "9"]);
     assert!(err.contains("written: 3 annotations, 79 messages"), "{err}");
     let a = String::from_utf8_lossy(&dump(&p, &[]).0).into_owned();
     let b = String::from_utf8_lossy(&dump(&out, &[]).0).into_owned();
@@ -1323,10 +1295,8 @@ fn dlt_to_ltt_to_dlt_keeps_the_payload_text() {
         let d = tempfile::tempdir().unwrap();
         let ltt = d.path().join("x.ltt");
         let back = d.path().join("back.dlt");
-        let (code, err) = convert(&f, "ltt", &ltt, &[]);
-        assert_eq!(code, 0, "{err}");
-        let (code, err) = convert(&ltt, "dlt", &back, &[]);
-        assert_eq!(code, 0, "{err}");
+        converted(&f, "ltt", &ltt, &[]);
+        converted(&ltt, "dlt", &back, &[]);
         let (Some(a), Some(b)) = (
             dlt_convert(&f, "-a", "UTC"),
             dlt_convert(&back, "-a", "UTC"),
@@ -1427,8 +1397,7 @@ fn dlt_to_ltt_to_dlt_is_byte_for_byte_without_kpi_data() {
 fn smp_example_as_dlt_has_one_message_per_event() {
     let (d, src) = common::scratch_and_corpus("ltt/smp_example");
     let out = d.path().join("smp.dlt");
-    let (code, err) = convert(&src, "dlt", &out, &[]);
-    assert_eq!(code, 0, "{err}");
+    let err = converted(&src, "dlt", &out, &[]);
     assert!(err.contains("written: 173151 messages"), "{err}");
     let Some(listing) = dlt_convert(&out, "-a", "UTC") else {
         return;
@@ -1487,13 +1456,12 @@ fn timeline_priorities_become_log_levels_and_names_come_back() {
     let (d, src) = common::scratch_and_corpus("timeline/a2-priorities.dat");
     let out = d.path().join("prio.dlt");
     // Cycles only: a DLT file needs dates, so the test gives them.
-    let (code, err) = convert(
+    converted(
         &src,
         "dlt",
         &out,
         &["--tsc-hz", "2.5e9", "--time-origin", "2026-11-23T12:00:00Z"],
     );
-    assert_eq!(code, 0, "{err}");
     let before = types(&src, FormatId::Timeline);
     let after = types(&out, FormatId::Dlt);
     assert_eq!(before.len(), 7);
@@ -1545,10 +1513,9 @@ fn boot_cycles_are_sorted_apart_and_kept_in_order() {
         msg("b2", 110, 10_000),
         msg("b3", 120, 30_000),
     ];
-    let (d, p) = write_tmp("boots.dlt", &recs.concat());
+    let (d, p) = common::scratch_file("boots.dlt", &recs.concat());
     let out = d.path().join("boots.csv");
-    let (code, err) = convert(&p, "csv", &out, &["--events"]);
-    assert_eq!(code, 0, "{err}");
+    converted(&p, "csv", &out, &["--events"]);
     let events = d.path().join("boots.events.csv");
     let csv = std::fs::read_to_string(&events).unwrap_or_else(|e| {
         let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
@@ -1808,12 +1775,13 @@ fn numeric_args(file: &[u8]) -> Vec<NumArg> {
     out
 }
 
-/// dlt-daemon's `testfile.dlt`, its numeric arguments decoded here, and a
-/// scratch directory.
-fn testfile_args() -> (PathBuf, Vec<NumArg>, tempfile::TempDir) {
+/// dlt-daemon's `testfile.dlt`, its numeric arguments decoded here, and
+/// the output path `out` in a scratch directory.
+fn testfile_args(out: &str) -> (PathBuf, Vec<NumArg>, PathBuf, tempfile::TempDir) {
     let input = common::corpus().join("dlt/testfile.dlt");
     let args = numeric_args(&std::fs::read(&input).unwrap());
-    (input, args, tempfile::tempdir().unwrap())
+    let dir = tempfile::tempdir().unwrap();
+    (input, args, dir.path().join(out), dir)
 }
 
 /// A derived metric's name without the class suffix polytrace adds where
@@ -1844,10 +1812,9 @@ fn testfile_numeric_arguments_are_series_in_pcp() {
     let Some(pmdumplog) = common::peer("pmdumplog") else {
         return;
     };
-    let (input, args, dir) = testfile_args();
+    let (input, args, out, _dir) = testfile_args("t");
     // TES1 [1011], TES2's ten integers and two floats, TES3's 21 numbers, TES4's 18.
     assert_eq!(args.len(), 1 + 12 + 21 + 18);
-    let out = dir.path().join("t");
     polytrace()
         .args(["convert", "--quiet", "--to", "pcp", "-o"])
         .arg(&out)
@@ -1877,8 +1844,7 @@ fn testfile_numeric_arguments_are_typed_csv_columns() {
     let Some(py) = common::venv_python() else {
         return;
     };
-    let (input, args, dir) = testfile_args();
-    let out = dir.path().join("t.csv");
+    let (input, args, out, dir) = testfile_args("t.csv");
     polytrace()
         .args(["convert", "--quiet", "--events", "-o"])
         .arg(&out)
@@ -1945,8 +1911,7 @@ fn testfile_numeric_arguments_are_typed_csv_columns() {
 
 #[test]
 fn testfile_numeric_arguments_are_chrome_counters() {
-    let (input, args, dir) = testfile_args();
-    let out = dir.path().join("t.json");
+    let (input, args, out, _dir) = testfile_args("t.json");
     convert_ok(&input, &out, &[]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let evs = v["traceEvents"].as_array().unwrap();
@@ -1989,8 +1954,7 @@ fn testfile_numeric_arguments_are_parquet_rows() {
     let Some(py) = common::venv_python() else {
         return;
     };
-    let (input, args, dir) = testfile_args();
-    let out = dir.path().join("t.parquet");
+    let (input, args, out, _dir) = testfile_args("t.parquet");
     convert_ok(&input, &out, &[]);
     // Every value a row of its own (the long table keeps values that share
     // a time), integers in value_i64 and floats in value_f64, the ECU as
@@ -2029,8 +1993,7 @@ fn testfile_numeric_arguments_are_perfetto_counters() {
     let Some(python) = common::peer("perfetto-python") else {
         return;
     };
-    let (input, args, dir) = testfile_args();
-    let out = dir.path().join("t.pftrace");
+    let (input, args, out, _dir) = testfile_args("t.pftrace");
     convert_ok(&input, &out, &["--to", "perfetto"]);
     let script = r#"
 import sys

@@ -114,16 +114,6 @@ fn what_dlt_convert_cannot_read_is_refused_clearly() {
 
 // ------------------------------------------------------------ damage
 
-fn offsets(file: &[u8]) -> Vec<usize> {
-    let mut v = Vec::new();
-    let mut p = 0;
-    while p + 20 <= file.len() {
-        v.push(p);
-        p += 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
-    }
-    v
-}
-
 struct Damaged {
     name: &'static str,
     bytes: Vec<u8>,
@@ -140,7 +130,7 @@ struct Damaged {
 /// length running 30 bytes past the next storage header, (c) record `k`
 /// cut to 19 bytes (inside its standard header), the next one right after.
 fn damaged(orig: &[u8], k: usize) -> Vec<Damaged> {
-    let offs = offsets(orig);
+    let offs = common::dlt_record_offsets(orig);
     let (o, next) = (offs[k], offs[k + 1]);
     let mut a = orig[..o].to_vec();
     a.extend_from_slice(&orig[o..o + 16]);
@@ -537,7 +527,7 @@ fn an_ecu_without_a_clock_is_never_placed_before_the_epoch() {
     // 1970 (seconds since the ECU booted), as an ECU writes them before
     // it learns the date.
     let mut b = std::fs::read(dlt_dir().join("testfile.dlt")).unwrap();
-    let offs = offsets(&b);
+    let offs = common::dlt_record_offsets(&b);
     for (i, &o) in offs.iter().take(40).enumerate() {
         b[o + 4..o + 8].copy_from_slice(&(3 + i as u32).to_le_bytes());
     }

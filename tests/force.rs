@@ -10,14 +10,6 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The binary under test (`POLYTRACE_TEST_BIN` runs these tests against
-/// another build, to show what an older one does).
-fn exe() -> PathBuf {
-    std::env::var_os("POLYTRACE_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(common::bin)
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -183,7 +175,7 @@ fn expected(path: Path_, kind: Kind, at: At) -> (i32, bool) {
 }
 
 fn run(path: Path_, kind: Kind, at: At, w: &Path, o: &Path) -> Output {
-    let mut c = Command::new(exe());
+    let mut c = Command::new(common::bin_under_test());
     let input = w.join("in/sub/in.dlt");
     match path {
         Path_::Convert => {
@@ -309,15 +301,18 @@ fn force_never_removes_what_polytrace_did_not_write() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn convert(args: &[&str], input: &Path, o: &Path) -> Output {
-    Command::new(exe())
-        .arg("convert")
-        .arg(input)
-        .args(args)
-        .args(["-q", "-o"])
-        .arg(o)
-        .output()
-        .unwrap()
+/// `convert INPUT ARGS… -q -o O`, which must exit with `code`; its stderr.
+fn convert(code: i32, args: &[&str], input: &Path, o: &Path) -> String {
+    let (got, _, err) = common::outcome(
+        Command::new(common::bin_under_test())
+            .arg("convert")
+            .arg(input)
+            .args(args)
+            .args(["-q", "-o"])
+            .arg(o),
+    );
+    assert_eq!(got, code, "convert {args:?} -o {}: {err}", o.display());
+    err
 }
 
 /// A directory output polytrace wrote is replaced by `--force` with an
@@ -325,65 +320,48 @@ fn convert(args: &[&str], input: &Path, o: &Path) -> Output {
 /// once anything was added to it, not when it is the input.
 #[test]
 fn force_replaces_only_a_previous_output_of_the_same_kind() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = dir.path();
-    let src = common::testdata().join("kpi/kpi-capture.dlt");
-    let l = w.join("trace");
-    let ok = |o: &Output| o.status.code() == Some(0);
-    let o = convert(&["--to", "ltt"], &src, &l);
-    assert!(ok(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    let (dir, src) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
+    let l = dir.path().join("trace");
+    convert(0, &["--to", "ltt"], &src, &l);
     let first = snapshot(&l);
     // Same kind: replaced.
-    let o = convert(&["--to", "ltt", "--force"], &src, &l);
-    assert!(ok(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    convert(0, &["--to", "ltt", "--force"], &src, &l);
     let second = snapshot(&l);
     assert_eq!(
         second.keys().collect::<Vec<_>>(),
         first.keys().collect::<Vec<_>>()
     );
     // Another kind: refused.
-    let o = convert(&["--to", "ctf", "--force"], &src, &l);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("not ctf"),
-        "{o:?}"
-    );
+    let err = convert(2, &["--to", "ctf", "--force"], &src, &l);
+    common::assert_has(&err, "not ctf");
     // The input itself (an LTT trace read back into LTT): refused.
-    let o = convert(&["--to", "ltt", "--force"], &l, &l);
-    assert_eq!(o.status.code(), Some(2));
+    convert(2, &["--to", "ltt", "--force"], &l, &l);
     assert_eq!(snapshot(&l), second);
     // Something added that polytrace did not write: refused, kept.
     std::fs::write(l.join("cpu/notes.txt"), b"mine").unwrap();
-    let o = convert(&["--to", "ltt", "--force"], &src, &l);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("cpu/notes.txt"), "{err}");
+    let err = convert(2, &["--to", "ltt", "--force"], &src, &l);
+    common::assert_has(&err, "cpu/notes.txt");
     assert_eq!(std::fs::read(l.join("cpu/notes.txt")).unwrap(), b"mine");
     // A directory of the same shape polytrace did not write: refused.
-    let copy = w.join("copy");
+    let copy = dir.path().join("copy");
     common::output_ok(Command::new("cp").arg("-r").arg(&l).arg(&copy));
     std::fs::remove_file(copy.join("cpu/notes.txt")).unwrap();
-    let o = convert(&["--to", "ltt", "--force"], &src, &copy);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("did not write"));
+    let err = convert(2, &["--to", "ltt", "--force"], &src, &copy);
+    common::assert_has(&err, "did not write");
 }
 
 /// A text output into a FIFO carries the same bytes as into a file.
 #[test]
 fn text_output_streams_into_a_fifo() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = dir.path();
-    let src = common::testdata().join("kpi/kpi-capture.dlt");
-    let f = w.join("f.json");
-    assert!(convert(&["--to", "chrome-json"], &src, &f).status.success());
-    let fifo = w.join("p");
+    let (dir, src) = common::scratch_and_corpus("kpi/kpi-capture.dlt");
+    let f = dir.path().join("f.json");
+    convert(0, &["--to", "chrome-json"], &src, &f);
+    let fifo = dir.path().join("p");
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid C path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let rx = read_fifo(&fifo);
-    let o = convert(&["--to", "chrome-json", "--force"], &src, &fifo);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    convert(0, &["--to", "chrome-json", "--force"], &src, &fifo);
     let n = rx
         .recv_timeout(std::time::Duration::from_secs(10))
         .expect("nothing was written into the FIFO");

@@ -281,22 +281,8 @@ fn an_empty_window_says_where_the_data_is() {
         err.contains("2026-11-22T") && err.contains("runs from"),
         "{err}"
     );
-    // A window between two samples (1 s apart) names the nearest ones.
-    let (code, _, err) = pt(&[
-        "info",
-        &pcp,
-        "--begin",
-        "1795319115.8",
-        "--end",
-        "1795319115.9",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("nearest")
-            && err.contains("03:45:15.696528")
-            && err.contains("03:45:16.696471"),
-        "{err}"
-    );
+    // A window between two samples: honest_options_rest.rs
+    // (a_window_between_samples_names_the_nearest_data).
 }
 
 // 9 -------------------------------------------------------------------

@@ -39,31 +39,33 @@ fn every_target_with_seconds_refuses_cycles_without_a_rate() {
 // 8 -------------------------------------------------------------------
 
 #[test]
-fn a_relative_empty_window_names_the_nearest_data() {
-    // live_v2 starts at 1795319114.675209 with samples 1 s apart:
-    // +1.1s .. +1.2s falls between 03:45:15.696528 and 03:45:16.696471.
+fn a_window_between_samples_names_the_nearest_data() {
+    // live_v2 runs 1795319114.675209 .. 03:45:21.675, samples 1 s apart:
+    // each window (absolute, from the start, from the end) falls between
+    // 03:45:15.696528 and 03:45:16.696471.
     let pcp = td("pcp/live_v2");
-    for verb in ["info", "convert"] {
-        let mut args = vec![verb, &pcp, "--begin", "+1.1s", "--end", "+1.2s"];
-        if verb == "convert" {
-            args.extend(["--to", "csv", "-o", "-"]);
+    let windows = [
+        ("1795319115.8", "1795319115.9"),
+        ("+1.1s", "+1.2s"),
+        ("-5.9s", "-5.8s"),
+    ];
+    for (begin, end) in windows {
+        for verb in ["info", "convert"] {
+            let mut args = vec![verb, &pcp, "--begin", begin, "--end", end];
+            if verb == "convert" {
+                args.extend(["--to", "csv", "-o", "-"]);
+            }
+            let (code, _, err) = pt(&args);
+            let what = format!("{verb} --begin {begin} --end {end}");
+            assert_eq!(code, 2, "{what}: {err}");
+            assert!(
+                err.contains("nearest")
+                    && err.contains("03:45:15.696528")
+                    && err.contains("03:45:16.696471"),
+                "{what}: {err}"
+            );
         }
-        let (code, _, err) = pt(&args);
-        assert_eq!(code, 2, "{verb}: {err}");
-        assert!(
-            err.contains("nearest")
-                && err.contains("03:45:15.696528")
-                && err.contains("03:45:16.696471"),
-            "{verb}: {err}"
-        );
     }
-    // Counted from the end: -5.9s .. -5.8s before 03:45:21.675 is the same gap.
-    let (code, _, err) = pt(&["info", &pcp, "--begin", "-5.9s", "--end", "-5.8s"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("03:45:15.696528") && err.contains("03:45:16.696471"),
-        "{err}"
-    );
 }
 
 // 11 ------------------------------------------------------------------

@@ -543,26 +543,27 @@ fn kpi_content(
     let mut r = polytrace::formats::get(id)
         .open(&input, &ro)
         .map_err(|e| e.to_string())?;
-    let storage = |x: &polytrace::model::Extras, t: i64| match id {
-        FormatId::Dlt => x.i64("dlt.storage_ns").unwrap(),
-        _ => t,
+    // Group, device clock and storage time of an event or sample.
+    let stamp = |x: &polytrace::model::Extras, raw: Option<u64>, t: i64| {
+        let storage = match id {
+            FormatId::Dlt => x.i64("dlt.storage_ns").unwrap(),
+            _ => t,
+        };
+        let group = x.u64(schema::X_GROUP).unwrap();
+        format!("g{group} tmsp {raw:?} at {storage}")
     };
     let mut out = Vec::new();
     loop {
         match r.next_item() {
             Ok(Some(Item::Event(e))) if (1..=3).contains(&e.type_id) => out.push(format!(
-                "E{} g{} tmsp {:?} at {} {:?}",
+                "E{} {} {:?}",
                 e.type_id,
-                e.extras.u64(schema::X_GROUP).unwrap(),
-                e.raw_clock,
-                storage(&e.extras, e.time.0),
+                stamp(&e.extras, e.raw_clock, e.time.0),
                 e.fields
             )),
             Ok(Some(Item::Sample(s))) => out.push(format!(
-                "S g{} tmsp {:?} at {} {:?}",
-                s.extras.u64(schema::X_GROUP).unwrap(),
-                s.raw_clock,
-                storage(&s.extras, s.time.0),
+                "S {} {:?}",
+                stamp(&s.extras, s.raw_clock, s.time.0),
                 s.metrics
             )),
             Ok(Some(Item::Indom(u))) => out.push(format!(
@@ -648,10 +649,9 @@ fn corpus_listings_give_the_datasets_of_their_dlt_files() {
 /// The corpus capture goes the same way (long NEW/CHK command lines).
 #[test]
 fn truncated_duplicates_listed_by_dlt_convert_read_like_the_dlt() {
-    let Some(dc) = common::peer("dlt-convert") else {
+    let Some((dc, dir)) = common::peer_and_scratch("dlt-convert") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let irq16 = common::testdata().join("kpi/irq16.convert-a.txt");
     let capture = common::corpus().join("kpi/kpi-capture.dlt");
     // From the smallest limit that holds the longest row (210 + 17 bytes).
@@ -795,10 +795,9 @@ fn libdlt_diagnostic_lines_in_a_listing_are_skipped_and_counted() {
 /// line too.
 #[test]
 fn files_cut_inside_their_last_record_stay_errors() {
-    let Some(dc) = common::peer("dlt-convert") else {
+    let Some((dc, dir)) = common::peer_and_scratch("dlt-convert") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let convert = |input: &Path, salvage: bool| {
         let out_path = dir.path().join("out.kpi");
         let _ = std::fs::remove_file(&out_path);
@@ -889,10 +888,9 @@ fn files_cut_inside_their_last_record_stay_errors() {
 /// the option exactly those 12 messages differ.
 #[test]
 fn dlt_writer_tails_are_where_libdlt_put_them() {
-    let Some(dc) = common::peer("dlt-convert") else {
+    let Some((dc, dir)) = common::peer_and_scratch("dlt-convert") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     // From the ECU column on, without tmsp: our group messages share the
     // BEG's tmsp and storage time, libdlt's may differ by a tick.
     let payloads = |listing: &[u8]| -> Vec<String> {

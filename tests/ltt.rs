@@ -15,8 +15,8 @@ use polytrace::formats::ltt::{
 };
 use polytrace::input::Input;
 use polytrace::model::{
-    Event, EventType, ExtraValue, Field, FieldType, FormatId, Header, Item, MetricDesc,
-    MetricValues, Sample, Semantics, Timestamp, TraceReader, TraceWriter, Units, Value, ValueType,
+    EventType, ExtraValue, Field, FieldType, FormatId, Header, Item, MetricDesc, MetricValues,
+    Sample, Semantics, Timestamp, TraceReader, TraceWriter, Units, Value, ValueType,
 };
 use polytrace::{Diagnostic, Severity};
 use std::path::{Path, PathBuf};
@@ -321,13 +321,9 @@ fn smp_example_round_trip_and_second_write_is_identical() {
     copy_through(&z1, &z2, None);
     assert!(std::fs::read(&z1).unwrap() == std::fs::read(&z2).unwrap());
     // the CLI detects the archive
-    let out = Command::new(common::bin())
-        .args(["dump", "--no-framing"])
-        .arg(&z1)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(out.stdout == l.as_bytes());
+    let (code, out, err) = common::pt(&["dump", "--no-framing"], &[&z1]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out == l);
 }
 
 #[test]
@@ -392,15 +388,7 @@ impl LttSrc {
         LttSrc { header, items }
     }
     fn ev(&mut self, id: u32, time: i64, cpu: u32, fields: Vec<Value>) {
-        self.items.push(Item::Event(Event {
-            time: Timestamp(time),
-            raw_clock: None,
-            type_id: id,
-            cpu: Some(cpu),
-            stream: None,
-            fields,
-            extras: Default::default(),
-        }));
+        self.items.push(common::event(time, id, Some(cpu), fields));
     }
     fn write(&self, dir: &Path, cfg: Config) -> polytrace::Result<polytrace::model::LossReport> {
         write_items(dir, &self.header, &self.items, cfg)
@@ -972,21 +960,9 @@ fn timeline_src(events: &[(i64, u32)]) -> (Header, Vec<Item>) {
         vec![Field::new("n", FieldType::Uint(4))],
     )))];
     for (i, (t, cpu)) in events.iter().enumerate() {
-        items.push(event_at(*t, 1, *cpu, vec![Value::U64(i as u64)]));
+        items.push(common::event(*t, 1, Some(*cpu), vec![Value::U64(i as u64)]));
     }
     (h, items)
-}
-
-fn event_at(t: i64, type_id: u32, cpu: u32, fields: Vec<Value>) -> Item {
-    Item::Event(Event {
-        time: Timestamp(t),
-        raw_clock: None,
-        type_id,
-        cpu: Some(cpu),
-        stream: None,
-        fields,
-        extras: Default::default(),
-    })
 }
 
 /// `items` written as an LTT trace into `d` and listed, which must be clean.
@@ -1301,7 +1277,7 @@ fn late_event_types_get_a_new_facility_version() {
         "late",
         vec![Field::new("s", FieldType::String)],
     ))));
-    items.push(event_at(200, 2, 0, vec![Value::Str("x".into())]));
+    items.push(common::event(200, 2, Some(0), vec![Value::Str("x".into())]));
     let d = tmp.path().join("l");
     assert_eq!(
         written_listing(&d, &h, &items),
@@ -1594,7 +1570,7 @@ fn reissued_event_type_reuses_its_facility() {
     let (h, mut items) = timeline_src(&[(100, 0)]);
     let again = items[0].clone();
     items.push(again);
-    items.push(event_at(200, 1, 0, vec![Value::U64(9)]));
+    items.push(common::event(200, 1, Some(0), vec![Value::U64(9)]));
     let d = tmp.path().join("r");
     assert_eq!(
         written_listing(&d, &h, &items),

@@ -43,6 +43,15 @@ fn cut_to_64k(path: &Path) {
         .unwrap();
 }
 
+/// `cmd` started with its inputs mapped (`POLYTRACE_NO_MMAP` unset) and its
+/// stderr piped, for [`fails_with_2`].
+fn spawn_mapped(cmd: &mut Command) -> std::process::Child {
+    cmd.env_remove("POLYTRACE_NO_MMAP")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Wait for `child`, which must exit 2; its stderr.
 fn fails_with_2(mut child: std::process::Child) -> String {
     let mut err = String::new();
@@ -61,14 +70,12 @@ fn fails_with_2(mut child: std::process::Child) -> String {
 /// listing bytes arrive (the dump then waits on the full pipe); the exit-2
 /// error text and how many listing lines came out.
 fn dump_cut_midway(input: &Path, victim: &Path) -> (String, usize) {
-    let mut child = Command::new(bin())
-        .arg("dump")
-        .arg(input)
-        .env_remove("POLYTRACE_NO_MMAP")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_mapped(
+        Command::new(bin())
+            .arg("dump")
+            .arg(input)
+            .stdout(Stdio::piped()),
+    );
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 4096];
     stdout.read_exact(&mut first).unwrap();
@@ -152,18 +159,16 @@ fn truncated_while_converting_leaves_no_output() {
     let dir = tempfile::tempdir().unwrap();
     let tl = big_a2(dir.path());
     let out = dir.path().join("out.ltt");
-    let mut child = Command::new(bin())
-        // The timeline carries its dates (written from LTT): no --tsc-hz,
-        // which would be refused as changing nothing.
-        .args(["convert"])
-        .arg(&tl)
-        .args(["-", "--to", "ltt", "-o"])
-        .arg(&out)
-        .env_remove("POLYTRACE_NO_MMAP")
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_mapped(
+        Command::new(bin())
+            // The timeline carries its dates (written from LTT): no --tsc-hz,
+            // which would be refused as changing nothing.
+            .args(["convert"])
+            .arg(&tl)
+            .args(["-", "--to", "ltt", "-o"])
+            .arg(&out)
+            .stdin(Stdio::piped()),
+    );
     let mut stdin = child.stdin.take().unwrap();
     // One dlt-convert line, earlier than every timeline entry (2016-07-04).
     std::io::Write::write_all(
@@ -206,14 +211,8 @@ fn cut_before_reading_is_refused_by_the_size_check() {
     let tl = big_a2(dir.path());
     cut_to_64k(&tl);
     let out = dir.path().join("out.ltt");
-    let r = Command::new(bin())
-        .args(["convert", "--from", "timeline", "--to", "ltt", "-o"])
-        .arg(&out)
-        .arg(&tl)
-        .output()
-        .unwrap();
-    assert_eq!(r.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&r.stderr);
+    let args = ["convert", "--from", "timeline", "--to", "ltt", "-o"];
+    let err = common::pt_exit(2, &args, &[&out, &tl]);
     common::assert_has(&err, "does not fit the file of 65536 bytes");
     assert!(!out.exists());
     let left: Vec<_> = std::fs::read_dir(dir.path())

@@ -125,10 +125,9 @@ fn dump_reproduces_corpus_mmvdump_byte_for_byte() {
 
 #[test]
 fn dump_equals_real_mmvdump_on_testsuite_and_v3() {
-    let Some(tool) = common::peer("mmvdump") else {
+    let Some((tool, tmp)) = common::peer_and_scratch("mmvdump") else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
     let mut n = 0;
     for p in testsuite_files(tmp.path()) {
         let name = p.file_name().unwrap().to_str().unwrap();
@@ -682,15 +681,12 @@ fn writer_takes_the_last_sample_or_the_one_at() {
             extras: Extras::default(),
         }));
     }
-    items.push(Item::Event(Event {
-        time: Timestamp::from_secs_nanos(101, 0),
-        raw_clock: None,
-        type_id: 0,
-        cpu: None,
-        stream: None,
-        fields: vec![],
-        extras: Extras::default(),
-    }));
+    items.push(common::event(
+        Timestamp::from_secs_nanos(101, 0).0,
+        0,
+        None,
+        vec![],
+    ));
     let t = Trace { header, items };
     let value_of = |p: &Path| {
         let (b, _) = read_trace(p);
@@ -980,8 +976,7 @@ fn mmv_pmda_serves_written_files() {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let s = pminfo_mmv(&["-f", "mmv"]);
-    for want in [
+    let values = [
         "mmv.snap.app.i32\n    value -2000000000\n",
         "mmv.snap.app.u32\n    inst [5 or \"five\"] value 4000000000\n    inst [9 or \"nine\"] value 7\n",
         "mmv.snap.app.u64\n    value 18446744073709551614\n",
@@ -992,22 +987,17 @@ fn mmv_pmda_serves_written_files() {
         "mmv.research3.hits\n    inst [100 or \"alpha\"] value 1234\n",
         "mmv.research3.name\n    value \"research app\"\n",
         "mmv.control.files\n    value 2\n",
-    ] {
-        assert!(s.contains(want), "missing {want:?} in pminfo output:\n{s}");
-    }
+    ];
+    common::assert_has_all("pminfo -f mmv", &pminfo_mmv(&["-f", "mmv"]), &values);
     // v3 labels as the PMDA serves them (merged with context labels)
-    let s = pminfo_mmv(&["-l", "mmv.research3.hits"]);
-    for want in [
+    let labels = [
         "\"app\":\"research\"",
         "\"shardset\":\"main\"",
         "\"unit_hint\":42",
         "inst [100 or \"alpha\"] labels {",
         "\"zone\":\"east\"",
         "\"primary\":true",
-    ] {
-        assert!(
-            s.contains(want),
-            "missing {want:?} in pminfo -l output:\n{s}"
-        );
-    }
+    ];
+    let hits = pminfo_mmv(&["-l", "mmv.research3.hits"]);
+    common::assert_has_all("pminfo -l", &hits, &labels);
 }

@@ -301,15 +301,8 @@ fn smp_example_events_one_row_per_event_with_typed_fields() {
 
 /// `dlt-convert -a`: one line per message, the header then the payload.
 fn dlt_convert_lines(dlt: &Path) -> Option<Vec<String>> {
-    let tool = common::peer("dlt-convert")?;
-    let o = common::output_ok(Command::new(tool).arg("-a").arg(dlt));
-    Some(
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_string)
-            .collect(),
-    )
+    let lines = common::dlt_convert_a_lines(dlt)?;
+    Some(lines.into_iter().filter(|l| !l.trim().is_empty()).collect())
 }
 
 #[test]
@@ -740,12 +733,7 @@ fn stats_answers_when_and_top() {
         .iter()
         .max_by_key(|(k, v)| (**v, std::cmp::Reverse(*k)))
         .unwrap();
-    let e = j["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["event"] == "core.irq_entry")
-        .unwrap();
+    let e = common::stats_event(&j, "core.irq_entry");
     assert_eq!(e["busiest_second"]["count"], *n);
     assert_eq!(
         e["busiest_second"]["second"],

@@ -507,15 +507,7 @@ fn writer_accepts_metrics_and_events_from_another_format() {
             ],
             extras: Extras::default(),
         }),
-        Item::Event(Event {
-            time: t0,
-            raw_clock: None,
-            type_id: 1,
-            cpu: None,
-            stream: None,
-            fields: vec![],
-            extras: Extras::default(),
-        }),
+        common::event(t0.0, 1, None, vec![]),
         Item::Sample(Sample {
             time: Timestamp(t0.0 + 1_000_000_000),
             raw_clock: None,
@@ -771,10 +763,9 @@ fn listing_matches_pmdumplog_on_testsuite_sets() {
 /// Help text that is not UTF-8 is listed as stored, as pmdumplog does.
 #[test]
 fn non_utf8_help_text_is_listed_as_stored() {
-    let Some(dumplog) = common::peer("pmdumplog") else {
+    let Some((dumplog, dir)) = common::peer_and_scratch("pmdumplog") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     for m in ["0", "index", "meta"] {
         let mut b = std::fs::read(corpus_pcp().join(format!("live_v3.{m}"))).unwrap();
         if m == "meta" {
@@ -824,20 +815,14 @@ fn damaged_xz_volume_is_reported_and_salvaged() {
     }
     std::fs::remove_file(dir.path().join("p.0")).unwrap();
     std::fs::write(dir.path().join("p.0.xz"), &xz).unwrap();
-    let out = polytrace().arg("dump").arg(&plain).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = common::pt_exit(2, &["dump"], &[&plain]);
     assert!(
         err.contains("p.0.xz: byte ") && err.contains(", record "),
         "{err}"
     );
-    let out = polytrace()
-        .args(["dump", "--salvage"])
-        .arg(&plain)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let got = out.stdout;
+    let (code, got, err) = common::pt(&["dump", "--salvage"], &[&plain]);
+    assert_eq!(code, 1, "{err}");
+    let got = got.into_bytes();
     let records = |b: &[u8]| b.windows(7).filter(|w| w == b" bytes]").count();
     assert!(records(&got) > 0 && records(&got) < records(&full));
     // The label's "ending" differs (the end is unreadable); from the first

@@ -132,13 +132,13 @@ fn pcp_rewrite_of_event_records_is_byte_identical() {
 
 /// `dlt-convert -a` lines of the PROC/PROC messages: (payload) in order.
 fn kpi_payloads(dlt: &Path) -> Option<Vec<String>> {
-    let tool = common::peer("dlt-convert")?;
-    let o = common::output_ok(Command::new(tool).arg("-a").arg(dlt));
+    let lines = common::dlt_convert_a_lines(dlt)?;
+    let payload = |l: &String| l.split_once(" [").map_or("", |x| x.1).to_string();
     Some(
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
+        lines
+            .iter()
             .filter(|l| l.contains(" PROC PROC log "))
-            .map(|l| l.split_once(" [").map_or("", |x| x.1).to_string())
+            .map(payload)
             .collect(),
     )
 }

@@ -824,10 +824,9 @@ fn dated_times_read_as_csv_and_chrome_json_show_them() {
 /// (APID/CTID, level, payload text).
 #[test]
 fn dlt_log_lines_equal_dlt_convert() {
-    let Some(dc) = common::peer("dlt-convert") else {
+    let Some((dc, dir)) = common::peer_and_scratch("dlt-convert") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     for name in ["dlt/testfile.dlt", "kpi/kpi-capture.dlt"] {
         let input = common::corpus().join(name);
         let (data, _) = perfetto(&input, dir.path());
@@ -900,34 +899,23 @@ fn timeline_messages_are_log_lines() {
 fn cycles_need_tsc_hz_and_stdout_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.pftrace");
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(common::corpus().join("timeline/a2-priorities.dat"))
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--tsc-hz"));
+    let cycles = common::corpus().join("timeline/a2-priorities.dat");
+    let err = common::pt_exit(2, &["convert", "-o"], &[&out, &cycles]);
+    common::assert_has(&err, "--tsc-hz");
     assert!(!out.exists());
-    let o = Command::new(common::bin())
-        .arg("convert")
-        .arg(common::corpus().join("pcp/live_v3"))
-        .args(["--to", "perfetto", "-o", "-"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
+    let live = common::corpus().join("pcp/live_v3");
+    let (code, stdout, err) = common::pt(&["convert", "--to", "perfetto", "-o", "-"], &[&live]);
+    assert_eq!(code, 2, "{err}");
+    assert!(stdout.is_empty());
 }
 
 /// Perfetto's own generated Python bindings parse every corpus output.
 #[test]
 fn perfetto_python_bindings_parse_every_output() {
     // scripts/install-peers.sh links its virtual environment's python.
-    let Some(python) = common::peer("perfetto-python") else {
+    let Some((python, dir)) = common::peer_and_scratch("perfetto-python") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
     for input in corpus_inputs() {
         let (_, p) = perfetto(&input, dir.path());

@@ -9,22 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-/// Output path for a format inside `dir` (PCP takes a base name).
+/// Output path for a format inside `dir`, named as a batch names it (PCP
+/// takes a base name).
 fn out_path(dir: &Path, f: FormatId) -> PathBuf {
-    let ext = match f {
-        FormatId::Pcp => "",
-        FormatId::Dlt => ".dlt",
-        FormatId::Kpi => ".kpi",
-        FormatId::Mmv => ".mmv",
-        FormatId::Ltt => ".ltt",
-        FormatId::Timeline => ".timeline",
-        FormatId::ChromeJson => ".json",
-        FormatId::Csv => ".csv",
-        FormatId::Ctf => ".ctf",
-        FormatId::Parquet => ".parquet",
-        FormatId::Perfetto => ".perfetto-trace",
-    };
-    dir.join(format!("rec{ext}"))
+    dir.join(format!("rec{}", polytrace::cli::output_suffix(f)))
 }
 
 fn writable() -> Vec<FormatId> {

@@ -6,20 +6,14 @@
 mod common;
 
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-
-fn exe() -> PathBuf {
-    std::env::var_os("POLYTRACE_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(common::bin)
-}
 
 /// Convert the corpus LTT trace to Chrome JSON at `o`, with a resource
 /// limit set in the child.
 fn limited(resource: libc::__rlimit_resource_t, limit: u64, o: &Path) -> Option<Output> {
     let input = common::testdata().join("ltt/smp_example");
-    let mut c = Command::new(exe());
+    let mut c = Command::new(common::bin_under_test());
     c.arg("convert")
         .arg(input)
         .args(["--to", "chrome-json", "-q", "-o"])
@@ -122,15 +116,8 @@ fn stale_staging_is_removed_and_reported() {
     std::fs::create_dir(&stale).unwrap();
     std::fs::write(stale.join("out.csv"), vec![b'x'; 4096]).unwrap();
     let o = dir.path().join("out.csv");
-    let out = Command::new(exe())
-        .arg("convert")
-        .arg(common::testdata().join("kpi/kpi-capture.dlt"))
-        .args(["--to", "csv", "-o"])
-        .arg(&o)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let src = common::testdata().join("kpi/kpi-capture.dlt");
+    let err = common::exit_under_test(0, &["convert", "--to", "csv", "-o"], &[&o, &src]);
     assert!(!stale.exists());
     let name = stale.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
@@ -143,14 +130,11 @@ fn stale_staging_is_removed_and_reported() {
         .path()
         .join(format!(".out.csv.polytrace-{}-XyZ", std::process::id()));
     std::fs::create_dir(&live).unwrap();
-    let out = Command::new(exe())
-        .arg("convert")
-        .arg(common::testdata().join("kpi/kpi-capture.dlt"))
-        .args(["--to", "csv", "--force", "-q", "-o"])
-        .arg(&o)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    common::exit_under_test(
+        0,
+        &["convert", "--to", "csv", "--force", "-q", "-o"],
+        &[&o, &src],
+    );
     assert!(live.is_dir());
 }
 
@@ -159,7 +143,7 @@ fn stale_staging_is_removed_and_reported() {
 fn record_saves_on_sighup() {
     let dir = tempfile::tempdir().unwrap();
     let o = dir.path().join("r.csv");
-    let child = Command::new(exe())
+    let child = Command::new(common::bin_under_test())
         .args(["record", "--interval", "20ms", "--to", "csv", "-o"])
         .arg(&o)
         .stdout(Stdio::null())

@@ -750,10 +750,9 @@ fn raw_clocks_keep_their_meaning_and_their_bits() {
 /// their PCP names and pmIDs when the trace is converted to an archive.
 #[test]
 fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
-    let Some(pminfo) = common::peer("pminfo") else {
+    let Some((pminfo, d)) = common::peer_and_scratch("pminfo") else {
         return;
     };
-    let d = tempfile::tempdir().unwrap();
     let l = d.path().join("rec.ltt");
     common::output_ok(
         Command::new(common::bin())

@@ -26,6 +26,19 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The stdout of `VERB P ARGS…` (`dump`, `info`).
+fn pt_stdout(verb: &str, p: &Path, args: &[&str]) -> String {
+    text(&run(pt().arg(verb).arg(p).args(args)).stdout)
+}
+
+/// The count on the line of `info` that begins with `key`, if any.
+fn info_count(info: &str, key: &str) -> Option<u64> {
+    info.lines()
+        .find(|l| l.trim_start().starts_with(key))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+}
+
 /// pmdumplog's listing flags (what `polytrace dump` reproduces).
 const FLAGS: [&str; 8] = ["-a", "-e", "-h", "-I", "-M", "-xxx", "-Z", "UTC"];
 
@@ -207,15 +220,8 @@ fn ltt_listing_subset_matches_the_common_listing() {
         "--cpu",
         "1",
     ];
-    let native = text(&run(pt().arg("dump").arg(&t).args(args)).stdout);
-    let common_l = text(
-        &run(pt()
-            .arg("dump")
-            .arg(&t)
-            .args(args)
-            .args(["--style", "common"]))
-        .stdout,
-    );
+    let native = pt_stdout("dump", &t, &args);
+    let common_l = pt_stdout("dump", &t, &[&args[..], &["--style", "common"]].concat());
     let a: Vec<(String, String)> = native
         .lines()
         .map(|l| {
@@ -245,16 +251,14 @@ fn ltt_listing_subset_matches_the_common_listing() {
 #[test]
 fn dlt_listing_window_keeps_whole_lines() {
     let f = common::corpus().join("kpi/kpi-capture.dlt");
-    let whole = text(&run(pt().arg("dump").arg(&f)).stdout);
-    let cut = text(
-        &run(pt().arg("dump").arg(&f).args([
-            "--begin",
-            "2026-11-22T03:44:05Z",
-            "--end",
-            "2026-11-22T03:44:05.999999Z",
-        ]))
-        .stdout,
-    );
+    let whole = pt_stdout("dump", &f, &[]);
+    let second = [
+        "--begin",
+        "2026-11-22T03:44:05Z",
+        "--end",
+        "2026-11-22T03:44:05.999999Z",
+    ];
+    let cut = pt_stdout("dump", &f, &second);
     let want: Vec<&str> = whole
         .lines()
         .filter(|l| l.contains("2026/11/22 03:44:05."))
@@ -365,10 +369,9 @@ fn at_takes_relative_times() {
 /// whose values pmdumplog lists as it lists them in the original.
 #[test]
 fn metric_filter_writes_only_what_it_selects() {
-    let Some(dumplog) = common::peer("pmdumplog") else {
+    let Some((dumplog, dir)) = common::peer_and_scratch("pmdumplog") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("k");
     let a = corpus_pcp("live_v3");
     let o = run(pt()
@@ -420,17 +423,15 @@ fn metric_filter_writes_only_what_it_selects() {
 #[test]
 fn event_and_cpu_filters_on_info() {
     let t = common::corpus().join("ltt/smp_example");
-    let out = text(
-        &run(pt().arg("info").arg(&t).args([
-            "--event",
-            "core.irq_*",
-            "--exclude-event",
-            "core.irq_exit",
-            "--cpu",
-            "0",
-        ]))
-        .stdout,
-    );
+    let irq_entry_on_0 = [
+        "--event",
+        "core.irq_*",
+        "--exclude-event",
+        "core.irq_exit",
+        "--cpu",
+        "0",
+    ];
+    let out = pt_stdout("info", &t, &irq_entry_on_0);
     let lines: Vec<&str> = out
         .lines()
         .skip_while(|l| !l.starts_with("events by type"))
@@ -440,7 +441,7 @@ fn event_and_cpu_filters_on_info() {
     assert_eq!(lines.len(), 1, "{out}");
     assert!(lines[0].contains("core.irq_entry"), "{out}");
     // Against the listing: irq_entry lines of cpu/0.
-    let all = text(&run(pt().arg("dump").arg(&t)).stdout);
+    let all = pt_stdout("dump", &t, &[]);
     let n = all
         .lines()
         .filter(|l| l.starts_with("core.irq_entry:") && l.contains("(cpu/0)"))
@@ -540,7 +541,7 @@ fn ltt_dlt_timeline_merge_into_ltt() {
     assert!(!err.contains("dropped:"), "{err}");
     assert!(!err.contains("clamped"), "{err}");
     // Every event of each input is there, under its source.
-    let merged = text(&run(pt().arg("dump").arg(&out).args(["--style", "common"])).stdout);
+    let merged = pt_stdout("dump", &out, &["--style", "common"]);
     let mut by_source: BTreeMap<String, u64> = BTreeMap::new();
     let mut last = String::new();
     for l in merged.lines().filter(|l| l.contains(" event ")) {
@@ -557,27 +558,14 @@ fn ltt_dlt_timeline_merge_into_ltt() {
                 .or_default() += 1;
         }
     }
-    let ltt_info = text(&run(pt().arg("info").arg(&ltt)).stdout);
-    let ltt_events: u64 = ltt_info
-        .lines()
-        .find(|l| l.trim_start().starts_with("events "))
-        .and_then(|l| l.split_whitespace().last())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let ltt_events = info_count(&pt_stdout("info", &ltt, &[]), "events ").unwrap();
     assert_eq!(ltt_events, 173_151);
     assert_eq!(by_source["smp_example"], ltt_events);
     assert_eq!(by_source["a2-small-wrapped.dat"], 1024);
     // The .dlt: its KPI events, its control messages, and each sample value
     // as a metric event.
-    let d = text(&run(pt().arg("info").arg(&dlt)).stdout);
-    let field = |k: &str| -> u64 {
-        d.lines()
-            .find(|l| l.trim_start().starts_with(k))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+    let d = pt_stdout("info", &dlt, &[]);
+    let field = |k: &str| info_count(&d, k).unwrap_or(0);
     let values: u64 = d
         .lines()
         .skip_while(|l| !l.starts_with("values by metric"))
@@ -658,7 +646,7 @@ fn split_by_size_and_into_other_formats() {
         .arg(&t));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let lines = |p: &Path| {
-        text(&run(pt().arg("dump").arg(p).arg("--no-framing")).stdout)
+        pt_stdout("dump", p, &["--no-framing"])
             .lines()
             .map(str::to_string)
             .collect::<Vec<_>>()
@@ -834,12 +822,7 @@ fn stats_for_events() {
         assert!(!gaps.is_empty() && gaps.len() <= 3);
         assert!(gaps[0]["seconds"].as_f64() >= gaps[gaps.len() - 1]["seconds"].as_f64());
     }
-    let sc = j["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["event"] == "core.syscall_entry")
-        .unwrap();
+    let sc = common::stats_event(&j, "core.syscall_entry");
     let per_s = sc["per_s"].as_f64().unwrap();
     assert!((per_s - sc["count"].as_f64().unwrap() / span).abs() < 1e-9);
 }
@@ -859,14 +842,7 @@ fn kpi_listing_takes_event_filters_and_a_window() {
     assert!(s
         .lines()
         .all(|l| l.contains(" 03:43:5") || l.contains(" 03:44:0") || l.contains(" 03:44:1")));
-    let info = text(&run(pt().arg("info").arg(&f).args(args)).stdout);
-    let events: usize = info
-        .lines()
-        .find(|l| l.trim_start().starts_with("events "))
-        .and_then(|l| l.split_whitespace().last())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let events = info_count(&pt_stdout("info", &f, &args), "events ").unwrap() as usize;
     let datasets: usize = s
         .lines()
         .filter(|l| !l.contains("[STP BEG]") && !l.contains("[STP END]"))
@@ -885,10 +861,9 @@ fn kpi_listing_takes_event_filters_and_a_window() {
 /// `--merge DIR` merges every trace of a directory, as naming them does.
 #[test]
 fn merge_over_a_directory() {
-    let Some(dumplog) = common::peer("pmdumplog") else {
+    let Some((dumplog, dir)) = common::peer_and_scratch("pmdumplog") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let inputs = dir.path().join("in");
     std::fs::create_dir(&inputs).unwrap();
     for a in ["live_v2", "live_v3"] {

@@ -9,20 +9,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A scratch folder with a copy of smp_example and a private TMPDIR.
+/// A scratch folder with a copy of smp_example (reshaped, e.g. into an
+/// archive, by a shell script) and a private TMPDIR.
 struct Scratch {
     _dir: tempfile::TempDir,
     root: PathBuf,
     tmp: PathBuf,
 }
 
-fn scratch() -> Scratch {
+/// A scratch whose copy the shell `script`, run in its root, reshaped.
+fn scratch(script: &str) -> Scratch {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let trace = root.join("smp_example");
     copy_dir(&common::testdata().join("ltt/smp_example"), &trace);
     let tmp = root.join("tmp");
     std::fs::create_dir(&tmp).unwrap();
+    sh(&root, script);
     Scratch {
         _dir: dir,
         root,
@@ -53,14 +56,23 @@ fn sh(dir: &Path, script: &str) {
     assert!(st.success(), "{script}");
 }
 
-/// `polytrace ARGS` with TMPDIR set to the scratch's own: exit code, stdout, stderr.
-fn run(s: &Scratch, args: &[&str]) -> (i32, String, String) {
-    common::outcome(
-        Command::new(common::bin())
-            .args(args)
-            .current_dir(&s.root)
-            .env("TMPDIR", &s.tmp),
-    )
+/// `polytrace ARGS` in the scratch's root, with TMPDIR set to its own.
+fn polytrace_in(s: &Scratch, args: &[&str]) -> Command {
+    let mut cmd = Command::new(common::bin());
+    cmd.args(args).current_dir(&s.root).env("TMPDIR", &s.tmp);
+    cmd
+}
+
+/// `polytrace ARGS` ([`polytrace_in`]), which must exit with `code`:
+/// stdout and stderr.
+fn run(s: &Scratch, code: i32, args: &[&str]) -> (String, String) {
+    exits(code, args, common::outcome(&mut polytrace_in(s, args)))
+}
+
+/// The stdout and stderr of an outcome whose exit code must be `code`.
+fn exits(code: i32, args: &[&str], (got, out, err): (i32, String, String)) -> (String, String) {
+    assert_eq!(got, code, "{args:?}: {err}");
+    (out, err)
 }
 
 fn events(info: &str) -> u64 {
@@ -77,74 +89,58 @@ fn tmp_is_empty(s: &Scratch) {
 
 #[test]
 fn sparse_archive_of_the_whole_trace_gives_every_event() {
-    let s = scratch();
     // Zero runs made holes, so `tar -S` stores the tracefiles as GNU
     // sparse members (a copy without holes is stored as plain files).
-    sh(
-        &s.root,
+    let s = scratch(
         "for f in smp_example/cpu/* smp_example/control/*; do \
          cp --sparse=always $f $f.s && mv $f.s $f; done && tar -Sczf s.tar.gz smp_example",
     );
-    let (c, dir_info, e) = run(&s, &["info", "smp_example"]);
-    assert_eq!(c, 0, "{e}");
+    let (dir_info, _) = run(&s, 0, &["info", "smp_example"]);
     assert_eq!(events(&dir_info), 173_151);
-    let (c, out, e) = run(&s, &["info", "s.tar.gz"]);
-    assert_eq!(c, 0, "{e}");
+    let (out, e) = run(&s, 0, &["info", "s.tar.gz"]);
     assert_eq!(events(&out), 173_151, "{e}");
     tmp_is_empty(&s);
 }
 
 #[test]
 fn hard_link_member_is_read_as_its_target() {
-    let s = scratch();
     // cpu/1 becomes a second name of cpu/0: tar stores it as a link member.
-    sh(
-        &s.root,
+    let s = scratch(
         "rm smp_example/cpu/1 && ln smp_example/cpu/0 smp_example/cpu/1 \
          && tar -czf l.tar.gz smp_example",
     );
-    let (c, dir_info, e) = run(&s, &["info", "smp_example"]);
-    assert_eq!(c, 0, "{e}");
-    let (c, out, e) = run(&s, &["info", "l.tar.gz"]);
-    assert_eq!(c, 0, "{e}");
+    let (dir_info, _) = run(&s, 0, &["info", "smp_example"]);
+    let (out, e) = run(&s, 0, &["info", "l.tar.gz"]);
     assert_eq!(events(&out), events(&dir_info), "{e}");
 }
 
 #[test]
 fn symlink_member_is_damage_named_by_archive_and_member() {
-    let s = scratch();
-    sh(
-        &s.root,
+    let s = scratch(
         "rm smp_example/cpu/1 && ln -s 0 smp_example/cpu/1 && tar -czf y.tar.gz smp_example",
     );
-    let (c, _, e) = run(&s, &["info", "y.tar.gz"]);
-    assert_eq!(c, 2, "{e}");
+    let (_, e) = run(&s, 2, &["info", "y.tar.gz"]);
     common::assert_has(&e, "y.tar.gz:smp_example/cpu/1");
     common::assert_has(&e, "symlink");
     assert!(!e.contains(s.tmp.to_str().unwrap()), "{e}");
     let out = s.root.join("o.json");
-    let (c, _, e) = run(
-        &s,
-        &[
-            "convert",
-            "y.tar.gz",
-            "--to",
-            "chrome-json",
-            "--salvage",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(c, 1, "{e}");
+    let to_json = [
+        "convert",
+        "y.tar.gz",
+        "--to",
+        "chrome-json",
+        "--salvage",
+        "-o",
+    ];
+    let (_, e) = run(&s, 1, &[&to_json[..], &[out.to_str().unwrap()]].concat());
     assert_eq!(e.matches("y.tar.gz:smp_example/cpu/1").count(), 1, "{e}");
     tmp_is_empty(&s);
 }
 
 /// Run under a 200 MB file-size limit: a run that writes more is killed.
-fn run_limited(s: &Scratch, args: &[&str]) -> (i32, String, String) {
+fn run_limited(s: &Scratch, code: i32, args: &[&str]) -> (String, String) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(common::bin());
-    cmd.args(args).current_dir(&s.root).env("TMPDIR", &s.tmp);
+    let mut cmd = polytrace_in(s, args);
     // SAFETY: setrlimit is async-signal-safe; the struct is a live local.
     unsafe {
         cmd.pre_exec(|| {
@@ -158,18 +154,15 @@ fn run_limited(s: &Scratch, args: &[&str]) -> (i32, String, String) {
             Ok(())
         });
     }
-    common::outcome(&mut cmd)
+    exits(code, args, common::outcome(&mut cmd))
 }
 
 #[test]
 fn bomb_in_an_ignored_member_is_not_unpacked() {
-    let s = scratch();
-    sh(
-        &s.root,
+    let s = scratch(
         "head -c 300000000 /dev/zero > smp_example/junk.bin && tar -czf b.tar.gz smp_example",
     );
-    let (c, out, e) = run_limited(&s, &["info", "b.tar.gz"]);
-    assert_eq!(c, 0, "{e}");
+    let (out, e) = run_limited(&s, 0, &["info", "b.tar.gz"]);
     assert_eq!(events(&out), 173_151);
     common::assert_has(&e, "b.tar.gz:smp_example/junk.bin");
     tmp_is_empty(&s);
@@ -177,16 +170,13 @@ fn bomb_in_an_ignored_member_is_not_unpacked() {
 
 #[test]
 fn bomb_in_a_tracefile_stops_at_the_cap() {
-    let s = scratch();
-    sh(
-        &s.root,
+    let s = scratch(
         // Only the bomb's bytes in the archive: 290 kB, so the cap is
         // 256 × 290 kB + 64 MiB, below the 300 MB the member holds.
         "rm smp_example/cpu/* smp_example/control/* \
          && head -c 300000000 /dev/zero > smp_example/cpu/7 && tar -czf b.tar.gz smp_example",
     );
-    let (c, _, e) = run_limited(&s, &["info", "b.tar.gz"]);
-    assert_eq!(c, 2, "{e}");
+    let (_, e) = run_limited(&s, 2, &["info", "b.tar.gz"]);
     common::assert_has(&e, "b.tar.gz:smp_example/cpu/7");
     common::assert_has(&e, "times the archive's size");
     tmp_is_empty(&s);
@@ -194,31 +184,23 @@ fn bomb_in_a_tracefile_stops_at_the_cap() {
 
 #[test]
 fn multi_member_gzip_is_read_whole() {
-    let s = scratch();
     // The tar stream cut in two, each half its own gzip member.
-    sh(
-        &s.root,
+    let s = scratch(
         "tar -cf m.tar smp_example && head -c 700000 m.tar | gzip -c > m.tar.gz \
          && tail -c +700001 m.tar | gzip -c >> m.tar.gz",
     );
-    let (c, out, e) = run(&s, &["info", "m.tar.gz"]);
-    assert_eq!(c, 0, "{e}");
+    let (out, e) = run(&s, 0, &["info", "m.tar.gz"]);
     assert_eq!(events(&out), 173_151, "{e}");
 }
 
 #[test]
 fn unpacking_directory_is_private_and_removed_on_sigterm() {
-    let s = scratch();
     // Incompressible data in a tracefile makes the unpacking take a while.
-    sh(
-        &s.root,
+    let s = scratch(
         "head -c 150000000 /dev/urandom > smp_example/cpu/5 && tar -czf r.tar.gz smp_example",
     );
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        let mut child = Command::new(common::bin())
-            .args(["info", "r.tar.gz"])
-            .current_dir(&s.root)
-            .env("TMPDIR", &s.tmp)
+        let mut child = polytrace_in(&s, &["info", "r.tar.gz"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -252,17 +234,11 @@ fn unpacking_directory_is_private_and_removed_on_sigterm() {
 
 #[test]
 fn fifo_member_is_damage() {
-    let s = scratch();
-    sh(
-        &s.root,
-        "mkfifo smp_example/cpu/3 && tar -czf f.tar.gz smp_example",
-    );
-    let (c, _, e) = run(&s, &["info", "f.tar.gz"]);
-    assert_eq!(c, 2, "{e}");
+    let s = scratch("mkfifo smp_example/cpu/3 && tar -czf f.tar.gz smp_example");
+    let (_, e) = run(&s, 2, &["info", "f.tar.gz"]);
     common::assert_has(&e, "f.tar.gz:smp_example/cpu/3");
     common::assert_has(&e, "FIFO");
-    let (c, out, e) = run(&s, &["info", "--salvage", "f.tar.gz"]);
-    assert_eq!(c, 1, "{e}");
+    let (out, e) = run(&s, 1, &["info", "--salvage", "f.tar.gz"]);
     assert_eq!(events(&out), 173_151);
     assert_eq!(e.matches("f.tar.gz:smp_example/cpu/3").count(), 1, "{e}");
     tmp_is_empty(&s);

@@ -61,6 +61,22 @@ fn dump_mem(path: &Path, data: &[u8], d: &DumpOptions) -> Vec<u8> {
     out
 }
 
+/// The default listing of the timeline file at `p`.
+fn listing_of(p: &Path) -> String {
+    let data = std::fs::read(p).unwrap();
+    String::from_utf8(dump_mem(p, &data, &DumpOptions::default())).unwrap()
+}
+
+/// Assert `listing` has `count` lines, line `i` being `line` for each pair
+/// of `want`.
+fn assert_lines(listing: &str, count: usize, want: &[(usize, &str)]) {
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), count, "{listing}");
+    for &(i, line) in want {
+        assert_eq!(lines[i], line, "line {i}");
+    }
+}
+
 #[test]
 fn default_dump_is_snabb_9501c6050_byte_for_byte() {
     let mut n = 0;
@@ -520,15 +536,12 @@ fn foreign_events_dump_with_their_category() {
                 ],
             )
         };
-        items.push(Item::Event(Event {
-            time: polytrace::model::Timestamp(1_000 + i as i64 * 100),
-            raw_clock: None,
+        items.push(common::event(
+            1_000 + i as i64 * 100,
             type_id,
-            cpu: Some(1),
-            stream: None,
+            Some(1),
             fields,
-            extras: Default::default(),
-        }));
+        ));
     }
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("f.dat");
@@ -547,20 +560,14 @@ fn foreign_events_dump_with_their_category() {
     );
     let data = std::fs::read(&p).unwrap();
     assert_eq!(data.len(), 64 + 16 * 64 + 1_000_000);
-    let d = String::from_utf8(dump_mem(&p, &data, &DumpOptions::default())).unwrap();
-    let lines: Vec<&str> = d.lines().collect();
-    assert_eq!(lines.len(), 17);
-    assert_eq!(
-        lines[1],
-        "0    1         <start> engine           breath n(4)"
-    );
-    assert_eq!(
-        lines[2],
-        "0    1             100 app              pulled pkts(50) bytestotal(1.844674407371e+19)"
-    );
-    assert_eq!(
-        lines[16],
-        "0    1             100 app              pulled pkts(190) bytestotal(1.844674407371e+19)"
+    assert_lines(
+        &listing_of(&p),
+        17,
+        &[
+            (1, "0    1         <start> engine           breath n(4)"),
+            (2, "0    1             100 app              pulled pkts(50) bytestotal(1.844674407371e+19)"),
+            (16, "0    1             100 app              pulled pkts(190) bytestotal(1.844674407371e+19)"),
+        ],
     );
     // Priority bits: app (default-less type: trace) as Snabb packs them.
     let (_, types, events) = read_all(&p, &ReadOptions::default());
@@ -721,18 +728,8 @@ fn string_offset_outside_the_table() {
     let (out, rc) = run_dump(&["--salvage"], &p);
     assert_eq!(rc, 1);
     assert_eq!(out, timeline::dump::HEADER_FINAL);
-    let out = Command::new(common::bin())
-        .args(["check", "--salvage"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let out = Command::new(common::bin())
-        .arg("check")
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    common::pt_exit(1, &["check", "--salvage"], &[&p]);
+    common::pt_exit(2, &["check"], &[&p]);
 }
 
 #[test]
@@ -927,10 +924,8 @@ fn samples_become_value_messages() {
         .degraded
         .keys()
         .any(|(_, why)| why.contains("fraction")));
-    let data = std::fs::read(&p).unwrap();
-    let d = String::from_utf8(dump_mem(&p, &data, &DumpOptions::default())).unwrap();
     assert_eq!(
-        d,
+        listing_of(&p),
         "numa core       cycles category         message\n\
          0    0         <start> metric           kernel.all.load[1 minute] value(2)\n\
          0    0               0 metric           kernel.all.load[5 minute] value(0)\n\
@@ -942,18 +937,14 @@ fn samples_become_value_messages() {
 #[test]
 fn mainline_listing() {
     let p = tl_dir().join("v3-small-wrapped.dat");
-    let data = std::fs::read(&p).unwrap();
-    let d = String::from_utf8(dump_mem(&p, &data, &DumpOptions::default())).unwrap();
-    let lines: Vec<&str> = d.lines().collect();
-    assert_eq!(lines.len(), 1025);
     // Slot 950 (the inferred head) is the oldest entry: "six" with 1..5, 247.
-    assert_eq!(
-        lines[1],
-        "0    0         <start> selftest         six app=demo a(1) b(2) c(3) d(4) e(5) f(247)"
-    );
-    assert_eq!(
-        lines[1024],
-        "0    0            1796 selftest         five app=demo a(400) b(400) c(400) d(400) e(400)"
+    assert_lines(
+        &listing_of(&p),
+        1025,
+        &[
+            (1, "0    0         <start> selftest         six app=demo a(1) b(2) c(3) d(4) e(5) f(247)"),
+            (1024, "0    0            1796 selftest         five app=demo a(400) b(400) c(400) d(400) e(400)"),
+        ],
     );
 }
 
@@ -996,36 +987,23 @@ fn a1_entry_shape_is_flagged() {
 fn cli_convert_strict_and_options() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tl_dir().join("a2-priorities.dat");
-    let out = tmp.path().join("x.m3");
+    // `convert --to timeline EXTRA… -o OUT SRC`, which must exit `code`.
+    let to_timeline = |code: i32, extra: &[&str], out: &Path| {
+        let args = [&["convert", "--to", "timeline"], extra, &["-o"]].concat();
+        common::pt_exit(code, &args, &[out, &src])
+    };
     // A2 → M3 loses the per-entry ip: --strict refuses and writes nothing.
-    let o = Command::new(common::bin())
-        .args(["convert", "--to", "timeline", "--timeline-version", "M3"])
-        .args(["--entries", "64", "--strict", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("ip"));
+    let out = tmp.path().join("x.m3");
+    let m3 = ["--timeline-version", "M3", "--entries", "64", "--strict"];
+    common::assert_has(&to_timeline(2, &m3, &out), "ip");
     assert!(!out.exists());
     // A2 → A2 is lossless: --strict passes and the file is Snabb's.
     let same = tmp.path().join("x.dat");
-    Command::new(common::bin())
-        .args(["convert", "--to", "timeline", "--strict", "-o"])
-        .arg(&same)
-        .arg(&src)
-        .assert()
-        .success();
+    to_timeline(0, &["--strict"], &same);
     assert_eq!(std::fs::read(&same).unwrap(), std::fs::read(&src).unwrap());
     // A non-power-of-two A2 ring is refused.
     let bad = tmp.path().join("y.dat");
-    let o = Command::new(common::bin())
-        .args(["convert", "--to", "timeline", "--entries", "1000", "-o"])
-        .arg(&bad)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
+    to_timeline(2, &["--entries", "1000"], &bad);
     assert!(!bad.exists());
 }
 

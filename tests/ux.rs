@@ -208,15 +208,11 @@ fn unwritable_dir(tmp: &Path) -> PathBuf {
 fn unwritable_output_directory_names_the_target_once() {
     let tmp = tempfile::tempdir().unwrap();
     let target = unwritable_dir(tmp.path()).join("polytrace-test-x.ltt");
-    let o = pt()
-        .args(["convert", "--to", "ltt"])
-        .arg(corpus("kpi/kpi-capture.dlt"))
-        .arg("-o")
-        .arg(&target)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = stderr_of(&o);
+    let e = common::pt_exit(
+        2,
+        &["convert", "--to", "ltt", "-o"],
+        &[&target, &corpus("kpi/kpi-capture.dlt")],
+    );
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(
         e.starts_with(&format!(
@@ -234,15 +230,12 @@ fn kpi_records_are_one_based_lines() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("bad.kpi");
     std::fs::write(&f, b"NEW 1;0;/sbin/init\nACT 1;2;3\nSTP 1\n").unwrap();
-    let o = pt().arg("dump").arg(&f).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let e = stderr_of(&o);
+    let e = common::pt_exit(2, &["dump"], &[&f]);
     // Line 2 starts at byte 19.
     common::assert_has(&e, "bad.kpi: byte 19, record 2: bad ACT dataset");
     // Salvage names the same line.
-    let o = pt().args(["info", "--salvage"]).arg(&f).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    common::assert_has(&stderr_of(&o), "byte 19, record 2: bad ACT");
+    let e = common::pt_exit(1, &["info", "--salvage"], &[&f]);
+    common::assert_has(&e, "byte 19, record 2: bad ACT");
     // A first line that is not KPI: after two blank lines it is line 3.
     let g = dir.path().join("notkpi.kpi");
     std::fs::write(&g, b"\n\nhello world\n").unwrap();
@@ -257,13 +250,7 @@ fn kpi_records_are_one_based_lines() {
 #[test]
 fn aggregate_warnings_carry_no_fake_position() {
     for verb in [&["info"][..], &["dump", "--style", "common"]] {
-        let o = pt()
-            .args(verb)
-            .arg(corpus("kpi/kpi-capture.dlt"))
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0));
-        let e = stderr_of(&o);
+        let e = common::pt_exit(0, verb, &[&corpus("kpi/kpi-capture.dlt")]);
         assert!(!e.contains("byte 0, record 0"), "{e}");
         let flagged = e
             .lines()
@@ -298,13 +285,8 @@ fn quiet_silences_loss_lines_and_warnings() {
         vec!["dump", "-q"],
         vec!["check", "-q"],
     ] {
-        let o = pt()
-            .args(&args)
-            .arg(corpus("kpi/kpi-capture.dlt"))
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{args:?}");
-        assert_eq!(stderr_of(&o), "", "{args:?}");
+        let e = common::pt_exit(0, &args, &[&corpus("kpi/kpi-capture.dlt")]);
+        assert_eq!(e, "", "{args:?}");
     }
     let help = pt().args(["convert", "--help"]).output().unwrap();
     let h = String::from_utf8_lossy(&help.stdout);
@@ -347,13 +329,7 @@ fn batch_names_that_would_collide_keep_their_extension() {
     copy("kpi/kpi-capture.dlt", &src.join("a.dlt"));
     std::fs::write(src.join("a.kpi"), b"NEW 1;0;/sbin/init\nSTP 1\n").unwrap();
     let out = dir.path().join("out");
-    let o = pt()
-        .args(["convert", "-q", "--to", "kpi", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    common::pt_exit(0, &["convert", "-q", "--to", "kpi", "-o"], &[&out, &src]);
     assert!(out.join("a.dlt.kpi").is_file());
     assert!(out.join("a.kpi.kpi").is_file());
 }
@@ -434,14 +410,11 @@ fn batch_never_rereads_its_own_output_tree() {
     std::fs::write(src.join("y.kpi"), b"CHK 2;(kthreadd)\n").unwrap();
     let out = src.join("out");
     for run in 0..2 {
-        let o = pt()
-            .args(["convert", "--to", "mmv", "--force", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .output()
-            .unwrap();
-        let e = stderr_of(&o);
-        assert_eq!(o.status.code(), Some(0), "run {run}: {e}");
+        let e = common::pt_exit(
+            0,
+            &["convert", "--to", "mmv", "--force", "-o"],
+            &[&out, &src],
+        );
         assert!(
             e.contains("2 ok, 0 salvaged, 0 failed, 0 skipped"),
             "run {run}: {e}"
@@ -472,14 +445,8 @@ fn output_parents_are_created_and_removed_on_failure() {
     // A failed conversion leaves nothing behind, not even the folders.
     let bad = dir.path().join("bad.kpi");
     std::fs::write(&bad, b"NEW 1;0;/sbin/init\nACT 1;2;3\n").unwrap();
-    let o = pt()
-        .arg("convert")
-        .arg(&bad)
-        .arg("-o")
-        .arg(dir.path().join("other/deeper/x.kpi"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    let deeper = dir.path().join("other/deeper/x.kpi");
+    common::pt_exit(2, &["convert", "-o"], &[&deeper, &bad]);
     assert!(!dir.path().join("other").exists());
 }
 
@@ -493,29 +460,22 @@ fn output_extension_implies_the_target_format() {
         ("y.ltt", "ltt"),
     ] {
         let out = dir.path().join(name);
-        let o = pt()
-            .args(["convert", "-q"])
-            .arg(corpus("kpi/kpi-capture.dlt"))
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr_of(&o));
+        common::pt_exit(
+            0,
+            &["convert", "-q", "-o"],
+            &[&out, &corpus("kpi/kpi-capture.dlt")],
+        );
         let info = pt().arg("info").arg(&out).output().unwrap();
         let s = String::from_utf8_lossy(&info.stdout);
         assert!(s.contains(&format!("format:    {fmt} ")), "{name}: {s}");
     }
     // PCP archives are base names: --to stays required, and says why.
     for name in ["archive", "archive.meta"] {
-        let o = pt()
-            .arg("convert")
-            .arg(corpus("kpi/kpi-capture.dlt"))
-            .arg("-o")
-            .arg(dir.path().join(name))
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2));
-        let e = stderr_of(&o);
+        let e = common::pt_exit(
+            2,
+            &["convert", "-o"],
+            &[&dir.path().join(name), &corpus("kpi/kpi-capture.dlt")],
+        );
         assert!(
             e.contains("--to FORMAT is required") && e.contains("--to pcp"),
             "{e}"
@@ -526,15 +486,8 @@ fn output_extension_implies_the_target_format() {
     let src = dir.path().join("in");
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("x.kpi"), b"STP 1\n").unwrap();
-    let o = pt()
-        .arg("convert")
-        .arg(&src)
-        .arg("-o")
-        .arg(dir.path().join("out.kpi"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr_of(&o).contains("--to FORMAT is required when converting a directory"));
+    let e = common::pt_exit(2, &["convert", "-o"], &[&dir.path().join("out.kpi"), &src]);
+    common::assert_has(&e, "--to FORMAT is required when converting a directory");
 }
 
 // --------------------------------------------------------- timeline ring
@@ -565,15 +518,8 @@ fn timeline_ring_is_sized_to_the_data() {
     // A larger input: the next power of two above its entries, none lost.
     for layout in ["A2", "M3"] {
         let big = dir.path().join(format!("big-{layout}.timeline"));
-        let o = pt()
-            .args(["convert", "--timeline-version", layout])
-            .arg(corpus("kpi/kpi-capture.dlt"))
-            .arg("-o")
-            .arg(&big)
-            .output()
-            .unwrap();
-        let e = stderr_of(&o);
-        assert_eq!(o.status.code(), Some(0), "{e}");
+        let args = ["convert", "--timeline-version", layout, "-o"];
+        let e = common::pt_exit(0, &args, &[&big, &corpus("kpi/kpi-capture.dlt")]);
         assert!(!e.contains("overwritten"), "{e}");
         let n = ring_entries(&big);
         let listed = pt().arg("dump").arg(&big).output().unwrap().stdout;
@@ -683,10 +629,9 @@ fn zsh_and_fish_completions_are_generated() {
 
 #[test]
 fn man_page_renders() {
-    let Some(man) = common::peer("man") else {
+    let Some((man, dir)) = common::peer_and_scratch("man") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     for topic in [None, Some("convert"), Some("dump")] {
         let mut cmd = pt();
         cmd.arg("man");
@@ -899,15 +844,7 @@ fn progress_bar_moves_during_a_verbatim_pcp_copy() {
 fn no_progress_when_stderr_is_not_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let big = big_dlt(dir.path(), 10);
-    let o = pt()
-        .arg("convert")
-        .arg(&big)
-        .arg("-o")
-        .arg(dir.path().join("big.kpi"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0));
-    let e = stderr_of(&o);
+    let e = common::pt_exit(0, &["convert", "-o"], &[&dir.path().join("big.kpi"), &big]);
     assert!(
         !e.contains('\r') && !e.contains("ETA") && !e.contains('\x1b'),
         "{e:?}"

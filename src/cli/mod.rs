@@ -11,6 +11,9 @@ mod record;
 mod report;
 mod stream;
 
+/// The suffix a converted output gets (tests name their outputs by it).
+pub use naming::output_suffix;
+
 use args::{DumpArgs, FilterArgs, FormatReadArgs, GlobalArgs, InputArgs, MergeArgs, OutputArgs};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;

@@ -53,6 +53,12 @@ pub fn peer(name: &str) -> Option<PathBuf> {
     None
 }
 
+/// A peer tool and a scratch directory, as most peer tests begin; None (the
+/// test skips) as [`peer`] says.
+pub fn peer_and_scratch(name: &str) -> Option<(PathBuf, tempfile::TempDir)> {
+    Some((peer(name)?, tempfile::tempdir().unwrap()))
+}
+
 /// The PCP testsuite directory, if installed (required in CI).
 pub fn pcp_testsuite() -> Option<PathBuf> {
     let p = PathBuf::from("/var/lib/pcp/testsuite");
@@ -194,6 +200,13 @@ pub fn assert_has(text: &str, part: &str) {
     assert!(text.contains(part), "{part:?} is not in:\n{text}");
 }
 
+/// Assert `text` holds each of `parts`, naming `what` and the part missing.
+pub fn assert_has_all(what: &str, text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{what}: {part:?} is not in:\n{text}");
+    }
+}
+
 /// `polytrace ARGS… PATHS…`, which must exit with `code`; its stderr.
 pub fn pt_exit(code: i32, args: &[&str], paths: &[&Path]) -> String {
     let (got, _, err) = pt(args, paths);
@@ -259,6 +272,57 @@ pub fn bin_under_test() -> PathBuf {
 /// `ARGS…` run by [`bin_under_test`]: exit code, stdout and stderr.
 pub fn pt_under_test(args: &[&str]) -> (i32, String, String) {
     outcome(Command::new(bin_under_test()).args(args))
+}
+
+/// `ARGS… PATHS…` run by [`bin_under_test`], which must exit with `code`;
+/// its stderr.
+pub fn exit_under_test(code: i32, args: &[&str], paths: &[&Path]) -> String {
+    let (got, _, err) = outcome(Command::new(bin_under_test()).args(args).args(paths));
+    assert_eq!(got, code, "{args:?} {paths:?}: {err}");
+    err
+}
+
+/// An event item at `t` ns of type `type_id` on `cpu` with `fields`: no
+/// raw clock, stream or extras.
+pub fn event(
+    t: i64,
+    type_id: u32,
+    cpu: Option<u32>,
+    fields: Vec<polytrace::model::Value>,
+) -> polytrace::model::Item {
+    use polytrace::model::{Event, Item, Timestamp};
+    Item::Event(Event {
+        time: Timestamp(t),
+        raw_clock: None,
+        type_id,
+        cpu,
+        stream: None,
+        fields,
+        extras: Default::default(),
+    })
+}
+
+/// Where each record of a DLT storage file starts: after the 16-byte
+/// storage header, the standard header's length (big-endian, bytes 2..4)
+/// says where the next one is.
+pub fn dlt_record_offsets(file: &[u8]) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 0;
+    while p + 20 <= file.len() {
+        v.push(p);
+        p += 16 + u16::from_be_bytes([file[p + 18], file[p + 19]]) as usize;
+    }
+    v
+}
+
+/// The entry of event `name` in the output `j` of `stats --json`.
+pub fn stats_event<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    j["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == name)
+        .unwrap_or_else(|| panic!("no {name} among the events of {j}"))
 }
 
 /// The testdata file `rel` as an argument.
@@ -349,6 +413,18 @@ pub fn dlt_convert_a(file: &Path) -> Option<Vec<u8>> {
     Some(kept)
 }
 
+/// The lines of [`dlt_convert_a`]; None (test skips) when dlt-convert is
+/// not installed.
+pub fn dlt_convert_a_lines(file: &Path) -> Option<Vec<String>> {
+    let text = dlt_convert_a(file)?;
+    Some(
+        String::from_utf8_lossy(&text)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
 /// The files below `dir` (at any depth) that `keep` accepts, sorted.
 pub fn files_below(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
     fn walk(d: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
@@ -375,6 +451,14 @@ pub fn has_ext(p: &Path, ext: &str) -> bool {
 /// Every `.dlt` under testdata (all folders), sorted.
 pub fn all_dlt_files() -> Vec<PathBuf> {
     files_below(&testdata(), &|p| has_ext(p, "dlt"))
+}
+
+/// A scratch directory with the file `name` holding `bytes`.
+pub fn scratch_file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(name);
+    std::fs::write(&p, bytes).unwrap();
+    (dir, p)
 }
 
 /// A scratch directory and the corpus input `rel`, as most conversion
