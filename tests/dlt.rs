@@ -790,9 +790,7 @@ fn dlt_to_kpi_lines_to_dlt_keeps_groups() {
 #[test]
 fn dlt_to_dlt_keeps_groups_and_other_messages() {
     let src = kpi_dir().join("kpi-capture.dlt");
-    let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("y.dlt");
-    converted(&src, "dlt", &out, &["--session-id", "14401"]);
+    let (_d, out) = common::convert_in_scratch(&src, "dlt", "y.dlt", &["--session-id", "14401"]);
     let want = std::fs::read(kpi_dir().join("kpi-capture.convert-a.txt")).unwrap();
     let ours = listing(&out);
     assert_eq!(groups_of_listing(&want), groups_of_listing(&ours));
@@ -838,9 +836,7 @@ fn payload_limit_option_splits_like_libdlt() {
     // B-buf400 was captured with DLT_LOG_MSG_BUF_LEN=400: rewritten with
     // the same limit, every group comes back the same.
     let src = kpi_dir().join("B-buf400.dlt");
-    let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("z.dlt");
-    converted(&src, "dlt", &out, &["--dlt-payload-max", "400"]);
+    let (d, out) = common::convert_in_scratch(&src, "dlt", "z.dlt", &["--dlt-payload-max", "400"]);
     let bytes = std::fs::read(&out).unwrap();
     let mut max = 0;
     let mut data_msgs = 0;
@@ -958,9 +954,7 @@ fn interleaved_groups_are_kept_per_type() {
     ]
     .concat();
     let (_d, p) = common::scratch_file("inter.dlt", &file);
-    let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("inter-out.dlt");
-    converted(&p, "dlt", &out, &[]);
+    let (_d, out) = common::convert_in_scratch(&p, "dlt", "inter-out.dlt", &[]);
     let mut g0 = groups_of_listing(&listing(&p));
     let mut g1 = groups_of_listing(&listing(&out));
     assert_eq!(
@@ -1215,9 +1209,7 @@ fn dlt_through_the_model_keeps_every_header_field() {
     // --session-id makes the writer rebuild every record from the model
     // (not copy the original bytes); the listing must not change.
     for f in daemon_files() {
-        let d = tempfile::tempdir().unwrap();
-        let out = d.path().join("re.dlt");
-        converted(&f, "dlt", &out, &["--session-id", "7"]);
+        let (d, out) = common::convert_in_scratch(&f, "dlt", "re.dlt", &["--session-id", "7"]);
         let (Some(a), Some(b)) = (dlt_convert(&f, "-a", "UTC"), dlt_convert(&out, "-a", "UTC"))
         else {
             return;

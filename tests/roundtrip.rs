@@ -159,9 +159,7 @@ fn pcp_to_ltt_to_pcp_gives_the_archive_back() {
 /// Every item restored exactly (JSON form of the model, floats by bits),
 /// in the same order.
 fn same_stream(src: &Path, extra: &[&str]) {
-    let d = tempfile::tempdir().unwrap();
-    let l = d.path().join("x.ltt");
-    common::convert(src, "ltt", &l, extra);
+    let (_d, l) = common::convert_in_scratch(src, "ltt", "x.ltt", extra);
     let (h0, a) = read_items(src);
     let (h1, b) = read_items(&l);
     let j = |h: &polytrace::model::Header| polytrace::model::codec::header_to_json(h).to_string();
@@ -215,12 +213,10 @@ fn ltt_restores_every_source_stream_item_for_item() {
     }
     same_stream(&corpus("kpi/kpi-capture.dlt"), &["--ltt-block-size", "256"]);
     // Bare KPI lines: a relative time base.
-    let d = tempfile::tempdir().unwrap();
-    let bare = d.path().join("bare.kpi");
-    common::convert(
+    let (_d, bare) = common::convert_in_scratch(
         &corpus("kpi/kpi-capture.dlt"),
         "kpi",
-        &bare,
+        "bare.kpi",
         &["--kpi-style", "bare"],
     );
     same_stream(&bare, &[]);
@@ -232,9 +228,7 @@ fn ltt_restores_every_source_stream_item_for_item() {
 
 #[test]
 fn the_carrier_stays_an_ordinary_ltt_trace() {
-    let d = tempfile::tempdir().unwrap();
-    let l = d.path().join("x.ltt");
-    common::convert(&corpus("pcp/live_v3"), "ltt", &l, &[]);
+    let (d, l) = common::convert_in_scratch(&corpus("pcp/live_v3"), "ltt", "x.ltt", &[]);
     // Every event decodes through the XML definitions alone; the listing
     // without framing shows the data events and none of the records.
     let t = ltt::reader::Trace::open(&l).unwrap();
@@ -313,9 +307,8 @@ fn timeline_to_ltt_to_timeline_is_the_same_file() {
 
 #[test]
 fn cycles_time_base_survives_ltt() {
-    let d = tempfile::tempdir().unwrap();
-    let l = d.path().join("x.ltt");
-    common::convert(&corpus("timeline/a2-priorities.dat"), "ltt", &l, &[]);
+    let (d, l) =
+        common::convert_in_scratch(&corpus("timeline/a2-priorities.dat"), "ltt", "x.ltt", &[]);
     let (h, _) = read_items(&l);
     assert_eq!(
         h.time_base,
@@ -468,9 +461,7 @@ fn ltt_to_pcp_to_ltt_lists_like_the_original() {
         return;
     };
     let smp = corpus("ltt/smp_example");
-    let d = tempfile::tempdir().unwrap();
-    let arch = d.path().join("smp");
-    common::convert(&smp, "pcp", &arch, &[]);
+    let (d, arch) = common::convert_in_scratch(&smp, "pcp", "smp", &[]);
     let desc = String::from_utf8_lossy(&common::stdout_of(
         Command::new(pminfo).arg("-d").arg("-a").arg(&arch),
     ))
@@ -500,9 +491,8 @@ const FRAMING: [&str; 6] = [
 /// the output read back names no framing event or carrier record.
 #[test]
 fn no_framing_in_any_converted_output() {
-    let d = tempfile::tempdir().unwrap();
-    let carrier = d.path().join("carrier.ltt");
-    common::convert(&corpus("pcp/live_v3"), "ltt", &carrier, &[]);
+    let (d, carrier) =
+        common::convert_in_scratch(&corpus("pcp/live_v3"), "ltt", "carrier.ltt", &[]);
     let sources = [
         ("kpi", corpus("kpi/kpi-capture.convert-a.txt")),
         ("dlt", corpus("kpi/kpi-capture.dlt")),
@@ -708,9 +698,8 @@ fn pcp_to_timeline_to_pcp_keeps_what_the_args_hold() {
 /// TSC cycles, and a 64-bit TSC keeps every bit through the reader.
 #[test]
 fn raw_clocks_keep_their_meaning_and_their_bits() {
-    let d = tempfile::tempdir().unwrap();
-    let tl = d.path().join("d.dat");
-    common::convert(&corpus("kpi/kpi-capture.dlt"), "timeline", &tl, &[]);
+    let (d, tl) =
+        common::convert_in_scratch(&corpus("kpi/kpi-capture.dlt"), "timeline", "d.dat", &[]);
     let (_, dlt) = read_items(&corpus("kpi/kpi-capture.dlt"));
     // Other formats get DLT messages in time order: the earliest comes first.
     let first_dlt = dlt
@@ -781,12 +770,10 @@ fn a_recorded_trace_converts_to_pcp_with_its_metrics() {
 /// reported.
 #[test]
 fn damaged_carrier_is_read_without_panic() {
-    let d = tempfile::tempdir().unwrap();
-    let l = d.path().join("x.ltt");
-    common::convert(
+    let (_d, l) = common::convert_in_scratch(
         &corpus("pcp/live_v3"),
         "ltt",
-        &l,
+        "x.ltt",
         &["--ltt-block-size", "2048"],
     );
     let good = std::fs::read(l.join("cpu/0")).unwrap();

@@ -35,6 +35,19 @@ fn stem(p: &Path) -> String {
     p.file_stem().unwrap().to_string_lossy().into_owned()
 }
 
+/// Each corpus sample, its stem, and its reference listing
+/// `STEM.dump-VERSION.txt` from Snabb `version` if there is one.
+fn with_reference(version: &str) -> Vec<(PathBuf, String, Option<PathBuf>)> {
+    dats()
+        .into_iter()
+        .map(|dat| {
+            let s = stem(&dat);
+            let r = tl_dir().join(format!("{s}.dump-{version}.txt"));
+            (dat, s, r.exists().then_some(r))
+        })
+        .collect()
+}
+
 fn run_dump(args: &[&str], file: &Path) -> (Vec<u8>, i32) {
     let out = Command::new(common::bin())
         .arg("dump")
@@ -80,13 +93,11 @@ fn assert_lines(listing: &str, count: usize, want: &[(usize, &str)]) {
 #[test]
 fn default_dump_is_snabb_9501c6050_byte_for_byte() {
     let mut n = 0;
-    for dat in dats() {
-        let s = stem(&dat);
-        let r = tl_dir().join(format!("{s}.dump-9501c6050.txt"));
-        if !r.exists() {
+    for (dat, s, r) in with_reference("9501c6050") {
+        let Some(r) = r else {
             assert!(s.starts_with('v'), "{s}: A sample without its reference");
             continue;
-        }
+        };
         let (out, rc) = run_dump(&[], &dat);
         assert_eq!(rc, 0, "{s}");
         assert_same(&s, &std::fs::read(&r).unwrap(), &out);
@@ -118,12 +129,10 @@ fn ring_and_logged(s: &str) -> (usize, usize) {
 #[test]
 fn newest_first_matches_snabb_7629b0f6b() {
     let mut exact = 0;
-    for dat in dats() {
-        let s = stem(&dat);
-        let r = tl_dir().join(format!("{s}.dump-7629b0f6b.txt"));
-        if !r.exists() {
+    for (dat, s, r) in with_reference("7629b0f6b") {
+        let Some(r) = r else {
             continue;
-        }
+        };
         if tl_dir().join(format!("{s}.dump-7629b0f6b.stderr")).exists() {
             // Snabb hung (empty ring): ours terminates with the header row.
             let (out, rc) = run_dump(&["--newest-first"], &dat);
@@ -647,6 +656,19 @@ fn a_header(last: u64) -> Vec<u8> {
     h
 }
 
+/// A 64-byte ring entry: cycle count `tsc`, the message word `msg`
+/// (string offset << 16 | priority bits) at byte `msg_at` (24 in the A2
+/// layout, 16 in A1), then `args` from byte 32.
+fn entry(tsc: u64, msg_at: usize, msg: u64, args: &[u64]) -> Vec<u8> {
+    let mut e = vec![0u8; 64];
+    e[0..8].copy_from_slice(&tsc.to_le_bytes());
+    e[msg_at..msg_at + 8].copy_from_slice(&msg.to_le_bytes());
+    for (k, a) in args.iter().enumerate() {
+        e[32 + 8 * k..40 + 8 * k].copy_from_slice(&a.to_le_bytes());
+    }
+    e
+}
+
 #[test]
 fn bad_headers_are_positioned_errors() {
     let tmp = tempfile::tempdir().unwrap();
@@ -715,14 +737,9 @@ fn bad_headers_are_positioned_errors() {
 fn string_offset_outside_the_table() {
     // One slot, 16-byte table; the entry's message offset points past it.
     let mut v = a_header(0);
-    let mut e = vec![0u8; 64];
-    e[0..8].copy_from_slice(&5u64.to_le_bytes());
-    e[24..32].copy_from_slice(&((100u64 << 16) | 0x10).to_le_bytes());
-    v.extend_from_slice(&e);
+    v.extend_from_slice(&entry(5, 24, (100 << 16) | 0x10, &[]));
     v.extend_from_slice(b"cat\0\0\0\0\0\0\0\0\0\0\0\0\0");
-    let tmp = tempfile::tempdir().unwrap();
-    let p = tmp.path().join("s.dat");
-    std::fs::write(&p, &v).unwrap();
+    let (_tmp, p) = common::scratch_file("s.dat", &v);
     let (_, rc) = run_dump(&[], &p);
     assert_eq!(rc, 2);
     let (out, rc) = run_dump(&["--salvage"], &p);
@@ -736,20 +753,12 @@ fn string_offset_outside_the_table() {
 fn fifth_placeholder_prints_fallback_and_warns() {
     let mut v = a_header(1);
     let fmt = b"a $a $b\nsecond $c $d $e";
-    let mut e = vec![0u8; 64];
-    e[0..8].copy_from_slice(&7u64.to_le_bytes());
-    e[24..32].copy_from_slice(&((4u64 << 16) | 0x10).to_le_bytes());
-    for k in 0..4u64 {
-        e[32 + 8 * k as usize..40 + 8 * k as usize].copy_from_slice(&(k + 1).to_le_bytes());
-    }
-    v.extend_from_slice(&e);
+    v.extend_from_slice(&entry(7, 24, (4 << 16) | 0x10, &[1, 2, 3, 4]));
     v.extend_from_slice(&[0u8; 64]);
     v.extend_from_slice(b"cat\0");
     v.extend_from_slice(fmt);
     v.extend_from_slice(&[0u8; 32]);
-    let tmp = tempfile::tempdir().unwrap();
-    let p = tmp.path().join("c.dat");
-    std::fs::write(&p, &v).unwrap();
+    let (_tmp, p) = common::scratch_file("c.dat", &v);
     let (code, stdout, stderr) = common::pt(&["dump"], &[&p]);
     assert_eq!(code, 0);
     assert_eq!(
@@ -952,10 +961,7 @@ fn mainline_listing() {
 fn a1_entry_shape_is_flagged() {
     // A1: msg_id at offset 16 with the plain priority number 4 (trace).
     let mut v = a_header(1);
-    let mut e = vec![0u8; 64];
-    e[0..8].copy_from_slice(&9u64.to_le_bytes());
-    e[16..24].copy_from_slice(&((4u64 << 16) | 4).to_le_bytes());
-    v.extend_from_slice(&e);
+    v.extend_from_slice(&entry(9, 16, (4 << 16) | 4, &[]));
     v.extend_from_slice(&[0u8; 64]);
     v.extend_from_slice(b"cat\0msg\0");
     let p = Path::new("a1.dat");

@@ -461,6 +461,20 @@ pub fn scratch_file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
     (dir, p)
 }
 
+/// `input` converted ([`convert`]) to `to`, as `name` in a new scratch
+/// directory.
+pub fn convert_in_scratch(
+    input: &Path,
+    to: &str,
+    name: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(name);
+    convert(input, to, &out, extra);
+    (dir, out)
+}
+
 /// A scratch directory and the corpus input `rel`, as most conversion
 /// tests begin.
 pub fn scratch_and_corpus(rel: &str) -> (tempfile::TempDir, PathBuf) {
