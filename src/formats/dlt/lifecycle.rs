@@ -19,8 +19,8 @@
 
 use super::layout::{id_text, Msg};
 use super::text;
-use crate::model::{Level, MessageKeys, MessageSelect};
-use std::collections::HashMap;
+use crate::model::{IntMap, Level, MessageKeys, MessageSelect};
+use std::collections::hash_map::Entry;
 
 /// 0.1 ms ticks: tmsp falling back by more than this is a restart.
 const FALLBACK: u32 = 500_000;
@@ -67,6 +67,7 @@ pub struct Step {
     pub restart: bool,
 }
 
+#[derive(Default)]
 struct Current {
     number: u32,
     boot_all: Option<i64>,
@@ -79,7 +80,8 @@ struct Current {
 
 #[derive(Default)]
 pub struct Tracker {
-    ecus: HashMap<[u8; 4], Current>,
+    /// By the ECU id's four bytes as one integer: a lookup per message.
+    ecus: IntMap<u32, Current>,
     next: u32,
     pub listed: Vec<Lifecycle>,
 }
@@ -99,15 +101,17 @@ impl Tracker {
     pub fn step(&mut self, ecu: [u8; 4], st: i64, tmsp: Option<u32>) -> Step {
         let all = tmsp.map(|t| st - t as i64 * 100_000);
         let est = all.filter(|_| st >= DATED_FROM_NS);
-        let seen = self.ecus.contains_key(&ecu);
-        let new = match (self.ecus.get(&ecu), tmsp) {
-            (None, _) => true,
-            (Some(c), Some(t)) => {
-                c.last_tmsp.is_some_and(|l| t < l && l - t > FALLBACK)
-                    || matches!((c.boot, est), (Some(b), Some(e))
-                        if e > b + c.max_tmsp as i64 * 100_000 + GAP_NS)
+        let (c, new, seen) = match self.ecus.entry(u32::from_ne_bytes(ecu)) {
+            Entry::Occupied(o) => {
+                let c = o.into_mut();
+                let new = tmsp.is_some_and(|t| {
+                    c.last_tmsp.is_some_and(|l| t < l && l - t > FALLBACK)
+                        || matches!((c.boot, est), (Some(b), Some(e))
+                            if e > b + c.max_tmsp as i64 * 100_000 + GAP_NS)
+                });
+                (c, new, true)
             }
-            (Some(_), None) => false,
+            Entry::Vacant(v) => (v.insert(Current::default()), true, false),
         };
         if new {
             self.next += 1;
@@ -124,19 +128,12 @@ impl Tracker {
                 });
                 self.listed.len() - 1
             });
-            self.ecus.insert(
-                ecu,
-                Current {
-                    number: self.next,
-                    boot_all: None,
-                    last_tmsp: None,
-                    max_tmsp: 0,
-                    boot: None,
-                    slot,
-                },
-            );
+            *c = Current {
+                number: self.next,
+                slot,
+                ..Current::default()
+            };
         }
-        let c = self.ecus.get_mut(&ecu).expect("inserted above");
         if let Some(t) = tmsp {
             c.last_tmsp = Some(t);
             c.max_tmsp = c.max_tmsp.max(t);
