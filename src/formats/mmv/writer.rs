@@ -293,8 +293,8 @@ fn mmv_type(d: &MetricDesc) -> Option<i32> {
 }
 
 /// Make a metric name the MMV PMDA accepts: letters, digits, `_` and `.`,
-/// starting with a letter.
-fn sanitize(name: &str) -> String {
+/// starting with a letter (also the recorder's live MMV names).
+pub fn sanitize(name: &str) -> String {
     let mut s: String = name
         .chars()
         .map(|c| {
