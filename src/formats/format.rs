@@ -251,6 +251,31 @@ impl Rule {
     }
 }
 
+/// A writer's rule table, one rule a row: `fate(Kind, texts…)` calls the
+/// [`Rule`] constructor of that name with `Kind::Kind`, `.from(A, B)` after
+/// it limits the rule to streams from those formats, and a bare name is a
+/// rule constant shared with other tables. Rows stay one line each, so a
+/// table reads as the mapping it declares.
+macro_rules! rules {
+    (@rows [$($done:expr,)*]) => {
+        [$($done,)*]
+    };
+    (@rows [$($done:expr,)*] $fate:ident($kind:ident $(, $text:expr)*) $(.from($($src:ident),*))? $(, $($rest:tt)*)?) => {
+        $crate::formats::format::rules!(@rows [
+            $($done,)*
+            $crate::formats::format::Rule::$fate($crate::formats::format::Kind::$kind $(, $text)*)
+                $(.from(&[$($crate::model::FormatId::$src),*]))?,
+        ] $($($rest)*)?)
+    };
+    (@rows [$($done:expr,)*] $shared:path $(, $($rest:tt)*)?) => {
+        $crate::formats::format::rules!(@rows [$($done,)* $shared,] $($($rest)*)?)
+    };
+    ($($rows:tt)*) => {
+        $crate::formats::format::rules!(@rows [] $($rows)*)
+    };
+}
+pub(crate) use rules;
+
 /// Note `item` (help texts, label sets, marks, annotations) dropped under
 /// the rule `writes` (the writer's declaration) has for its kind, so that
 /// the loss line and the mapping table say the same.

@@ -743,6 +743,26 @@ macro_rules! membership_map {
 
 membership_map!(HashMap, BTreeMap);
 
+/// The names of domain `.0` in a map of the names of all domains, as a
+/// [`Membership`] (what an update of that domain applies to).
+pub struct DomainNames<'a>(
+    pub IndomId,
+    pub &'a mut std::collections::HashMap<(IndomId, InstId), String>,
+);
+
+impl Membership for DomainNames<'_> {
+    fn clear_all(&mut self) {
+        let id = self.0;
+        self.1.retain(|(i, _), _| *i != id);
+    }
+    fn remove_id(&mut self, inst: InstId) {
+        self.1.remove(&(self.0, inst));
+    }
+    fn insert_name(&mut self, inst: InstId, name: &str) {
+        self.1.insert((self.0, inst), name.to_string());
+    }
+}
+
 impl IndomUpdate {
     /// Bring `names` to the membership from `time` on: a full update
     /// replaces it, a delta removes then adds (a re-added id is renamed).

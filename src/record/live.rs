@@ -74,21 +74,10 @@ impl Handle {
     }
 }
 
-/// A name the PMDA accepts: a letter, then letters, digits, `_` and `.`.
+/// A name the PMDA accepts (a letter, then letters, digits, `_` and `.`),
+/// at most 255 bytes.
 fn mmv_name(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if !s.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        s.insert(0, 'm');
-    }
+    let mut s = crate::formats::mmv::writer::sanitize(name);
     s.truncate(255);
     s
 }

@@ -8,7 +8,10 @@
 pub mod json;
 pub mod writer;
 
-use crate::formats::format::{Export, FormatInfo, Kind, Rule};
+use crate::formats::format::{rules, Export, FormatInfo, Rule};
+use crate::formats::pairs::tracks::{
+    ERROR_CODES_DROPPED, MARKS_AS_INSTANTS, NOTES_AS_INSTANTS, STRINGS_AS_INSTANTS,
+};
 use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
@@ -20,43 +23,20 @@ pub const INFO: FormatInfo = FormatInfo::export(
 .with_text_output();
 
 /// What a Chrome trace-event file holds (`docs/chrome.md`).
-pub const WRITES: &[Rule] = &[
-    Rule::kept(
-        Kind::Events,
-        "slices (entry/exit pairs) and instants on per-CPU tracks",
-    ),
-    Rule::kept(Kind::Samples, "counter tracks per metric and instance"),
-    Rule::some_dropped(
-        Kind::Samples,
-        "metric values",
-        "per-metric error codes",
-        "PCP error code instead of a value",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "metric values",
-        "NaN and infinities",
-        "NaN or infinite: no JSON number",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "string metric values",
-        "strings",
-        "written as instants where the value changes; repeats left out",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "metric values",
-        "aggregates and event records",
-        "aggregate or compound value: not a counter (CTF or PCP carry it)",
-    ),
-    Rule::kept(Kind::Metrics, "as counter track names"),
-    Rule::kept(Kind::Indoms, "instance names in the counter series"),
-    Rule::dropped_all(Kind::Help, "Chrome trace JSON has no place for them"),
-    Rule::dropped_all(Kind::Labels, "Chrome trace JSON has no place for them"),
-    Rule::kept(Kind::Marks, "instants on a marks track"),
-    Rule::kept(Kind::Annotations, "instants on a notes track"),
-];
+pub const WRITES: &[Rule] = &rules! {
+    kept(Events, "slices (entry/exit pairs) and instants on per-CPU tracks"),
+    kept(Samples, "counter tracks per metric and instance"),
+    ERROR_CODES_DROPPED,
+    some_dropped(Samples, "metric values", "NaN and infinities", "NaN or infinite: no JSON number"),
+    STRINGS_AS_INSTANTS,
+    some_dropped(Samples, "metric values", "aggregates and event records", "aggregate or compound value: not a counter (CTF or PCP carry it)"),
+    kept(Metrics, "as counter track names"),
+    kept(Indoms, "instance names in the counter series"),
+    dropped_all(Help, "Chrome trace JSON has no place for them"),
+    dropped_all(Labels, "Chrome trace JSON has no place for them"),
+    MARKS_AS_INSTANTS,
+    NOTES_AS_INSTANTS,
+};
 
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {

@@ -10,7 +10,7 @@ pub mod glob;
 pub mod spool;
 pub mod writer;
 
-use crate::formats::format::{Export, FormatInfo, Kind, Rule};
+use crate::formats::format::{rules, Export, FormatInfo, Rule};
 use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
@@ -22,37 +22,18 @@ pub const INFO: FormatInfo = FormatInfo::export(
 .with_text_output();
 
 /// What the CSV tables hold with the default options (`docs/csv.md`).
-pub const WRITES: &[Rule] = &[
-    Rule::dropped_all(
-        Kind::Events,
-        "the samples table has no place for them (--events writes an events table)",
-    ),
-    Rule::kept(
-        Kind::Samples,
-        "one row per time, one column per metric and instance",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "metric error codes",
-        "per-metric error codes",
-        "a CSV cell has no place for them: left empty",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "event-record values",
-        "event records",
-        "not a cell value (chrome-json and ctf carry them)",
-    ),
-    Rule::kept(Kind::Metrics, "as column names"),
-    Rule::kept(Kind::Indoms, "instance names in the column names"),
-    Rule::dropped_all(Kind::Help, "CSV has no place for them"),
-    Rule::dropped_all(Kind::Labels, "CSV has no place for them"),
-    Rule::dropped_all(Kind::Marks, "a CSV table has no place for them"),
-    Rule::dropped_all(
-        Kind::Annotations,
-        "the samples table has no place for them (--events lists them)",
-    ),
-];
+pub const WRITES: &[Rule] = &rules! {
+    dropped_all(Events, "the samples table has no place for them (--events writes an events table)"),
+    kept(Samples, "one row per time, one column per metric and instance"),
+    some_degraded(Samples, "metric error codes", "per-metric error codes", "a CSV cell has no place for them: left empty"),
+    some_dropped(Samples, "event-record values", "event records", "not a cell value (chrome-json and ctf carry them)"),
+    kept(Metrics, "as column names"),
+    kept(Indoms, "instance names in the column names"),
+    dropped_all(Help, "CSV has no place for them"),
+    dropped_all(Labels, "CSV has no place for them"),
+    dropped_all(Marks, "a CSV table has no place for them"),
+    dropped_all(Annotations, "the samples table has no place for them (--events lists them)"),
+};
 
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {

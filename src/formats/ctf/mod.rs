@@ -8,7 +8,7 @@ pub mod packet;
 pub mod types;
 pub mod writer;
 
-use crate::formats::format::{Export, FormatInfo, Kind, RawClock, Rule};
+use crate::formats::format::{rules, Export, FormatInfo, RawClock, Rule};
 use crate::model::FormatId;
 
 /// What this format is and can do (`polytrace formats`).
@@ -22,24 +22,16 @@ pub const INFO: FormatInfo = FormatInfo::export(
 .with_raw_clock(RawClock::Carried);
 
 /// What a CTF 1.8 trace holds.
-pub const WRITES: &[Rule] = &[
-    Rule::kept(Kind::Events, "one event class per type, typed fields"),
-    Rule::kept(Kind::Samples, "metric.<name> events"),
-    Rule::degraded(
-        Kind::Metrics,
-        "metric descriptors",
-        "semantics, units and help have no place in CTF 1.8 (type and instances kept)",
-    ),
-    Rule::degraded(
-        Kind::Indoms,
-        "indom updates",
-        "kept as the instance_name of each value, not as an event of its own",
-    ),
-    Rule::dropped_all(Kind::Help, "no place in CTF 1.8 metadata"),
-    Rule::dropped_all(Kind::Labels, "no place in CTF 1.8 metadata"),
-    Rule::kept(Kind::Marks, "mark events"),
-    Rule::kept(Kind::Annotations, "annotation events"),
-];
+pub const WRITES: &[Rule] = &rules! {
+    kept(Events, "one event class per type, typed fields"),
+    kept(Samples, "metric.<name> events"),
+    degraded(Metrics, "metric descriptors", "semantics, units and help have no place in CTF 1.8 (type and instances kept)"),
+    degraded(Indoms, "indom updates", "kept as the instance_name of each value, not as an event of its own"),
+    dropped_all(Help, "no place in CTF 1.8 metadata"),
+    dropped_all(Labels, "no place in CTF 1.8 metadata"),
+    kept(Marks, "mark events"),
+    kept(Annotations, "annotation events"),
+};
 
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {

@@ -22,8 +22,8 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{
-    buffered_file, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
-    Rule,
+    buffered_file, rules, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind,
+    RawClock, Rule,
 };
 use crate::formats::kpi::{KPI_EVENTS, KPI_SAMPLES};
 use crate::input::Input;
@@ -64,79 +64,27 @@ pub const INFO: FormatInfo = FormatInfo::native(
 
 /// KPI data is grouped as KPI lines are; every other event, value and
 /// annotation becomes a verbose log message of its own.
-pub const WRITES: &[Rule] = &[
+pub const WRITES: &[Rule] = &rules! {
     KPI_EVENTS,
-    Rule::kept(
-        Kind::Events,
-        "one verbose log message each: APID from the category, CTID from the name, fields as typed arguments",
-    ),
-    Rule::some_degraded(
-        Kind::Events,
-        "events",
-        "events with a CPU",
-        "their CPU is not kept: DLT messages have none",
-    ),
-    Rule::some_degraded(
-        Kind::Events,
-        "events",
-        "enum fields",
-        "enum values written as their label strings",
-    ),
-    Rule::some_degraded(
-        Kind::Events,
-        "events",
-        "array and struct fields",
-        "arrays and structs written as their text",
-    ),
-    Rule::some_degraded(
-        Kind::Events,
-        "events",
-        "over 255 fields or 64 KiB",
-        "more than a DLT message holds (255 arguments, 64 KiB): cut to fit",
-    ),
+    kept(Events, "one verbose log message each: APID from the category, CTID from the name, fields as typed arguments"),
+    some_degraded(Events, "events", "events with a CPU", "their CPU is not kept: DLT messages have none"),
+    some_degraded(Events, "events", "enum fields", "enum values written as their label strings"),
+    some_degraded(Events, "events", "array and struct fields", "arrays and structs written as their text"),
+    some_degraded(Events, "events", "over 255 fields or 64 KiB", "more than a DLT message holds (255 arguments, 64 KiB): cut to fit"),
     KPI_SAMPLES,
-    Rule::kept(
-        Kind::Samples,
-        "one log message per value: metric name, instance name, typed value",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "error codes",
-        "per-metric error codes",
-        "DLT messages carry values, not PCP error codes",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "values",
-        "values without a DLT type",
-        "written as text or cut to fit a DLT message",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "datasets",
-        "KPI datasets over the payload limit",
-        "longer than a message can hold: cut to fit",
-    ),
-    Rule::kept(Kind::Metrics, "by name in each value message"),
-    Rule::kept(Kind::Indoms, "instance names in each value message"),
-    Rule::kept(Kind::Help, "the kpi.* help is implied by the datasets")
-        .from(&[FormatId::Kpi, FormatId::Dlt]),
-    Rule::some_dropped(
-        Kind::Help,
-        "help texts",
-        "help of other metrics",
-        "DLT messages have no help text",
-    ),
-    Rule::dropped_all(Kind::Labels, "DLT messages have no labels"),
-    Rule::dropped_all(Kind::Marks, "DLT files have no marks"),
-    Rule::kept(Kind::Annotations, "as log messages"),
-    Rule::some_degraded(
-        Kind::Annotations,
-        "annotations",
-        "longer than a message",
-        "longer than a message can hold: cut to fit",
-    ),
-];
+    kept(Samples, "one log message per value: metric name, instance name, typed value"),
+    some_dropped(Samples, "error codes", "per-metric error codes", "DLT messages carry values, not PCP error codes"),
+    some_degraded(Samples, "values", "values without a DLT type", "written as text or cut to fit a DLT message"),
+    some_degraded(Samples, "datasets", "KPI datasets over the payload limit", "longer than a message can hold: cut to fit"),
+    kept(Metrics, "by name in each value message"),
+    kept(Indoms, "instance names in each value message"),
+    kept(Help, "the kpi.* help is implied by the datasets").from(Kpi, Dlt),
+    some_dropped(Help, "help texts", "help of other metrics", "DLT messages have no help text"),
+    dropped_all(Labels, "DLT messages have no labels"),
+    dropped_all(Marks, "DLT files have no marks"),
+    kept(Annotations, "as log messages"),
+    some_degraded(Annotations, "annotations", "longer than a message", "longer than a message can hold: cut to fit"),
+};
 
 impl Format for DltFormat {
     fn info(&self) -> &'static FormatInfo {

@@ -592,15 +592,7 @@ impl<W: Write> DltWriter<W> {
     }
 
     fn indom(&mut self, u: &IndomUpdate) {
-        if u.kind == IndomKind::Full {
-            self.inst_names.retain(|(i, _), _| *i != u.id);
-        }
-        for r in &u.removed {
-            self.inst_names.remove(&(u.id, *r));
-        }
-        for i in &u.instances {
-            self.inst_names.insert((u.id, i.id), i.name.clone());
-        }
+        u.apply_to(&mut DomainNames(u.id, &mut self.inst_names));
     }
 
     /// Header fields of a general record.

@@ -42,6 +42,30 @@ enum Stored {
     Set(Option<i64>),
 }
 
+/// The keys [`Assembler::group_extras`] sets: the group's kind and
+/// number, where it began (when not at this item), the storage time.
+#[derive(Clone, Copy, Debug)]
+struct GroupKeys {
+    kind: Kind,
+    group: u64,
+    beg_time: Option<i64>,
+    beg_raw: Option<u64>,
+    stored: Stored,
+}
+
+impl GroupKeys {
+    /// A group's keys at its start, the storage time left as it is.
+    fn at_start(kind: Kind, group: u64) -> GroupKeys {
+        GroupKeys {
+            kind,
+            group,
+            beg_time: None,
+            beg_raw: None,
+            stored: Stored::Leave,
+        }
+    }
+}
+
 /// The extras say where the group began: `kpi.beg_time` (at the address
 /// this module sets it with) sorts third from the end, before `kpi.group`
 /// and `kpi.kind`.
@@ -313,46 +337,32 @@ impl Assembler {
 
     /// The group's extras (`kpi.kind`, `kpi.group`, where the group began)
     /// in `x`, reusing its entries.
-    fn group_extras(
-        x: &mut Extras,
-        kind: Kind,
-        group: u64,
-        beg_time: Option<i64>,
-        beg_raw: Option<u64>,
-        stored: Stored,
-    ) {
+    fn group_extras(x: &mut Extras, keys: GroupKeys) {
         // A recycled KPI item has these keys already: values are set in
         // place (no entries moved).
-        if !Self::group_extras_in_place(x, kind, group, beg_time, beg_raw, stored) {
-            Self::group_extras_by_key(x, kind, group, beg_time, beg_raw, stored);
+        if !Self::group_extras_in_place(x, keys) {
+            Self::group_extras_by_key(x, keys);
         }
     }
 
     /// [`Self::group_extras`] key by key, for any layout of `x`.
-    fn group_extras_by_key(
-        x: &mut Extras,
-        kind: Kind,
-        group: u64,
-        beg_time: Option<i64>,
-        beg_raw: Option<u64>,
-        stored: Stored,
-    ) {
-        match stored {
+    fn group_extras_by_key(x: &mut Extras, keys: GroupKeys) {
+        match keys.stored {
             Stored::Leave => {}
             Stored::Set(Some(t)) => x.set(X_STORAGE, ExtraValue::I64(t)),
             Stored::Set(None) => {
                 x.remove(X_STORAGE);
             }
         }
-        x.set_str(X_KIND, kind.name());
-        x.set(X_GROUP, ExtraValue::U64(group));
-        match beg_time {
+        x.set_str(X_KIND, keys.kind.name());
+        x.set(X_GROUP, ExtraValue::U64(keys.group));
+        match keys.beg_time {
             Some(t) => x.set(X_BEG_TIME, ExtraValue::I64(t)),
             None => {
                 x.remove(X_BEG_TIME);
             }
         }
-        match beg_raw {
+        match keys.beg_raw {
             Some(r) => x.set(X_BEG_RAW, ExtraValue::U64(r)),
             None => {
                 x.remove(X_BEG_RAW);
@@ -364,14 +374,7 @@ impl Assembler {
     /// a recycled KPI item does: found by address at their places, no
     /// search (an absent start key otherwise costs a binary search, twice
     /// per event). False, with `x` unchanged, for any other layout.
-    fn group_extras_in_place(
-        x: &mut Extras,
-        kind: Kind,
-        group: u64,
-        beg_time: Option<i64>,
-        beg_raw: Option<u64>,
-        stored: Stored,
-    ) -> bool {
+    fn group_extras_in_place(x: &mut Extras, keys: GroupKeys) -> bool {
         let e = x.entries_mut();
         let n = e.len();
         if n < 2 || !same_address(&e[n - 1].0, X_KIND) || !same_address(&e[n - 2].0, X_GROUP) {
@@ -389,30 +392,30 @@ impl Assembler {
         // Whatever comes before must sort before them (a key of ours at
         // another address would not, nor a storage time to set or drop);
         // the storage time must be there exactly when it is to be set.
-        let before = match stored {
+        let before = match keys.stored {
             Stored::Leave if !has_stored => X_BEG_RAW,
             _ => X_STORAGE,
         };
         if first >= 1 && crate::model::key_order(&e[first - 1].0, before).is_ge() {
             return false;
         }
-        match stored {
+        match keys.stored {
             Stored::Leave => {}
             Stored::Set(Some(t)) if has_stored => e[first].1.put_i64(t),
             Stored::Set(None) if !has_stored => {}
             Stored::Set(_) => return false,
         }
         match &mut e[n - 1].1 {
-            ExtraValue::Str(s) if crate::model::key_eq(s, kind.name()) => {}
+            ExtraValue::Str(s) if crate::model::key_eq(s, keys.kind.name()) => {}
             ExtraValue::Str(s) => {
                 s.clear();
-                s.push_str(kind.name());
+                s.push_str(keys.kind.name());
             }
-            v => *v = ExtraValue::Str(kind.name().to_string()),
+            v => *v = ExtraValue::Str(keys.kind.name().to_string()),
         }
-        e[n - 2].1.put_u64(group);
+        e[n - 2].1.put_u64(keys.group);
         let t_at = i + has_raw as usize;
-        match (beg_time, has_time) {
+        match (keys.beg_time, has_time) {
             (Some(t), true) => e[t_at].1.put_i64(t),
             (Some(t), false) => e.insert(t_at, (X_BEG_TIME.into(), ExtraValue::I64(t))),
             (None, true) => {
@@ -420,7 +423,7 @@ impl Assembler {
             }
             (None, false) => {}
         }
-        match (beg_raw, has_raw) {
+        match (keys.beg_raw, has_raw) {
             (Some(r), true) => e[i].1.put_u64(r),
             (Some(r), false) => e.insert(i, (X_BEG_RAW.into(), ExtraValue::U64(r))),
             (None, true) => {
@@ -524,14 +527,14 @@ impl Assembler {
     /// The extras of the events of message `at` (its group's, its storage
     /// time) in `x`, stamped: the first event's, or a run's.
     fn message_extras(x: &mut Extras, at: &EventAt) {
-        Self::group_extras(
-            x,
-            at.kind,
-            at.group,
-            at.beg_time,
-            at.beg_raw,
-            Stored::Set(at.stored),
-        );
+        let keys = GroupKeys {
+            kind: at.kind,
+            group: at.group,
+            beg_time: at.beg_time,
+            beg_raw: at.beg_raw,
+            stored: Stored::Set(at.stored),
+        };
+        Self::group_extras(x, keys);
         x.restamp();
     }
 
@@ -873,7 +876,7 @@ impl Assembler {
                     fill(col, o.irq.iter().map(|&(id, n)| (id, Num::U64(n))));
                 }
             }
-            Self::group_extras(&mut s.extras, kind, o.group, None, None, Stored::Leave);
+            Self::group_extras(&mut s.extras, GroupKeys::at_start(kind, o.group));
             out.push(Item::Sample(s));
         }
         o.act.clear();
@@ -1047,6 +1050,16 @@ mod tests {
     /// from every layout a recycled item can have (and is taken for all of
     /// them) and from some it should not have (a start key at another
     /// address, keys after `kpi.kind`), where it must step aside.
+    /// A group's keys with a start and storage time.
+    fn keys(kind: Kind, group: u64, beg: (Option<i64>, Option<u64>), stored: Stored) -> GroupKeys {
+        GroupKeys {
+            beg_time: beg.0,
+            beg_raw: beg.1,
+            stored,
+            ..GroupKeys::at_start(kind, group)
+        }
+    }
+
     #[test]
     fn group_extras_in_place_matches_key_by_key() {
         let begs = [
@@ -1062,13 +1075,13 @@ mod tests {
             for (bt, br) in begs {
                 let mut x = Extras::default();
                 let stored = Stored::Set(prefix.then_some(5));
-                Assembler::group_extras(&mut x, Kind::New, 1, bt, br, stored);
+                Assembler::group_extras(&mut x, keys(Kind::New, 1, (bt, br), stored));
                 recycled.push((x, prefix));
             }
         }
         // A storage time at another address, set by a reader after us.
         let mut late = Extras::default();
-        Assembler::group_extras(&mut late, Kind::New, 1, None, None, Stored::Leave);
+        Assembler::group_extras(&mut late, GroupKeys::at_start(Kind::New, 1));
         late.set(ExtraKey::Owned(X_STORAGE.to_string()), ExtraValue::I64(6));
         let mut odd = vec![Extras::default(), late];
         let mut owned = recycled[0].0.clone();
@@ -1096,17 +1109,17 @@ mod tests {
             };
             for (bt, br) in begs {
                 let mut in_place = start.clone();
-                let took =
-                    Assembler::group_extras_in_place(&mut in_place, Kind::Chk, 4, bt, br, stored);
+                let k = keys(Kind::Chk, 4, (bt, br), stored);
+                let took = Assembler::group_extras_in_place(&mut in_place, k);
                 if must_take {
                     assert!(took, "not taken from {start:?}");
                 }
                 if !took {
                     assert_eq!(format!("{in_place:?}"), format!("{start:?}"));
-                    Assembler::group_extras(&mut in_place, Kind::Chk, 4, bt, br, stored);
+                    Assembler::group_extras(&mut in_place, k);
                 }
                 let mut key_by_key = start.clone();
-                Assembler::group_extras_by_key(&mut key_by_key, Kind::Chk, 4, bt, br, stored);
+                Assembler::group_extras_by_key(&mut key_by_key, k);
                 assert_eq!(
                     format!("{in_place:?}"),
                     format!("{key_by_key:?}"),

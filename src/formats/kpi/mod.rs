@@ -11,8 +11,8 @@ pub mod truncated;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{
-    buffered_file, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
-    Rule,
+    buffered_file, rules, AbsoluteTime, CreateRequest, DumpRequest, Format, FormatInfo, Kind,
+    RawClock, Rule,
 };
 use crate::input::{Input, InputKind};
 use crate::model::{FormatId, TraceReader, TraceWriter};
@@ -66,89 +66,28 @@ pub const KPI_SAMPLES: Rule = Rule::kept(
 .from(&[FormatId::Kpi, FormatId::Dlt]);
 
 /// What KPI lines hold.
-pub const KPI_WRITES: &[Rule] = &[
+pub const KPI_WRITES: &[Rule] = &rules! {
     KPI_EVENTS,
-    Rule::some_dropped(
-        Kind::Events,
-        "events",
-        "all but kpi NEW/STP/CHK",
-        "KPI lines carry only NEW/STP/CHK events",
-    ),
+    some_dropped(Events, "events", "all but kpi NEW/STP/CHK", "KPI lines carry only NEW/STP/CHK events"),
     KPI_SAMPLES,
-    Rule::some_dropped(
-        Kind::Samples,
-        "values",
-        "all but kpi.proc.* and kpi.irq.count",
-        "KPI lines carry only kpi.proc.* and kpi.irq.count",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "error values",
-        "per-metric error codes",
-        "KPI lines have no error codes",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "values",
-        "non-integers",
-        "rounded to an integer",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "proc.*, hinv.ncpu and interrupt values",
-        "process data of other sources",
-        "turned into KPI datasets (dlt-kpi units)",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "KPI ACT cpu",
-        "without system time",
-        "the source has no proc.psinfo.stime: utime only",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "KPI ACT rss",
-        "without resident size",
-        "the source has no proc.psinfo.rss or proc.memory.rss: written as 0",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "KPI ACT ctx",
-        "without context switches",
-        "the source has no proc.psinfo.vctxsw/nvctxsw: written as 0",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "KPI ACT io",
-        "without I/O counters",
-        "the source has no proc.io.rchar/wchar or read_bytes/write_bytes: written as 0",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "KPI NEW ppid",
-        "without parent pids",
-        "the source has no proc.psinfo.ppid: written as 0",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "KPI ACT cpu",
-        "without a CPU count",
-        "the source has no hinv.ncpu: per mille of one CPU",
-    ),
-    Rule::kept(Kind::Metrics, "implied by the dataset kinds"),
-    Rule::kept(Kind::Indoms, "process and IRQ names in the datasets"),
-    Rule::kept(Kind::Help, "the kpi.* help is implied by the lines")
-        .from(&[FormatId::Kpi, FormatId::Dlt]),
-    Rule::some_dropped(
-        Kind::Help,
-        "help texts",
-        "help of other metrics",
-        "KPI lines have no help text",
-    ),
-    Rule::dropped_all(Kind::Labels, "KPI lines have no labels"),
-    Rule::dropped_all(Kind::Marks, "KPI lines have no marks"),
-    Rule::dropped_all(Kind::Annotations, "KPI lines have no annotations"),
-];
+    some_dropped(Samples, "values", "all but kpi.proc.* and kpi.irq.count", "KPI lines carry only kpi.proc.* and kpi.irq.count"),
+    some_dropped(Samples, "error values", "per-metric error codes", "KPI lines have no error codes"),
+    some_degraded(Samples, "values", "non-integers", "rounded to an integer"),
+    some_degraded(Samples, "proc.*, hinv.ncpu and interrupt values", "process data of other sources", "turned into KPI datasets (dlt-kpi units)"),
+    some_degraded(Samples, "KPI ACT cpu", "without system time", "the source has no proc.psinfo.stime: utime only"),
+    some_degraded(Samples, "KPI ACT rss", "without resident size", "the source has no proc.psinfo.rss or proc.memory.rss: written as 0"),
+    some_degraded(Samples, "KPI ACT ctx", "without context switches", "the source has no proc.psinfo.vctxsw/nvctxsw: written as 0"),
+    some_degraded(Samples, "KPI ACT io", "without I/O counters", "the source has no proc.io.rchar/wchar or read_bytes/write_bytes: written as 0"),
+    some_degraded(Samples, "KPI NEW ppid", "without parent pids", "the source has no proc.psinfo.ppid: written as 0"),
+    some_degraded(Samples, "KPI ACT cpu", "without a CPU count", "the source has no hinv.ncpu: per mille of one CPU"),
+    kept(Metrics, "implied by the dataset kinds"),
+    kept(Indoms, "process and IRQ names in the datasets"),
+    kept(Help, "the kpi.* help is implied by the lines").from(Kpi, Dlt),
+    some_dropped(Help, "help texts", "help of other metrics", "KPI lines have no help text"),
+    dropped_all(Labels, "KPI lines have no labels"),
+    dropped_all(Marks, "KPI lines have no marks"),
+    dropped_all(Annotations, "KPI lines have no annotations"),
+};
 
 impl Format for KpiFormat {
     fn info(&self) -> &'static FormatInfo {

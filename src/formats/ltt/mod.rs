@@ -14,7 +14,7 @@ pub mod xml;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{
-    Bounds, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
+    rules, Bounds, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
 };
 use crate::input::{Input, InputKind};
 use crate::model::{Event, FormatId, Header, Item, TraceReader, TraceWriter, Value};
@@ -112,46 +112,21 @@ pub const INFO: FormatInfo = FormatInfo::native(
 
 /// What an LTT trace holds: typed events, and (unless `--ltt-plain`) the
 /// `polytrace` self-description that gives a non-LTT stream back exactly.
-pub const WRITES: &[Rule] = &[
-    Rule::kept(Kind::Events, "facility events, one facility per category"),
-    Rule::kept(Kind::Samples, "metric.<name> events {instance, value}"),
-    Rule::some_dropped(
-        Kind::Samples,
-        "sample values",
-        "error codes, with --ltt-plain",
-        "error code instead of a value",
-    ),
-    Rule::kept(Kind::Metrics, "as the event types of their values"),
-    Rule::kept(Kind::Indoms, "indom.indom_<id> events"),
-    Rule::kept(Kind::Help, "in the polytrace self-description"),
-    Rule::some_dropped(
-        Kind::Help,
-        "help texts",
-        "with --ltt-plain",
-        "not representable in LTT",
-    ),
-    Rule::kept(Kind::Labels, "in the polytrace self-description"),
-    Rule::some_dropped(
-        Kind::Labels,
-        "label sets",
-        "with --ltt-plain",
-        "not representable in LTT",
-    ),
-    Rule::kept(Kind::Marks, "in the polytrace self-description"),
-    Rule::some_dropped(
-        Kind::Marks,
-        "marks",
-        "with --ltt-plain",
-        "not representable in LTT",
-    ),
-    Rule::kept(Kind::Annotations, "in the polytrace self-description"),
-    Rule::some_dropped(
-        Kind::Annotations,
-        "annotations",
-        "with --ltt-plain",
-        "not representable in LTT",
-    ),
-];
+pub const WRITES: &[Rule] = &rules! {
+    kept(Events, "facility events, one facility per category"),
+    kept(Samples, "metric.<name> events {instance, value}"),
+    some_dropped(Samples, "sample values", "error codes, with --ltt-plain", "error code instead of a value"),
+    kept(Metrics, "as the event types of their values"),
+    kept(Indoms, "indom.indom_<id> events"),
+    kept(Help, "in the polytrace self-description"),
+    some_dropped(Help, "help texts", "with --ltt-plain", "not representable in LTT"),
+    kept(Labels, "in the polytrace self-description"),
+    some_dropped(Labels, "label sets", "with --ltt-plain", "not representable in LTT"),
+    kept(Marks, "in the polytrace self-description"),
+    some_dropped(Marks, "marks", "with --ltt-plain", "not representable in LTT"),
+    kept(Annotations, "in the polytrace self-description"),
+    some_dropped(Annotations, "annotations", "with --ltt-plain", "not representable in LTT"),
+};
 
 impl Format for LttFormat {
     fn info(&self) -> &'static FormatInfo {

@@ -7,7 +7,7 @@ pub mod reader;
 pub mod writer;
 
 use crate::error::{Diagnostic, Error, Position, Result};
-use crate::formats::format::{CreateRequest, DumpRequest, Format, FormatInfo, Kind, Rule};
+use crate::formats::format::{rules, CreateRequest, DumpRequest, Format, FormatInfo, Kind, Rule};
 use crate::input::{Bytes, Input};
 use crate::model::{FormatId, TraceReader, TraceWriter};
 use crate::options::ReadOptions;
@@ -85,41 +85,16 @@ pub const INFO: FormatInfo = FormatInfo::native(
 );
 
 /// MMV is one snapshot of metrics.
-pub const WRITES: &[Rule] = &[
-    Rule::degraded(Kind::Events, "events", EVENTS_AS_COUNTERS),
-    Rule::some_dropped(
-        Kind::Samples,
-        "samples",
-        "all but the last (or the one at --at)",
-        "MMV holds one snapshot (the last sample, or the one at --at)",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "values",
-        "missing values",
-        "missing values written as SENTINEL 'no value' markers (SENTINEL flag set)",
-    ),
-    Rule::some_degraded(
-        Kind::Metrics,
-        "metric names",
-        "names the MMV PMDA would skip",
-        "renamed: the MMV PMDA skips names that are not letters, digits, '_' and '.' starting with a letter",
-    ),
-    Rule::some_degraded(
-        Kind::Indoms,
-        "instance names",
-        "long names",
-        "truncated to the MMV name limit",
-    ),
-    Rule::some_dropped(
-        Kind::Labels,
-        "labels",
-        "context and domain labels",
-        "context/domain labels have no MMV equivalent",
-    ),
-    Rule::dropped_all(Kind::Marks, "MMV has no discontinuity markers"),
-    Rule::dropped_all(Kind::Annotations, "MMV has no annotations"),
-];
+pub const WRITES: &[Rule] = &rules! {
+    degraded(Events, "events", EVENTS_AS_COUNTERS),
+    some_dropped(Samples, "samples", "all but the last (or the one at --at)", "MMV holds one snapshot (the last sample, or the one at --at)"),
+    some_degraded(Samples, "values", "missing values", "missing values written as SENTINEL 'no value' markers (SENTINEL flag set)"),
+    some_degraded(Metrics, "metric names", "names the MMV PMDA would skip", "renamed: the MMV PMDA skips names that are not letters, digits, '_' and '.' starting with a letter"),
+    some_degraded(Indoms, "instance names", "long names", "truncated to the MMV name limit"),
+    some_dropped(Labels, "labels", "context and domain labels", "context/domain labels have no MMV equivalent"),
+    dropped_all(Marks, "MMV has no discontinuity markers"),
+    dropped_all(Annotations, "MMV has no annotations"),
+};
 
 /// How events reach MMV (the `EventCounters` stage reports it so).
 pub const EVENTS_AS_COUNTERS: &str = "written as per-type counters events.*";

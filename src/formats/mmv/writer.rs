@@ -293,8 +293,8 @@ fn mmv_type(d: &MetricDesc) -> Option<i32> {
 }
 
 /// Make a metric name the MMV PMDA accepts: letters, digits, `_` and `.`,
-/// starting with a letter.
-fn sanitize(name: &str) -> String {
+/// starting with a letter (also the recorder's live MMV names).
+pub fn sanitize(name: &str) -> String {
     let mut s: String = name
         .chars()
         .map(|c| {
@@ -957,6 +957,41 @@ struct PMetric {
     long: u64,
 }
 
+impl Plan {
+    /// The labels of `c`, one after another from `at`.
+    fn push_labels(&mut self, c: &Content, at: u64) {
+        for (k, l) in c.labels.iter().enumerate() {
+            self.labels.push((
+                at + k as u64 * LABEL_SIZE,
+                l.flags,
+                l.identity,
+                l.internal,
+                l.payload.clone(),
+            ));
+        }
+    }
+}
+
+impl PMetric {
+    /// Metric `m` at `off`, its name at `name_off`, its (short, long) help
+    /// texts at `help` (0: none).
+    fn of(m: &CMetric, off: u64, name_off: u64, help: (u64, u64)) -> PMetric {
+        PMetric {
+            off,
+            name: m.name.clone(),
+            name_off,
+            item: m.item,
+            mtype: m.mtype,
+            sem: m.sem,
+            dim: m.dim,
+            indom: m.indom_raw,
+            pad: m.pad,
+            short: help.0,
+            long: help.1,
+        }
+    }
+}
+
 fn plan_base(c: &Content) -> Plan {
     Plan {
         version: c.version,
@@ -1078,19 +1113,9 @@ fn default_plan(c: &Content) -> Plan {
     for (k, m) in c.metrics.iter().enumerate() {
         let short = m.short.as_deref().map(&mut add).unwrap_or(0);
         let long = m.long.as_deref().map(&mut add).unwrap_or(0);
-        p.metrics.push(PMetric {
-            off: metrics_off + k as u64 * msz,
-            name: m.name.clone(),
-            name_off: name_offs[k],
-            item: m.item,
-            mtype: m.mtype,
-            sem: m.sem,
-            dim: m.dim,
-            indom: m.indom_raw,
-            pad: m.pad,
-            short,
-            long,
-        });
+        let off = metrics_off + k as u64 * msz;
+        p.metrics
+            .push(PMetric::of(m, off, name_offs[k], (short, long)));
     }
     for (k, d) in c.indoms.iter().enumerate() {
         let short = d.short.as_deref().map(&mut add).unwrap_or(0);
@@ -1105,15 +1130,7 @@ fn default_plan(c: &Content) -> Plan {
         ));
     }
     p.strings = strs;
-    for (k, l) in c.labels.iter().enumerate() {
-        p.labels.push((
-            labels_off + k as u64 * LABEL_SIZE,
-            l.flags,
-            l.identity,
-            l.internal,
-            l.payload.clone(),
-        ));
-    }
+    p.push_labels(c, labels_off);
     p
 }
 
@@ -1205,19 +1222,7 @@ fn preserved_plan(c: &Content, h: &Header) -> Option<Plan> {
         };
         let short = help_off(&mut p.strings, &m.extras, HELP_SHORT_OFF, &m.short)?;
         let long = help_off(&mut p.strings, &m.extras, HELP_LONG_OFF, &m.long)?;
-        p.metrics.push(PMetric {
-            off,
-            name: m.name.clone(),
-            name_off,
-            item: m.item,
-            mtype: m.mtype,
-            sem: m.sem,
-            dim: m.dim,
-            indom: m.indom_raw,
-            pad: m.pad,
-            short,
-            long,
-        });
+        p.metrics.push(PMetric::of(m, off, name_off, (short, long)));
         metric_offs.push(off);
     }
     // VALUES: recorded (metric, instance) → (value offset, string slot).
@@ -1250,15 +1255,7 @@ fn preserved_plan(c: &Content, h: &Header) -> Option<Plan> {
         if n as usize != c.labels.len() {
             return None;
         }
-        for (k, l) in c.labels.iter().enumerate() {
-            p.labels.push((
-                o + k as u64 * LABEL_SIZE,
-                l.flags,
-                l.identity,
-                l.internal,
-                l.payload.clone(),
-            ));
-        }
+        p.push_labels(c, o);
     } else if !c.labels.is_empty() {
         return None;
     }

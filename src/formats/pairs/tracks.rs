@@ -7,10 +7,27 @@
 
 use super::{Slices, TrackKey, TypeInfo};
 use crate::error::Result;
-use crate::formats::format::{note_dropped, Rule};
+use crate::formats::format::{note_dropped, Kind, Rule};
 use crate::formats::kpi::text::{X_APID, X_ECU};
 use crate::model::*;
 use std::collections::HashMap;
+
+/// What both slice exports do alike with values and free text (rows of
+/// their `WRITES` tables).
+pub const ERROR_CODES_DROPPED: Rule = Rule::some_dropped(
+    Kind::Samples,
+    "metric values",
+    "per-metric error codes",
+    "PCP error code instead of a value",
+);
+pub const STRINGS_AS_INSTANTS: Rule = Rule::some_degraded(
+    Kind::Samples,
+    "string metric values",
+    "strings",
+    "written as instants where the value changes; repeats left out",
+);
+pub const MARKS_AS_INSTANTS: Rule = Rule::kept(Kind::Marks, "instants on a marks track");
+pub const NOTES_AS_INSTANTS: Rule = Rule::kept(Kind::Annotations, "instants on a notes track");
 
 /// Synthetic pids and tids (CPU groups, metrics, ECUs) start here, far above
 /// any real PID (Linux caps them at 2^22) and within Perfetto's int32 pid.

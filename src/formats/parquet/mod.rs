@@ -15,7 +15,7 @@ pub mod schema;
 pub mod table;
 pub mod writer;
 
-use crate::formats::format::{AbsoluteTime, Export, FormatInfo, Kind, Rule};
+use crate::formats::format::{rules, AbsoluteTime, Export, FormatInfo, Rule};
 use crate::model::FormatId;
 
 pub const INFO: FormatInfo = FormatInfo::export(
@@ -26,43 +26,19 @@ pub const INFO: FormatInfo = FormatInfo::export(
 .with_absolute_time(AbsoluteTime::Needed);
 
 /// What the two tables hold (docs/parquet.md).
-pub const WRITES: &[Rule] = &[
-    Rule::kept(
-        Kind::Events,
-        "one row per event in OUT.events.parquet, fields typed in three maps",
-    ),
-    Rule::kept(Kind::Samples, "one row per metric, instance and time"),
-    Rule::some_degraded(
-        Kind::Samples,
-        "u64 values",
-        "unsigned values above 2^63-1",
-        "no int64 holds them: value_f64 (nearest double) and value_str (exact)",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "metric error codes",
-        "per-metric error codes",
-        "a value row has no place for them",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "event-record values",
-        "event records",
-        "not a row value (chrome-json and ctf carry them)",
-    ),
-    Rule::kept(Kind::Metrics, "as the metric, units and semantics columns"),
-    Rule::kept(Kind::Indoms, "instance names in the instance column"),
-    Rule::dropped_all(Kind::Help, "the tables have no place for them"),
-    Rule::dropped_all(
-        Kind::Labels,
-        "the tables have no place for them (the host is a column)",
-    ),
-    Rule::kept(Kind::Marks, "as events of type `mark`"),
-    Rule::kept(
-        Kind::Annotations,
-        "as events of type `annotation` (text in fields_str)",
-    ),
-];
+pub const WRITES: &[Rule] = &rules! {
+    kept(Events, "one row per event in OUT.events.parquet, fields typed in three maps"),
+    kept(Samples, "one row per metric, instance and time"),
+    some_degraded(Samples, "u64 values", "unsigned values above 2^63-1", "no int64 holds them: value_f64 (nearest double) and value_str (exact)"),
+    some_dropped(Samples, "metric error codes", "per-metric error codes", "a value row has no place for them"),
+    some_dropped(Samples, "event-record values", "event records", "not a row value (chrome-json and ctf carry them)"),
+    kept(Metrics, "as the metric, units and semantics columns"),
+    kept(Indoms, "instance names in the instance column"),
+    dropped_all(Help, "the tables have no place for them"),
+    dropped_all(Labels, "the tables have no place for them (the host is a column)"),
+    kept(Marks, "as events of type `mark`"),
+    kept(Annotations, "as events of type `annotation` (text in fields_str)"),
+};
 
 /// The format: its declaration and its writer.
 pub const FORMAT: Export = Export {

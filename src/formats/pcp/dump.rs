@@ -121,22 +121,11 @@ impl Pick {
 /// pmTraversePMNS walks libpcp's name tree: depth first, the children of a
 /// node newest first (libpcp puts a new child at the front of the list).
 fn pmns_leaves(recs: &[(u64, MetaRec)]) -> Vec<(String, u32)> {
-    let mut made: HashMap<&str, usize> = HashMap::new();
-    let mut leaves: Vec<(&str, u32)> = Vec::new();
-    let mut bound: HashMap<&str, u32> = HashMap::new();
-    for (_, r) in recs {
-        let MetaRec::Desc(d) = r else { continue };
-        for n in &d.names {
-            for p in prefixes(n) {
-                let next = made.len();
-                made.entry(p).or_insert(next);
-            }
-            if !bound.contains_key(n.as_str()) {
-                bound.insert(n, d.pmid);
-                leaves.push((n, d.pmid));
-            }
-        }
-    }
+    let NameTree {
+        made,
+        first: mut leaves,
+        ..
+    } = NameTree::of(recs);
     let key = |n: &str| -> Vec<std::cmp::Reverse<usize>> {
         prefixes(n)
             .map(|p| std::cmp::Reverse(made.get(p).copied().unwrap_or(0)))
@@ -1459,18 +1448,7 @@ impl Fmt {
 /// comes first, and a name comes after its own descendants. A name already
 /// bound to another metric is dropped (the first binding wins).
 fn order_names(recs: &[(u64, MetaRec)], descs: &mut IntMap<u32, Desc>) {
-    let mut made: HashMap<&str, usize> = HashMap::new();
-    let mut bound: HashMap<&str, u32> = HashMap::new();
-    for (_, r) in recs {
-        let MetaRec::Desc(d) = r else { continue };
-        for n in &d.names {
-            for p in prefixes(n) {
-                let next = made.len();
-                made.entry(p).or_insert(next);
-            }
-            bound.entry(n.as_str()).or_insert(d.pmid);
-        }
-    }
+    let NameTree { made, bound, .. } = NameTree::of(recs);
     let key = |n: &str| -> Vec<usize> {
         prefixes(n)
             .map(|p| made.get(p).copied().unwrap_or(usize::MAX))
@@ -1487,6 +1465,41 @@ fn order_names(recs: &[(u64, MetaRec)], descs: &mut IntMap<u32, Desc>) {
                 .then(b.0.len().cmp(&a.0.len()))
         });
         d.names = keyed.into_iter().map(|x| x.1).collect();
+    }
+}
+
+/// libpcp's name tree of an archive's metric names, as its descriptors
+/// bind them in record order.
+struct NameTree<'a> {
+    /// Each node (every prefix of a name) and when it was made.
+    made: HashMap<&'a str, usize>,
+    /// Each name and the metric it is bound to (the first binding wins).
+    bound: HashMap<&'a str, u32>,
+    /// The names bound, in the order of their first binding.
+    first: Vec<(&'a str, u32)>,
+}
+
+impl<'a> NameTree<'a> {
+    fn of(recs: &'a [(u64, MetaRec)]) -> NameTree<'a> {
+        let mut t = NameTree {
+            made: HashMap::new(),
+            bound: HashMap::new(),
+            first: Vec::new(),
+        };
+        for (_, r) in recs {
+            let MetaRec::Desc(d) = r else { continue };
+            for n in &d.names {
+                for p in prefixes(n) {
+                    let next = t.made.len();
+                    t.made.entry(p).or_insert(next);
+                }
+                if !t.bound.contains_key(n.as_str()) {
+                    t.bound.insert(n, d.pmid);
+                    t.first.push((n, d.pmid));
+                }
+            }
+        }
+        t
     }
 }
 

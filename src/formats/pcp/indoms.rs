@@ -927,7 +927,12 @@ mod tests {
         while o < b.len() {
             let len = u32::from_be_bytes(b[o..o + 4].try_into().unwrap()) as usize;
             let rec = &b[o..o + len];
-            let r = super::super::meta::parse(v, rec, "x".as_ref(), o as u64, 0, &mut vec![]);
+            let at = super::super::meta::RecAt {
+                path: "x".as_ref(),
+                off: o as u64,
+                recno: 0,
+            };
+            let r = super::super::meta::parse(v, rec, at, &mut vec![]);
             match r.unwrap() {
                 super::super::meta::MetaRec::InDom(i) => {
                     let e = i.entries().map(|(n, s)| (n, s.map(str::to_string)));

@@ -114,19 +114,27 @@ impl MetaRec {
     }
 }
 
+/// Where a `.meta` record is: its file, byte offset and record number
+/// (for the errors and warnings about it).
+#[derive(Debug, Clone, Copy)]
+pub struct RecAt<'a> {
+    pub path: &'a Path,
+    pub off: u64,
+    pub recno: u64,
+}
+
+impl RecAt<'_> {
+    pub fn position(&self) -> Position {
+        Position::at(self.path, self.off, Some(self.recno))
+    }
+}
+
 /// Parse one `.meta` record (whole record with len words). `v` is the
 /// archive version; records of the other version are decoded by their own
 /// type (a warning is added to `diags`).
-pub fn parse(
-    v: Version,
-    rec: &[u8],
-    path: &Path,
-    off: u64,
-    recno: u64,
-    diags: &mut Vec<Diagnostic>,
-) -> Result<MetaRec> {
+pub fn parse(v: Version, rec: &[u8], at: RecAt, diags: &mut Vec<Diagnostic>) -> Result<MetaRec> {
     let mut s = Scratch::default();
-    Ok(match parse_into(v, rec, path, off, recno, diags, &mut s)? {
+    Ok(match parse_into(v, rec, at, diags, &mut s)? {
         Parsed::Desc(d) => MetaRec::Desc(d),
         Parsed::InDom => MetaRec::InDom(s.indom),
         Parsed::Label => MetaRec::Label(s.label),
@@ -160,13 +168,11 @@ pub enum Parsed {
 pub fn parse_into(
     v: Version,
     rec: &[u8],
-    path: &Path,
-    off: u64,
-    recno: u64,
+    at: RecAt,
     diags: &mut Vec<Diagnostic>,
     s: &mut Scratch,
 ) -> Result<Parsed> {
-    let pos = || Position::at(path, off, Some(recno));
+    let pos = || at.position();
     let bad = |m: &str| Error::format(pos(), m.to_string());
     let len = rec.len();
     let body_end = len - 4;

@@ -17,7 +17,8 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Result};
 use crate::formats::format::{
-    AbsoluteTime, Bounds, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
+    rules, AbsoluteTime, Bounds, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock,
+    Rule,
 };
 use crate::input::{archive_base_of, Input, InputKind};
 use crate::model::{FormatId, TraceReader, TraceWriter};
@@ -43,14 +44,11 @@ pub const INFO: FormatInfo = FormatInfo::native(
 .with_raw_clock(RawClock::Carried);
 
 /// A PCP archive holds everything but free text.
-pub const WRITES: &[Rule] = &[
-    Rule::kept(
-        Kind::Events,
-        "PM_TYPE_HIGHRES_EVENT records, one metric per type, one parameter per field",
-    ),
+pub const WRITES: &[Rule] = &rules! {
+    kept(Events, "PM_TYPE_HIGHRES_EVENT records, one metric per type, one parameter per field"),
     ANNOTATIONS,
     BACKWARDS,
-];
+};
 
 /// Results of a source whose clock goes back (concatenated captures).
 pub const BACKWARDS: Rule = Rule::some_degraded(

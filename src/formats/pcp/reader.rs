@@ -63,7 +63,12 @@ fn walk_meta(
         let r = rr.next(&mut buf).and_then(|r| match r {
             Rec::Eof => Ok(None),
             Rec::Ok => {
-                meta::parse_into(label.version, &buf, &rr.path, off, recno, diags, &mut s).map(Some)
+                let at = meta::RecAt {
+                    path: &rr.path,
+                    off,
+                    recno,
+                };
+                meta::parse_into(label.version, &buf, at, diags, &mut s).map(Some)
             }
         });
         match r {
@@ -157,14 +162,15 @@ fn load_lean(m: &Members, salvage: bool, diags: &mut Vec<Diagnostic>) -> Result<
                     len,
                     off,
                     recno,
-                } => meta::parse(
-                    lean.label.version,
-                    &lean.bytes[at..at + len],
-                    &m.meta,
-                    off,
-                    recno,
-                    &mut Vec::new(),
-                )?,
+                } => {
+                    let rec = meta::RecAt {
+                        path: &m.meta,
+                        off,
+                        recno,
+                    };
+                    let bytes = &lean.bytes[at..at + len];
+                    meta::parse(lean.label.version, bytes, rec, &mut Vec::new())?
+                }
             };
             all.push((0, r));
         }
@@ -588,15 +594,13 @@ impl PcpReader {
         };
         // Checked at open (its warnings given then): parsed the same way.
         let s = &mut self.meta_scratch;
-        let p = meta::parse_into(
-            self.walker.version,
-            &self.meta_bytes[at..at + len],
-            &self.walker.members.meta,
+        let rec = meta::RecAt {
+            path: &self.walker.members.meta,
             off,
             recno,
-            &mut Vec::new(),
-            s,
-        )?;
+        };
+        let bytes = &self.meta_bytes[at..at + len];
+        let p = meta::parse_into(self.walker.version, bytes, rec, &mut Vec::new(), s)?;
         let (spare, out) = (&mut self.spare, &mut self.meta_out);
         match p {
             Parsed::Desc(d) => meta_items(MetaRec::Desc(d), spare, out),

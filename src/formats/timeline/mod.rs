@@ -10,7 +10,7 @@ pub mod writer;
 
 use crate::error::{Diagnostic, Error, Result};
 use crate::formats::format::{
-    CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
+    rules, CreateRequest, DumpRequest, Format, FormatInfo, Kind, RawClock, Rule,
 };
 use crate::input::{Bytes, Input, InputKind};
 use crate::model::{FormatId, TraceReader, TraceWriter};
@@ -134,52 +134,21 @@ pub const INFO: FormatInfo = FormatInfo::native(
 
 /// A timeline holds messages with up to 4 (A2) or 6 (M3) args: numbers, or
 /// text as string-table offsets.
-pub const WRITES: &[Rule] = &[
-    Rule::kept(
-        Kind::Events,
-        "one message per event: category, `name $f1 $f2 …`",
-    ),
-    Rule::some_degraded(
-        Kind::Events,
-        "events",
-        "fields past the arg count, or neither numbers nor text",
-        "fields beyond the timeline's arg count, or neither numbers nor text, dropped",
-    ),
-    Rule::some_dropped(
-        Kind::Events,
-        "events",
-        "the oldest, past the ring size",
-        "overwritten: the ring keeps only the newest entries",
-    ),
-    Rule::kept(
-        Kind::Samples,
-        "one `$value` message per metric and instance",
-    ),
-    Rule::some_dropped(
-        Kind::Samples,
-        "sample values",
-        "strings and other non-numbers",
-        "not numeric",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "event args",
-        "fractions",
-        "fraction truncated to an integer",
-    ),
-    Rule::some_degraded(
-        Kind::Samples,
-        "event args",
-        "negative numbers",
-        "negative value stored as two's complement",
-    ),
-    Rule::kept(Kind::Metrics, "as message names"),
-    Rule::kept(Kind::Indoms, "instance names in the message names"),
-    Rule::dropped_all(Kind::Help, "no place in a timeline"),
-    Rule::dropped_all(Kind::Labels, "no place in a timeline"),
-    Rule::dropped_all(Kind::Marks, "no place in a timeline"),
-    Rule::dropped_all(Kind::Annotations, "a timeline entry has no free text"),
-];
+pub const WRITES: &[Rule] = &rules! {
+    kept(Events, "one message per event: category, `name $f1 $f2 …`"),
+    some_degraded(Events, "events", "fields past the arg count, or neither numbers nor text", "fields beyond the timeline's arg count, or neither numbers nor text, dropped"),
+    some_dropped(Events, "events", "the oldest, past the ring size", "overwritten: the ring keeps only the newest entries"),
+    kept(Samples, "one `$value` message per metric and instance"),
+    some_dropped(Samples, "sample values", "strings and other non-numbers", "not numeric"),
+    some_degraded(Samples, "event args", "fractions", "fraction truncated to an integer"),
+    some_degraded(Samples, "event args", "negative numbers", "negative value stored as two's complement"),
+    kept(Metrics, "as message names"),
+    kept(Indoms, "instance names in the message names"),
+    dropped_all(Help, "no place in a timeline"),
+    dropped_all(Labels, "no place in a timeline"),
+    dropped_all(Marks, "no place in a timeline"),
+    dropped_all(Annotations, "a timeline entry has no free text"),
+};
 
 impl Format for TimelineFormat {
     fn info(&self) -> &'static FormatInfo {
