@@ -203,6 +203,75 @@ pub fn decode_reusing(dtype: Option<i32>, raw: RawVal<'_>, spare: &mut Vec<Strin
     }
 }
 
+/// [`decode_reusing`] into `slot`, which holds a value of an earlier
+/// result: a number of the kind the slot holds is stored in it, a string
+/// goes into the slot's own buffer; a buffer the slot no longer needs goes
+/// to `spare`. (Most values keep their kind from result to result: a
+/// value then costs a store, not a drop.)
+#[inline]
+pub fn decode_into(dtype: Option<i32>, raw: RawVal<'_>, slot: &mut Value, spare: &mut Vec<String>) {
+    let t = match raw {
+        RawVal::Insitu(w) => {
+            return match dtype {
+                Some(1) => set_num(slot, Value::U64(w as u64), spare),
+                Some(4) => set_num(slot, Value::F32(f32::from_bits(w)), spare),
+                _ => set_num(slot, Value::I64(w as i32 as i64), spare),
+            }
+        }
+        RawVal::Block(vt, _) => match dtype {
+            Some(t) if t >= 0 => t,
+            _ => vt as i32,
+        },
+    };
+    let RawVal::Block(_, p) = raw else {
+        unreachable!("in-place values returned above")
+    };
+    let num = match t {
+        0 => bei32(p, 0).map(|v| Value::I64(v as i64)),
+        1 => be32(p, 0).map(|v| Value::U64(v as u64)),
+        2 => u64_of(p).map(|v| Value::I64(v as i64)),
+        3 => u64_of(p).map(Value::U64),
+        4 => f32_of(p).map(Value::F32),
+        5 => u64_of(p).map(|v| Value::F64(f64::from_bits(v))),
+        6 => {
+            if let Value::Str(buf) = slot {
+                let s = p.strip_suffix(&[0]).unwrap_or(p);
+                if let Some(s) = crate::model::utf8(s) {
+                    buf.clear();
+                    buf.push_str(s);
+                    return;
+                }
+            }
+            None
+        }
+        _ => None,
+    };
+    match num {
+        Some(v) => set_num(slot, v, spare),
+        None => replace_value(slot, decode_typed_reusing(t, p, spare), spare),
+    }
+}
+
+/// The number `v` into `slot`: in place when the slot holds one of its kind.
+#[inline]
+fn set_num(slot: &mut Value, v: Value, spare: &mut Vec<String>) {
+    match (&mut *slot, v) {
+        (Value::I64(y), Value::I64(x)) => *y = x,
+        (Value::U64(y), Value::U64(x)) => *y = x,
+        (Value::F32(y), Value::F32(x)) => *y = x,
+        (Value::F64(y), Value::F64(x)) => *y = x,
+        (_, v) => replace_value(slot, v, spare),
+    }
+}
+
+#[cold]
+fn replace_value(slot: &mut Value, v: Value, spare: &mut Vec<String>) {
+    if let Value::Str(old) = std::mem::replace(slot, v) {
+        // As many as the strings that became numbers: bounded by the list.
+        spare.push(old);
+    }
+}
+
 /// Decode a payload of PM_TYPE `t`.
 pub fn decode_typed(t: i32, p: &[u8]) -> Value {
     decode_typed_reusing(t, p, &mut Vec::new())

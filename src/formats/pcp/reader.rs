@@ -798,41 +798,79 @@ impl PcpReader {
         // descriptor says; note them so a rewrite keeps the bytes as PCP sees them.
         let mut odd: Vec<ExtraValue> = Vec::new();
         let mut ptypes: Vec<(u32, i32)> = Vec::new();
-        let mut metrics = spare.metrics.pop().unwrap_or_default();
-        metrics.reserve(sets.len());
-        for vs in sets.iter() {
-            if vs.numval < 0 {
+        // A recycled sample's lists, values and strings are refilled in
+        // place: consecutive results mostly list the same metrics and
+        // instances, so a value costs a store, not a drop and a push.
+        // Archives log groups of metrics at different intervals: a kept
+        // sample that began with the same metric has the same shape.
+        let first = sets.first().map(|vs| vs.pmid);
+        let like = spare
+            .metrics
+            .iter()
+            .rposition(|m| m.len() == sets.len() && m.first().map(|m| m.metric) == first);
+        let mut metrics = match like {
+            Some(k) => spare.metrics.swap_remove(k),
+            None => spare.metrics.pop().unwrap_or_default(),
+        };
+        if metrics.len() > sets.len() {
+            for m in metrics.drain(sets.len()..) {
+                if let Ok(l) = m.values {
+                    spare.keep_list(l);
+                }
+            }
+        }
+        metrics.reserve(sets.len() - metrics.len());
+        for (k, vs) in sets.iter().enumerate() {
+            if k == metrics.len() {
                 metrics.push(MetricValues {
                     metric: vs.pmid,
-                    values: Err(vs.numval),
+                    values: Err(0),
                 });
+            }
+            let m = &mut metrics[k];
+            m.metric = vs.pmid;
+            if vs.numval < 0 {
+                if let Ok(l) = std::mem::replace(&mut m.values, Err(vs.numval)) {
+                    spare.keep_list(l);
+                }
                 continue;
             }
+            if m.values.is_err() {
+                m.values = Ok(spare.lists.pop().unwrap_or_default());
+            }
+            let Ok(out) = &mut m.values else {
+                unreachable!("set above")
+            };
             let t = types.get(&vs.pmid).copied();
             let (ev, hr) = (matches!(t, Some(9) | Some(10)), t == Some(10));
             let sv = set_vals(vs, vals);
-            let mut out = spare.lists.pop().unwrap_or_default();
-            out.reserve(sv.len());
+            if out.len() > sv.len() {
+                for (_, v) in out.drain(sv.len()..) {
+                    spare.keep_value(v);
+                }
+            }
+            out.reserve(sv.len() - out.len());
             let mut typed0 = false;
-            for (i, v) in sv {
+            for (j, (i, v)) in sv.iter().enumerate() {
                 typed0 |= matches!(v, FlatVal::Block(0, _, _));
-                let val = match (ev, v.raw(buf)) {
+                if j == out.len() {
+                    out.push((*i, Value::I64(0)));
+                }
+                let (inst, slot) = &mut out[j];
+                *inst = *i;
+                match (ev, v.raw(buf)) {
                     (true, data::RawVal::Block(_, p)) => {
-                        data::decode_events_typed(p, hr, &mut ptypes)
+                        let val = data::decode_events_typed(p, hr, &mut ptypes)
                             .map(Value::Events)
-                            .unwrap_or_else(|| Value::Bytes(p.to_vec()))
+                            .unwrap_or_else(|| Value::Bytes(p.to_vec()));
+                        spare.keep_value(std::mem::replace(slot, val));
                     }
-                    (_, raw) => data::decode_reusing(t, raw, &mut spare.strings),
-                };
-                out.push((*i, val));
+                    (_, raw) => data::decode_into(t, raw, slot, &mut spare.strings),
+                }
             }
             if typed0 && t.is_some_and(|t| t != 0) {
                 odd.push(ExtraValue::U64(vs.pmid as u64));
             }
-            metrics.push(MetricValues {
-                metric: vs.pmid,
-                values: Ok(out),
-            });
         }
         self.spare = spare;
         let mut extras = Extras::default();
@@ -964,27 +1002,36 @@ impl Spare {
     const LISTS: usize = 16_384;
     const STRINGS: usize = 65_536;
 
-    // A sample's lists and strings go back in order: kept in reverse (so
-    // that the next sample pops each where it was), a run with the writer
-    // on its own thread, which gives back several samples at once, held
-    // lists grown to the largest metric's size (120 MB at the peak on
-    // pidstat instead of 40).
-    fn keep(&mut self, mut s: Sample) {
-        for m in s.metrics.drain(..) {
-            let Ok(mut vals) = m.values else { continue };
-            for (_, v) in vals.drain(..) {
-                if let Value::Str(st) = v {
-                    if self.strings.len() < Self::STRINGS {
-                        self.strings.push(st);
-                    }
-                }
-            }
-            if self.lists.len() < Self::LISTS {
-                self.lists.push(vals);
+    /// Samples kept whole (their lists and values refilled in place by
+    /// the next results); with the writer on its own thread several are
+    /// under way at once. More go back as lists.
+    const SAMPLES: usize = 16;
+
+    fn keep(&mut self, s: Sample) {
+        if self.metrics.len() < Self::SAMPLES {
+            self.metrics.push(s.metrics);
+            return;
+        }
+        for m in s.metrics {
+            if let Ok(l) = m.values {
+                self.keep_list(l);
             }
         }
-        if self.metrics.len() < 64 {
-            self.metrics.push(s.metrics);
+    }
+
+    /// A value list, its values left in it (refilled in place).
+    fn keep_list(&mut self, l: Vec<(InstId, Value)>) {
+        if self.lists.len() < Self::LISTS {
+            self.lists.push(l);
+        }
+    }
+
+    /// A value no longer in a list: its text buffer, if any, is kept.
+    fn keep_value(&mut self, v: Value) {
+        if let Value::Str(st) = v {
+            if self.strings.len() < Self::STRINGS {
+                self.strings.push(st);
+            }
         }
     }
 
