@@ -187,20 +187,48 @@ pub fn decode(dtype: Option<i32>, raw: RawVal<'_>) -> Value {
 /// (a reader refilling recycled samples allocates no string per value).
 pub fn decode_reusing(dtype: Option<i32>, raw: RawVal<'_>, spare: &mut Vec<String>) -> Value {
     match raw {
-        RawVal::Insitu(w) => match dtype {
-            Some(1) => Value::U64(w as u64),
-            // Old archives store FLOAT in place as the IEEE bit pattern.
-            Some(4) => Value::F32(f32::from_bits(w)),
-            _ => Value::I64(w as i32 as i64),
-        },
-        RawVal::Block(vt, p) => {
-            let t = match dtype {
-                Some(t) if t >= 0 => t,
-                _ => vt as i32,
-            };
-            decode_typed_reusing(t, p, spare)
-        }
+        RawVal::Insitu(w) => insitu_value(dtype, w),
+        RawVal::Block(vt, p) => decode_typed_reusing(block_type(dtype, vt), p, spare),
     }
+}
+
+/// A block's PM_TYPE: the descriptor's, else the block's own type byte.
+fn block_type(dtype: Option<i32>, vt: u8) -> i32 {
+    match dtype {
+        Some(t) if t >= 0 => t,
+        _ => vt as i32,
+    }
+}
+
+/// A value stored in place, by the descriptor's type.
+#[inline]
+fn insitu_value(dtype: Option<i32>, w: u32) -> Value {
+    match dtype {
+        Some(1) => Value::U64(w as u64),
+        // Old archives store FLOAT in place as the IEEE bit pattern.
+        Some(4) => Value::F32(f32::from_bits(w)),
+        _ => Value::I64(w as i32 as i64),
+    }
+}
+
+/// A numeric block (PM_TYPE 0–5) long enough for its type; None otherwise.
+#[inline]
+fn number_of(t: i32, p: &[u8]) -> Option<Value> {
+    match t {
+        0 => bei32(p, 0).map(|v| Value::I64(v as i64)),
+        1 => be32(p, 0).map(|v| Value::U64(v as u64)),
+        2 => u64_of(p).map(|v| Value::I64(v as i64)),
+        3 => u64_of(p).map(Value::U64),
+        4 => f32_of(p).map(Value::F32),
+        5 => u64_of(p).map(|v| Value::F64(f64::from_bits(v))),
+        _ => None,
+    }
+}
+
+/// A STRING block's text, if UTF-8. Strings normally end in a NUL, but not
+/// always (value-test).
+fn string_of(p: &[u8]) -> Option<&str> {
+    crate::model::utf8(p.strip_suffix(&[0]).unwrap_or(p))
 }
 
 /// [`decode_reusing`] into `slot`, which holds a value of an earlier
@@ -210,51 +238,26 @@ pub fn decode_reusing(dtype: Option<i32>, raw: RawVal<'_>, spare: &mut Vec<Strin
 /// value then costs a store, not a drop.)
 #[inline]
 pub fn decode_into(dtype: Option<i32>, raw: RawVal<'_>, slot: &mut Value, spare: &mut Vec<String>) {
-    let t = match raw {
-        RawVal::Insitu(w) => {
-            return match dtype {
-                Some(1) => set_num(slot, Value::U64(w as u64), spare),
-                Some(4) => set_num(slot, Value::F32(f32::from_bits(w)), spare),
-                _ => set_num(slot, Value::I64(w as i32 as i64), spare),
-            }
+    let (t, p) = match raw {
+        RawVal::Insitu(w) => return set_value(slot, insitu_value(dtype, w), spare),
+        RawVal::Block(vt, p) => (block_type(dtype, vt), p),
+    };
+    if let (6, Value::Str(buf)) = (t, &mut *slot) {
+        if let Some(s) = string_of(p) {
+            buf.clear();
+            buf.push_str(s);
+            return;
         }
-        RawVal::Block(vt, _) => match dtype {
-            Some(t) if t >= 0 => t,
-            _ => vt as i32,
-        },
-    };
-    let RawVal::Block(_, p) = raw else {
-        unreachable!("in-place values returned above")
-    };
-    let num = match t {
-        0 => bei32(p, 0).map(|v| Value::I64(v as i64)),
-        1 => be32(p, 0).map(|v| Value::U64(v as u64)),
-        2 => u64_of(p).map(|v| Value::I64(v as i64)),
-        3 => u64_of(p).map(Value::U64),
-        4 => f32_of(p).map(Value::F32),
-        5 => u64_of(p).map(|v| Value::F64(f64::from_bits(v))),
-        6 => {
-            if let Value::Str(buf) = slot {
-                let s = p.strip_suffix(&[0]).unwrap_or(p);
-                if let Some(s) = crate::model::utf8(s) {
-                    buf.clear();
-                    buf.push_str(s);
-                    return;
-                }
-            }
-            None
-        }
-        _ => None,
-    };
-    match num {
-        Some(v) => set_num(slot, v, spare),
+    }
+    match number_of(t, p) {
+        Some(v) => set_value(slot, v, spare),
         None => replace_value(slot, decode_typed_reusing(t, p, spare), spare),
     }
 }
 
-/// The number `v` into `slot`: in place when the slot holds one of its kind.
+/// `v` into `slot`: a number in place when the slot holds one of its kind.
 #[inline]
-fn set_num(slot: &mut Value, v: Value, spare: &mut Vec<String>) {
+fn set_value(slot: &mut Value, v: Value, spare: &mut Vec<String>) {
     match (&mut *slot, v) {
         (Value::I64(y), Value::I64(x)) => *y = x,
         (Value::U64(y), Value::U64(x)) => *y = x,
@@ -280,37 +283,16 @@ pub fn decode_typed(t: i32, p: &[u8]) -> Value {
 /// [`decode_typed`], a string in one of `spare`'s buffers if it has one.
 fn decode_typed_reusing(t: i32, p: &[u8], spare: &mut Vec<String>) -> Value {
     match t {
-        0 => bei32(p, 0)
-            .map(|v| Value::I64(v as i64))
-            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
-        1 => be32(p, 0)
-            .map(|v| Value::U64(v as u64))
-            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
-        2 => u64_of(p)
-            .map(|v| Value::I64(v as i64))
-            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
-        3 => u64_of(p)
-            .map(Value::U64)
-            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
-        4 => f32_of(p)
-            .map(Value::F32)
-            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
-        5 => u64_of(p)
-            .map(|v| Value::F64(f64::from_bits(v)))
-            .unwrap_or_else(|| Value::Bytes(p.to_vec())),
-        6 => {
-            // Strings normally end in a NUL, but not always (value-test).
-            let s = p.strip_suffix(&[0]).unwrap_or(p);
-            match crate::model::utf8(s) {
-                Some(s) => {
-                    let mut buf = spare.pop().unwrap_or_default();
-                    buf.clear();
-                    buf.push_str(s);
-                    Value::Str(buf)
-                }
-                None => Value::Bytes(s.to_vec()),
+        0..=5 => number_of(t, p).unwrap_or_else(|| Value::Bytes(p.to_vec())),
+        6 => match string_of(p) {
+            Some(s) => {
+                let mut buf = spare.pop().unwrap_or_default();
+                buf.clear();
+                buf.push_str(s);
+                Value::Str(buf)
             }
-        }
+            None => Value::Bytes(p.strip_suffix(&[0]).unwrap_or(p).to_vec()),
+        },
         9 => decode_events(p, false)
             .map(Value::Events)
             .unwrap_or_else(|| Value::Bytes(p.to_vec())),
